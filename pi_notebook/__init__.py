@@ -1,0 +1,32 @@
+"""pi_notebook: a Jupyter-native LLM agent that runs on the IPython kernel's own loop.
+
+``%load_ext pi_notebook`` registers the ``%%agent``, ``%steer``, ``%followup`` and
+``%agent`` magics. The agent core (``pi_notebook.agent``) and the LLM layer
+(``pi_notebook.ai``) import nothing from IPython and work in any asyncio program.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__version__ = "0.1.0"
+__all__ = ["__version__", "load_ipython_extension", "unload_ipython_extension", "get_agent"]
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    from .magics import load_ipython_extension as _load
+
+    _load(ipython)
+
+
+def unload_ipython_extension(ipython: Any) -> None:
+    from .magics import unload_ipython_extension as _unload
+
+    _unload(ipython)
+
+
+def get_agent() -> Any:
+    """The kernel's Agent behind the magics (created on first use)."""
+    from .magics import get_agent as _get_agent
+
+    return _get_agent()

@@ -1,0 +1,1 @@
+"""The agent core: a port of pi agent-core. No IPython imports."""

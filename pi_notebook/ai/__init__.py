@@ -1,0 +1,1 @@
+"""The LLM layer: a port of pi-ai. No IPython imports."""

@@ -1,0 +1,140 @@
+"""EventStream: an async queue of events with a final result (spec section 1.9).
+
+Rules kept from pi: pushes after the stream is done are ignored; the completing
+event is still delivered to the consumer; ``end()`` without a result and without a
+completing event leaves ``result()`` pending forever.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import AsyncIterator, Callable
+from typing import Any, Generic, TypeVar
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+__all__ = ["EventStream", "AssistantMessageEventStream", "create_assistant_message_event_stream"]
+
+_UNSET: Any = object()
+
+
+class EventStream(Generic[T, R]):
+    def __init__(
+        self,
+        is_complete: Callable[[T], bool],
+        extract_result: Callable[[T], R],
+    ) -> None:
+        self._is_complete = is_complete
+        self._extract_result = extract_result
+        self._queue: deque[T] = deque()
+        self._waiter: asyncio.Future[None] | None = None
+        self._done = False
+        self._result: Any = _UNSET
+        self._result_future: asyncio.Future[R] | None = None
+        self._error: BaseException | None = None
+
+    # -- producer side ---------------------------------------------------------------
+    def push(self, event: T) -> None:
+        if self._done:
+            return
+        if self._is_complete(event):
+            self._done = True
+            self._set_result(self._extract_result(event))
+        self._queue.append(event)
+        self._wake()
+
+    def end(self, result: Any = _UNSET) -> None:
+        self._done = True
+        if result is not _UNSET and result is not None:
+            self._set_result(result)
+        self._wake()
+
+    def fail(self, error: BaseException) -> None:
+        """End the stream so that iteration raises ``error`` once queued events are drained.
+
+        Not in pi: used by ``agent_loop()`` so that a raising loop never leaves its
+        consumer hanging (architecture.md, "Semantics").
+        """
+        if self._done and self._error is None and not self._queue and self._result is not _UNSET:
+            return
+        self._done = True
+        self._error = error
+        if self._result is _UNSET and self._result_future is not None and not self._result_future.done():
+            self._result_future.set_exception(error)
+        elif self._result is _UNSET:
+            self._result = _Failure(error)
+        self._wake()
+
+    # -- consumer side ---------------------------------------------------------------
+    def __aiter__(self) -> AsyncIterator[T]:
+        return self._iterate()
+
+    async def _iterate(self) -> AsyncIterator[T]:
+        while True:
+            if self._queue:
+                yield self._queue.popleft()
+                continue
+            if self._done:
+                if self._error is not None:
+                    raise self._error
+                return
+            loop = asyncio.get_running_loop()
+            self._waiter = loop.create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+
+    async def result(self) -> R:
+        if self._result is not _UNSET:
+            if isinstance(self._result, _Failure):
+                raise self._result.error
+            return self._result
+        if self._result_future is None:
+            self._result_future = asyncio.get_running_loop().create_future()
+        return await asyncio.shield(self._result_future)
+
+    @property
+    def done(self) -> bool:
+        return self._done
+
+    # -- internals -------------------------------------------------------------------
+    def _set_result(self, value: R) -> None:
+        if self._result is not _UNSET:
+            return
+        self._result = value
+        if self._result_future is not None and not self._result_future.done():
+            self._result_future.set_result(value)
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+
+class _Failure:
+    __slots__ = ("error",)
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+
+def _assistant_complete(event: Any) -> bool:
+    return event.type in ("done", "error")
+
+
+def _assistant_result(event: Any) -> Any:
+    return event.message if event.type == "done" else event.error
+
+
+class AssistantMessageEventStream(EventStream[Any, Any]):
+    """Completes on ``done`` (result: ``message``) or ``error`` (result: ``error``)."""
+
+    def __init__(self) -> None:
+        super().__init__(_assistant_complete, _assistant_result)
+
+
+def create_assistant_message_event_stream() -> AssistantMessageEventStream:
+    return AssistantMessageEventStream()

@@ -1,0 +1,1 @@
+"""Wire-API adapters and the faux test provider."""

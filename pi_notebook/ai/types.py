@@ -1,0 +1,303 @@
+"""pi-ai data model (spec section 1): content blocks, messages, usage, models, events.
+
+Python attributes are snake_case; JSON uses pi's camelCase names through aliases.
+``model_dump()`` defaults to ``by_alias=True, exclude_none=True`` so that the dump of
+a message is exactly pi's JSON (pi omits undefined fields); ``model_validate``
+accepts either spelling.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "now_ms", "PiModel", "TextContent", "ThinkingContent", "ImageContent", "ToolCall",
+    "UserContent", "AssistantContent", "ToolResultContent", "Cost", "Usage", "StopReason",
+    "UserMessage", "AssistantMessage", "ToolResultMessage", "Message", "ModelCostTier",
+    "ModelCost", "Model", "Tool", "Context", "ThinkingLevel", "AgentThinkingLevel",
+    "StartEvent", "TextStartEvent", "TextDeltaEvent", "TextEndEvent", "ThinkingStartEvent",
+    "ThinkingDeltaEvent", "ThinkingEndEvent", "ToolCallStartEvent", "ToolCallDeltaEvent",
+    "ToolCallEndEvent", "DoneEvent", "ErrorEvent", "AssistantMessageEvent",
+]
+
+
+def now_ms() -> int:
+    """Timestamps are integer milliseconds since the epoch, as in pi."""
+    return int(time.time() * 1000)
+
+
+def _camel(name: str) -> str:
+    # cache_write_1h -> cacheWrite1h (pydantic's to_camel would give cacheWrite1H)
+    first, *rest = name.split("_")
+    return first + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+class PiModel(BaseModel):
+    """Base for every pi data class: camelCase JSON, snake_case Python, pi-shaped dumps."""
+
+    model_config = ConfigDict(
+        alias_generator=_camel,
+        validate_by_name=True,
+        validate_by_alias=True,
+        serialize_by_alias=True,
+        arbitrary_types_allowed=True,
+    )
+
+    def model_dump(self, **kwargs: Any) -> dict[str, Any]:  # type: ignore[override]
+        kwargs.setdefault("by_alias", True)
+        kwargs.setdefault("exclude_none", True)
+        return super().model_dump(**kwargs)
+
+    def model_dump_json(self, **kwargs: Any) -> str:  # type: ignore[override]
+        kwargs.setdefault("by_alias", True)
+        kwargs.setdefault("exclude_none", True)
+        return super().model_dump_json(**kwargs)
+
+
+# --- content blocks (1.1) ----------------------------------------------------------------
+
+class TextContent(PiModel):
+    type: Literal["text"] = "text"
+    text: str = ""
+    text_signature: str | None = None
+
+
+class ThinkingContent(PiModel):
+    type: Literal["thinking"] = "thinking"
+    thinking: str = ""
+    thinking_signature: str | None = None
+    redacted: bool | None = None
+
+
+class ImageContent(PiModel):
+    type: Literal["image"] = "image"
+    data: str
+    mime_type: str
+
+
+class ToolCall(PiModel):
+    type: Literal["toolCall"] = "toolCall"
+    id: str = ""
+    name: str = ""
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    thought_signature: str | None = None
+    namespace: str | None = None
+
+
+UserContent = Annotated[Union[TextContent, ImageContent], Field(discriminator="type")]
+AssistantContent = Annotated[Union[TextContent, ThinkingContent, ToolCall], Field(discriminator="type")]
+ToolResultContent = Annotated[Union[TextContent, ImageContent], Field(discriminator="type")]
+
+
+# --- usage (1.3) ---------------------------------------------------------------------------
+
+class Cost(PiModel):
+    input: float = 0.0
+    output: float = 0.0
+    cache_read: float = 0.0
+    cache_write: float = 0.0
+    total: float = 0.0
+
+
+class Usage(PiModel):
+    input: int = 0
+    output: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
+    cache_write_1h: int | None = None
+    reasoning: int | None = None
+    total_tokens: int = 0
+    cost: Cost = Field(default_factory=Cost)
+
+
+StopReason = Literal["pending", "stop", "length", "toolUse", "error", "aborted", "deferred"]
+
+
+# --- messages (1.2) ------------------------------------------------------------------------
+
+class UserMessage(PiModel):
+    role: Literal["user"] = "user"
+    content: Union[str, list[UserContent]]
+    timestamp: int = Field(default_factory=now_ms)
+
+
+class AssistantMessage(PiModel):
+    role: Literal["assistant"] = "assistant"
+    content: list[AssistantContent] = Field(default_factory=list)
+    api: str = ""
+    provider: str = ""
+    model: str = ""
+    response_model: str | None = None
+    response_id: str | None = None
+    provider_thinking_level: str | None = None
+    usage: Usage = Field(default_factory=Usage)
+    stop_reason: StopReason = "stop"
+    error_message: str | None = None
+    raw_stop_reason: str | None = None
+    timestamp: int = Field(default_factory=now_ms)
+
+
+class ToolResultMessage(PiModel):
+    role: Literal["toolResult"] = "toolResult"
+    tool_call_id: str
+    tool_name: str
+    content: list[ToolResultContent] = Field(default_factory=list)
+    details: Any = None
+    usage: Usage | None = None
+    is_error: bool = False
+    timestamp: int = Field(default_factory=now_ms)
+
+
+Message = Annotated[Union[UserMessage, AssistantMessage, ToolResultMessage], Field(discriminator="role")]
+
+
+# --- model (1.5) ---------------------------------------------------------------------------
+
+ThinkingLevel = Literal["minimal", "low", "medium", "high", "xhigh", "max"]
+AgentThinkingLevel = Literal["off", "minimal", "low", "medium", "high", "xhigh", "max"]
+
+
+class ModelCostTier(PiModel):
+    input_tokens_above: int
+    input: float = 0.0
+    output: float = 0.0
+    cache_read: float = 0.0
+    cache_write: float = 0.0
+
+
+class ModelCost(PiModel):
+    """USD per million tokens."""
+
+    input: float = 0.0
+    output: float = 0.0
+    cache_read: float = 0.0
+    cache_write: float = 0.0
+    tiers: list[ModelCostTier] | None = None
+
+
+class Model(PiModel):
+    id: str
+    name: str = ""
+    api: str
+    provider: str
+    base_url: str = ""
+    reasoning: bool = False
+    thinking_level_map: dict[str, str | None] | None = None
+    input: list[Literal["text", "image"]] = Field(default_factory=lambda: ["text"])
+    cost: ModelCost = Field(default_factory=ModelCost)
+    context_window: int = 0
+    max_tokens: int = 0
+    sampling_params: dict[str, Any] | None = None
+    headers: dict[str, str] | None = None
+    compat: dict[str, Any] | None = None
+
+
+# --- tools and context (1.6) ---------------------------------------------------------------
+
+class Tool(PiModel):
+    name: str
+    description: str = ""
+    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
+    constrained_sampling: Any = None
+
+
+class Context(PiModel):
+    """What a provider sees. ``tools`` may hold AgentTools: providers read only
+    ``name``, ``description``, ``parameters`` and ``constrained_sampling``."""
+
+    system_prompt: str | None = None
+    messages: list[Any] = Field(default_factory=list)
+    tools: list[Any] | None = None
+
+
+# --- streaming protocol (1.8) --------------------------------------------------------------
+
+class _Event(PiModel):
+    pass
+
+
+class StartEvent(_Event):
+    type: Literal["start"] = "start"
+    partial: AssistantMessage
+
+
+class TextStartEvent(_Event):
+    type: Literal["text_start"] = "text_start"
+    content_index: int
+    partial: AssistantMessage
+
+
+class TextDeltaEvent(_Event):
+    type: Literal["text_delta"] = "text_delta"
+    content_index: int
+    delta: str
+    partial: AssistantMessage
+
+
+class TextEndEvent(_Event):
+    type: Literal["text_end"] = "text_end"
+    content_index: int
+    content: str
+    partial: AssistantMessage
+
+
+class ThinkingStartEvent(_Event):
+    type: Literal["thinking_start"] = "thinking_start"
+    content_index: int
+    partial: AssistantMessage
+
+
+class ThinkingDeltaEvent(_Event):
+    type: Literal["thinking_delta"] = "thinking_delta"
+    content_index: int
+    delta: str
+    partial: AssistantMessage
+
+
+class ThinkingEndEvent(_Event):
+    type: Literal["thinking_end"] = "thinking_end"
+    content_index: int
+    content: str
+    partial: AssistantMessage
+
+
+class ToolCallStartEvent(_Event):
+    type: Literal["toolcall_start"] = "toolcall_start"
+    content_index: int
+    partial: AssistantMessage
+
+
+class ToolCallDeltaEvent(_Event):
+    type: Literal["toolcall_delta"] = "toolcall_delta"
+    content_index: int
+    delta: str
+    partial: AssistantMessage
+
+
+class ToolCallEndEvent(_Event):
+    type: Literal["toolcall_end"] = "toolcall_end"
+    content_index: int
+    tool_call: ToolCall
+    partial: AssistantMessage
+
+
+class DoneEvent(_Event):
+    type: Literal["done"] = "done"
+    reason: Literal["stop", "length", "toolUse", "deferred"]
+    message: AssistantMessage
+
+
+class ErrorEvent(_Event):
+    type: Literal["error"] = "error"
+    reason: Literal["error", "aborted"]
+    error: AssistantMessage
+
+
+AssistantMessageEvent = Union[
+    StartEvent, TextStartEvent, TextDeltaEvent, TextEndEvent, ThinkingStartEvent,
+    ThinkingDeltaEvent, ThinkingEndEvent, ToolCallStartEvent, ToolCallDeltaEvent,
+    ToolCallEndEvent, DoneEvent, ErrorEvent,
+]

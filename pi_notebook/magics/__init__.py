@@ -1,0 +1,1 @@
+"""%%agent, %steer, %followup, %agent: the run lifecycle on the kernel loop."""

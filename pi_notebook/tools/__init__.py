@@ -1,0 +1,1 @@
+"""Notebook tools: run Python in the user kernel, inspect variables."""

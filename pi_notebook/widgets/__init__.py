@@ -1,0 +1,1 @@
+"""AgentView: the live widget under a %%agent cell."""
