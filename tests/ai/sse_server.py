@@ -1,0 +1,251 @@
+"""A scripted HTTP server on 127.0.0.1 for wire-API tests (real sockets, real framing).
+
+Usage (tests in ``tests/ai`` import it as a top-level module: pytest puts this folder on
+``sys.path``)::
+
+    from sse_server import ScriptedServer, Reply, sse_body, chunked, DELAY, RESET, HANG
+
+    with ScriptedServer() as server:                     # or the ``scripted_server`` fixture below
+        server.push(Reply(status=200, chunks=chunked(sse_body([{"a": 1}], done=True), 7)))
+        model = Model(..., base_url=server.url + "/v1")
+        ... run the adapter ...
+        request = server.requests[0]                    # RecordedRequest
+        assert request.path == "/v1/chat/completions" and request.json["stream"] is True
+
+Replies are served in the order pushed (any path); when the queue is empty the server answers
+``500 {"error": "no scripted reply"}`` so a missing script shows up as a clear failure.
+
+``Reply(status=200, headers=None, chunks=[...], content_type="text/event-stream", chunked=True)``.
+Each chunk item is one of:
+
+* ``bytes`` / ``str``: written and flushed on its own (one HTTP chunk with chunked encoding), so
+  chunk boundaries land exactly where you put them (inside UTF-8 sequences, inside ``\\r\\n``...);
+* ``(DELAY, seconds)``: sleep before the next write (slow streams);
+* ``RESET``: drop the connection at once with a TCP reset (no terminating chunk: the client sees a
+  broken stream mid-body);
+* ``HANG``: keep the connection open without writing until the server closes (abort tests).
+
+``chunked=False`` sends a close-delimited HTTP/1.0-style body instead. ``Reply.json(status, obj)``
+builds a plain JSON reply (e.g. error bodies). Every request is recorded as ``RecordedRequest``
+(``method``, ``path``, ``headers`` with lower-cased names, ``body`` bytes, ``json`` or None).
+``server.connections`` counts accepted TCP connections (keep-alive reuse checks).
+
+Run ``python sse_server.py BODY_FILE`` to serve one file forever (the benchmark uses this so that
+the server's CPU time is not counted in the client's process).
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import struct
+import sys
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+__all__ = ["ScriptedServer", "Reply", "RecordedRequest", "sse_body", "sse_event", "chunked",
+           "DELAY", "RESET", "HANG"]
+
+DELAY = "delay"
+RESET = object()
+HANG = object()
+
+
+@dataclass
+class Reply:
+    status: int = 200
+    headers: dict[str, str] | None = None
+    chunks: list[Any] = field(default_factory=list)
+    content_type: str = "text/event-stream"
+    chunked: bool = True
+
+    @classmethod
+    def json(cls, status: int, payload: Any, headers: dict[str, str] | None = None) -> Reply:
+        body = payload if isinstance(payload, (bytes, str)) else json.dumps(payload)
+        return cls(status=status, headers=headers, chunks=[body], content_type="application/json")
+
+
+@dataclass
+class RecordedRequest:
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: bytes
+
+    @property
+    def json(self) -> Any:
+        try:
+            return json.loads(self.body)
+        except ValueError:
+            return None
+
+
+def sse_event(data: Any, event: str | None = None) -> str:
+    """One SSE event; dicts and lists are JSON-encoded."""
+    text = data if isinstance(data, str) else json.dumps(data)
+    head = f"event: {event}\n" if event else ""
+    return head + "".join(f"data: {line}\n" for line in text.split("\n")) + "\n"
+
+
+def sse_body(payloads: list[Any], done: bool = True) -> bytes:
+    """``data: <json>\\n\\n`` per payload, then ``data: [DONE]`` (as OpenAI-compatible servers)."""
+    text = "".join(sse_event(p) for p in payloads)
+    if done:
+        text += "data: [DONE]\n\n"
+    return text.encode("utf-8")
+
+
+def chunked(body: bytes | str, size: int) -> list[bytes]:
+    """Split ``body`` into pieces of ``size`` bytes (boundaries fall anywhere, UTF-8 included)."""
+    data = body.encode("utf-8") if isinstance(body, str) else body
+    return [data[i:i + size] for i in range(0, len(data), size)] or [b""]
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _Server
+
+    def log_message(self, format: str, *args: Any) -> None:  # keep test output clean
+        pass
+
+    def setup(self) -> None:
+        super().setup()
+        with self.server.owner.lock:
+            self.server.owner.connections += 1
+
+    def _serve(self) -> None:
+        length = int(self.headers.get("content-length") or 0)
+        body = self.rfile.read(length) if length else b""
+        owner = self.server.owner
+        owner._record(RecordedRequest(self.command, self.path,
+                                      {k.lower(): v for k, v in self.headers.items()}, body))
+        reply = owner._next_reply()
+        self.send_response(reply.status)
+        self.send_header("Content-Type", reply.content_type)
+        for name, value in (reply.headers or {}).items():
+            self.send_header(name, value)
+        if reply.chunked:
+            self.send_header("Transfer-Encoding", "chunked")
+        else:
+            self.send_header("Connection", "close")
+            self.close_connection = True
+        self.end_headers()
+        self.wfile.flush()
+        for item in reply.chunks:
+            if item is RESET:
+                self._reset()
+                return
+            if item is HANG:
+                owner.stopping.wait()
+                self.close_connection = True
+                return
+            if isinstance(item, tuple) and item and item[0] == DELAY:
+                if owner.stopping.wait(item[1]):
+                    self.close_connection = True
+                    return
+                continue
+            data = item.encode("utf-8") if isinstance(item, str) else item
+            if not data:
+                continue
+            if reply.chunked:
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+            else:
+                self.wfile.write(data)
+            self.wfile.flush()
+        if reply.chunked:
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+
+    def _reset(self) -> None:
+        self.wfile.flush()
+        # SO_LINGER with a zero timeout makes close() send RST instead of FIN.
+        self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.close_connection = True
+        self.connection.close()
+
+    def handle_one_request(self) -> None:
+        try:
+            super().handle_one_request()
+        except (BrokenPipeError, ConnectionResetError, OSError):
+            self.close_connection = True
+
+    do_GET = do_POST = do_PUT = do_DELETE = _serve
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    owner: ScriptedServer
+
+
+class ScriptedServer:
+    """A threaded HTTP server on 127.0.0.1 with a queue of scripted replies."""
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.lock = threading.Lock()
+        self.replies: deque[Reply] = deque()
+        self.default: Reply | None = None
+        self.requests: list[RecordedRequest] = []
+        self.connections = 0
+        self.stopping = threading.Event()
+        self._httpd = _Server((host, port), _Handler)
+        self._httpd.owner = self
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
+                                        name="ScriptedServer", daemon=True)
+        self._thread.start()
+
+    @property
+    def url(self) -> str:
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def push(self, *replies: Reply) -> ScriptedServer:
+        with self.lock:
+            self.replies.extend(replies)
+        return self
+
+    def _next_reply(self) -> Reply:
+        with self.lock:
+            if self.replies:
+                return self.replies.popleft()
+            if self.default is not None:
+                return self.default
+        return Reply.json(500, {"error": "no scripted reply"})
+
+    def _record(self, request: RecordedRequest) -> None:
+        with self.lock:
+            self.requests.append(request)
+
+    def close(self) -> None:
+        self.stopping.set()
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join(timeout=5)
+
+    def __enter__(self) -> ScriptedServer:
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+
+def _serve_file_forever(path: str) -> None:
+    with open(path, "rb") as f:
+        body = f.read()
+    server = ScriptedServer()
+    # Large writes: the client, not the server, decides how the bytes are chunked on read.
+    server.default = Reply(chunks=chunked(body, 1 << 16))
+    print(server.url, flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        server.close()
+
+
+if __name__ == "__main__":
+    _serve_file_forever(sys.argv[1])
