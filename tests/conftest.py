@@ -1,0 +1,81 @@
+"""Suite-wide guard: no test may open a network connection to anything but this machine.
+
+``socket.socket.connect`` / ``connect_ex`` are patched for the whole session (httpx, asyncio
+transports, urllib and raw sockets all go through them), and ``getaddrinfo`` refuses to resolve
+names other than loopback ones, so a stray request fails at once with a clear message instead
+of reaching the internet. Unix sockets and loopback addresses (127.0.0.0/8, ::1, localhost) work.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+
+import pytest
+
+_LOOPBACK_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback"}
+
+
+class NetworkAccessBlocked(OSError):
+    pass
+
+
+def _is_loopback(host: object) -> bool:
+    if host is None:
+        return True  # getaddrinfo(None, port) means the local host
+    if isinstance(host, bytes):
+        host = host.decode("ascii", "replace")
+    if not isinstance(host, str):
+        return False
+    name = host.strip("[]").split("%", 1)[0].lower()
+    if name in _LOOPBACK_NAMES or name == "":
+        return True
+    try:
+        address = ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return address.is_loopback or address.is_unspecified
+
+
+def _blocked(host: object) -> NetworkAccessBlocked:
+    return NetworkAccessBlocked(
+        f"tests must not use the network: connection to {host!r} blocked by tests/conftest.py "
+        "(use a server on 127.0.0.1, e.g. tests/ai/sse_server.py)"
+    )
+
+
+_real_connect = socket.socket.connect
+_real_connect_ex = socket.socket.connect_ex
+_real_getaddrinfo = socket.getaddrinfo
+
+
+def _check(sock: socket.socket, address: object) -> None:
+    if sock.family in (socket.AF_INET, socket.AF_INET6) and isinstance(address, tuple):
+        if not _is_loopback(address[0]):
+            raise _blocked(address[0])
+
+
+def _guarded_connect(self: socket.socket, address: object) -> None:
+    _check(self, address)
+    return _real_connect(self, address)
+
+
+def _guarded_connect_ex(self: socket.socket, address: object) -> int:
+    _check(self, address)
+    return _real_connect_ex(self, address)
+
+
+def _guarded_getaddrinfo(host: object, *args: object, **kwargs: object):  # type: ignore[no-untyped-def]
+    if not _is_loopback(host):
+        raise _blocked(host)
+    return _real_getaddrinfo(host, *args, **kwargs)  # type: ignore[arg-type]
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _no_network():
+    mp = pytest.MonkeyPatch()
+    mp.setattr(socket.socket, "connect", _guarded_connect)
+    mp.setattr(socket.socket, "connect_ex", _guarded_connect_ex)
+    mp.setattr(socket, "getaddrinfo", _guarded_getaddrinfo)
+    yield
+    mp.undo()
