@@ -2,8 +2,9 @@
 
 ``socket.socket.connect`` / ``connect_ex`` are patched for the whole session (httpx, asyncio
 transports, urllib and raw sockets all go through them), and ``getaddrinfo`` refuses to resolve
-names other than loopback ones, so a stray request fails at once with a clear message instead
-of reaching the internet. Unix sockets and loopback addresses (127.0.0.0/8, ::1, localhost) work.
+names other than loopback ones, so a stray request fails at once instead of reaching the
+internet. httpx's transports are checked first as well, because anyio folds socket errors into
+"All connection attempts failed" and the reason would be lost. Unix sockets and loopback addresses (127.0.0.0/8, ::1, localhost) work.
 """
 
 from __future__ import annotations
@@ -71,9 +72,32 @@ def _guarded_getaddrinfo(host: object, *args: object, **kwargs: object):  # type
     return _real_getaddrinfo(host, *args, **kwargs)  # type: ignore[arg-type]
 
 
+def _guard_httpx(mp: pytest.MonkeyPatch) -> None:
+    try:
+        import httpx
+    except ImportError:
+        return
+    real_sync = httpx.HTTPTransport.handle_request
+    real_async = httpx.AsyncHTTPTransport.handle_async_request
+
+    def handle_request(self, request):  # type: ignore[no-untyped-def]
+        if not _is_loopback(request.url.host):
+            raise httpx.ConnectError(str(_blocked(request.url.host)), request=request)
+        return real_sync(self, request)
+
+    async def handle_async_request(self, request):  # type: ignore[no-untyped-def]
+        if not _is_loopback(request.url.host):
+            raise httpx.ConnectError(str(_blocked(request.url.host)), request=request)
+        return await real_async(self, request)
+
+    mp.setattr(httpx.HTTPTransport, "handle_request", handle_request)
+    mp.setattr(httpx.AsyncHTTPTransport, "handle_async_request", handle_async_request)
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _no_network():
     mp = pytest.MonkeyPatch()
+    _guard_httpx(mp)
     mp.setattr(socket.socket, "connect", _guarded_connect)
     mp.setattr(socket.socket, "connect_ex", _guarded_connect_ex)
     mp.setattr(socket, "getaddrinfo", _guarded_getaddrinfo)
