@@ -1,0 +1,64 @@
+"""The embedded model, for real: llama-server + Qwen2.5-Coder-0.5B through provider ``local``.
+
+Marked ``local_model``: it needs the ``local`` extra and a built llama-server
+(``python -m pi_notebook.ai.providers.local_setup``). CI builds both, so here a
+missing piece is a failure, not a skip.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from pi_notebook.agent import Agent, tool
+from pi_notebook.ai import get_model
+from pi_notebook.ai.providers.local import get_local_server, local_model_available, stop_local_servers
+
+pytestmark = [pytest.mark.local_model, pytest.mark.timeout(600)]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _servers():
+    yield
+    stop_local_servers()
+
+
+def test_embedded_model_is_installed():
+    assert local_model_available(), "run: python -m pi_notebook.ai.providers.local_setup"
+
+
+async def test_agent_calls_add_tool_and_answers_with_the_sum():
+    calls: list[tuple[int, int]] = []
+
+    @tool
+    def add(a: int, b: int) -> str:
+        """Add two integers and return the sum."""
+        calls.append((a, b))
+        return str(a + b)
+
+    model = get_model("local/qwen2.5-coder-0.5b")
+    agent = Agent(initial_state={"model": model, "tools": [add],
+                                 "system_prompt": "You are a helpful assistant."})
+    await agent.prompt("What is 3+4? Use the add tool.")
+
+    messages = agent.state.messages
+    tool_calls = [c for m in messages if m.role == "assistant" for c in m.content if c.type == "toolCall"]
+    assert tool_calls, [m.model_dump() for m in messages]
+    assert tool_calls[0].name == "add"
+    assert tool_calls[0].arguments == {"a": 3, "b": 4}
+    assert calls and calls[0] == (3, 4)
+    results = [m for m in messages if m.role == "toolResult"]
+    assert results and not results[0].is_error
+    final = messages[-1]
+    assert final.role == "assistant" and final.stop_reason == "stop", final.model_dump()
+    assert "7" in "".join(c.text for c in final.content if c.type == "text")
+    assert get_local_server(model.id).running()
+
+
+async def test_missing_gguf_path_is_a_clear_error_event():
+    from pi_notebook.ai import complete
+    from pi_notebook.ai.types import Context, UserMessage
+
+    model = get_model("local//nonexistent/model.gguf")
+    msg = await complete(model, Context(messages=[UserMessage(content="hi")]))
+    assert msg.stop_reason == "error"
+    assert "No GGUF file" in msg.error_message
