@@ -1,1 +1,27 @@
-"""The agent core: a port of pi agent-core. No IPython imports."""
+"""The agent core: a port of pi agent-core 0.85.1. No IPython imports."""
+
+from ..ai.abort import AbortController, AbortSignal
+from .agent import Agent
+from .loop import (
+    agent_loop, agent_loop_continue, get_default_stream_fn, run_agent_loop,
+    run_agent_loop_continue, set_default_stream_fn,
+)
+from .tools import tool
+from .types import (
+    AfterToolCallResult, AgentContext, AgentEndEvent, AgentEvent, AgentLoopConfig,
+    AgentLoopTurnUpdate, AgentStartEvent, AgentState, AgentTool, AgentToolResult,
+    BeforeToolCallResult, MessageEndEvent, MessageStartEvent, MessageUpdateEvent,
+    ToolExecutionEndEvent, ToolExecutionStartEvent, ToolExecutionUpdateEvent, TurnEndEvent,
+    TurnStartEvent,
+)
+
+__all__ = [
+    "Agent", "AgentState", "AgentContext", "AgentTool", "AgentToolResult", "AgentLoopConfig",
+    "BeforeToolCallResult", "AfterToolCallResult", "AgentLoopTurnUpdate", "AbortController",
+    "AbortSignal", "run_agent_loop", "run_agent_loop_continue", "agent_loop",
+    "agent_loop_continue", "tool",
+    # events
+    "AgentEvent", "AgentStartEvent", "AgentEndEvent", "TurnStartEvent", "TurnEndEvent",
+    "MessageStartEvent", "MessageUpdateEvent", "MessageEndEvent", "ToolExecutionStartEvent",
+    "ToolExecutionUpdateEvent", "ToolExecutionEndEvent",
+]

@@ -12,15 +12,22 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Union
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, TypeAdapter
 
-from ..ai.types import ImageContent, PiModel, TextContent, Usage
+from ..ai.types import (
+    AgentThinkingLevel, AssistantMessage, ImageContent, Message, Model, PiModel, TextContent,
+    ThinkingLevel, ToolCall, ToolResultMessage, Usage,
+)
 
 __all__ = [
     "AgentMessage", "AgentToolResult", "AgentTool", "AgentToolUpdateCallback", "ExecutionMode",
     "AgentStartEvent", "AgentEndEvent", "TurnStartEvent", "TurnEndEvent", "MessageStartEvent",
     "MessageUpdateEvent", "MessageEndEvent", "ToolExecutionStartEvent",
     "ToolExecutionUpdateEvent", "ToolExecutionEndEvent", "AgentEvent",
+    "AgentContext", "BeforeToolCallContext", "BeforeToolCallResult", "AfterToolCallContext",
+    "AfterToolCallResult", "ShouldStopAfterTurnContext", "PrepareNextTurnContext",
+    "AgentLoopTurnUpdate", "AgentLoopConfig", "AgentState", "ToolExecution", "QueueMode",
+    "STREAM_OPTION_FIELDS", "default_convert_to_llm", "message_role", "placeholder_model",
 ]
 
 AgentMessage = Any
@@ -141,5 +148,231 @@ AgentEvent = Union[
     ToolExecutionEndEvent,
 ]
 
-# Hook contexts and results, AgentContext, AgentLoopConfig, AgentLoopTurnUpdate and
-# AgentState follow below (spec 2.3, 2.5, 2.6, 2.8).
+
+
+# --- context, hooks, loop config (2.3, 2.5, 2.6) --------------------------------------------
+#
+# These are plain dataclasses rather than pydantic models: the loop hands the *same*
+# message lists and objects around (the live transcript, ``new_messages``), and a
+# hook that mutates ``args`` in place must reach ``execute`` (spec 3.4.2). Pydantic
+# validation would copy them.
+
+ToolExecution = Literal["sequential", "parallel"]
+QueueMode = Literal["one-at-a-time", "all"]
+
+
+def message_role(message: Any) -> Any:
+    """The ``role`` of an AgentMessage: a pydantic message, any object, or a dict."""
+    if isinstance(message, dict):
+        return message.get("role")
+    return getattr(message, "role", None)
+
+
+@dataclass(eq=False)
+class AgentContext:
+    system_prompt: str = ""
+    messages: list[AgentMessage] = field(default_factory=list)
+    tools: list[AgentTool] | None = None
+
+
+@dataclass(eq=False)
+class BeforeToolCallContext:
+    assistant_message: AssistantMessage
+    tool_call: ToolCall  # the raw block, original arguments
+    args: Any  # validated (cloned, coerced) arguments; mutations reach execute()
+    context: AgentContext
+
+
+@dataclass
+class BeforeToolCallResult:
+    block: bool = False
+    reason: str | None = None
+    terminate: bool | None = None
+
+
+@dataclass(eq=False)
+class AfterToolCallContext:
+    assistant_message: AssistantMessage
+    tool_call: ToolCall
+    args: Any
+    result: AgentToolResult  # before any override
+    is_error: bool
+    context: AgentContext
+
+
+@dataclass
+class AfterToolCallResult:
+    """Field-wise override of the executed result; ``None`` keeps the original (pi's ``??``)."""
+
+    content: list[Any] | None = None
+    details: Any = None
+    is_error: bool | None = None
+    usage: Usage | None = None
+    terminate: bool | None = None
+
+
+@dataclass(eq=False)
+class ShouldStopAfterTurnContext:
+    message: AssistantMessage
+    tool_results: list[ToolResultMessage]
+    context: AgentContext  # after the assistant message and tool results were appended
+    new_messages: list[AgentMessage]  # what the loop would return if it stopped now
+
+
+PrepareNextTurnContext = ShouldStopAfterTurnContext
+
+
+@dataclass
+class AgentLoopTurnUpdate:
+    """Returned by ``prepare_next_turn``; ``thinking_level="off"`` clears ``reasoning``."""
+
+    context: AgentContext | None = None
+    model: Model | None = None
+    thinking_level: AgentThinkingLevel | None = None
+
+
+def default_convert_to_llm(messages: list[AgentMessage]) -> list[Message]:
+    """Keep only the LLM roles (``user``, ``assistant``, ``toolResult``), as pi's Agent does.
+
+    Dict messages with those roles are validated into the pydantic message classes so
+    that providers always see one shape.
+    """
+    out: list[Any] = []
+    for message in messages:
+        role = message_role(message)
+        if role not in ("user", "assistant", "toolResult"):
+            continue
+        if isinstance(message, dict):
+            message = _MESSAGE_ADAPTER.validate_python(message)
+        out.append(message)
+    return out
+
+
+_MESSAGE_ADAPTER: TypeAdapter[Any] = TypeAdapter(Message)
+
+# The SimpleStreamOptions of spec 1.7 that the loop forwards to the stream function,
+# in snake_case. ``signal`` and ``api_key`` are always present in the options dict.
+STREAM_OPTION_FIELDS: tuple[str, ...] = (
+    "reasoning", "api_key", "session_id", "temperature", "max_tokens", "thinking_budgets",
+    "on_payload", "on_response", "max_retry_delay_ms", "max_retries", "timeout_ms", "transport",
+    "cache_retention", "headers", "env", "metadata", "sampling_params", "tool_choice",
+)
+
+
+@dataclass(eq=False)
+class AgentLoopConfig:
+    """Configuration of one loop run (spec 2.6).
+
+    Hooks may be plain functions or coroutine functions; a hook result that is
+    awaitable is awaited. Every stream option that is not ``None`` is forwarded to the
+    stream function, together with ``signal`` and the resolved ``api_key``; so is each
+    key of ``stream_options`` (for provider-specific options not listed here).
+
+    ``convert_to_llm`` is required in pi; here it defaults to pi's Agent converter
+    (keep the ``user``/``assistant``/``toolResult`` roles).
+    """
+
+    model: Model
+    convert_to_llm: Callable[[list[AgentMessage]], Any] = default_convert_to_llm
+    transform_context: Callable[..., Any] | None = None  # (messages, signal) -> messages
+    get_api_key: Callable[[str], Any] | None = None  # (provider) -> key | None
+    should_stop_after_turn: Callable[[ShouldStopAfterTurnContext], Any] | None = None
+    prepare_next_turn: Callable[[PrepareNextTurnContext], Any] | None = None
+    get_steering_messages: Callable[[], Any] | None = None
+    get_follow_up_messages: Callable[[], Any] | None = None
+    tool_execution: ToolExecution = "parallel"
+    before_tool_call: Callable[..., Any] | None = None  # (BeforeToolCallContext, signal)
+    after_tool_call: Callable[..., Any] | None = None  # (AfterToolCallContext, signal)
+    # forwarded stream options (SimpleStreamOptions)
+    reasoning: ThinkingLevel | None = None
+    api_key: str | None = field(default=None, repr=False)
+    session_id: str | None = None
+    temperature: float | None = None
+    max_tokens: int | None = None
+    thinking_budgets: dict[str, int] | None = None
+    on_payload: Callable[..., Any] | None = None
+    on_response: Callable[..., Any] | None = None
+    max_retry_delay_ms: int | None = None
+    max_retries: int | None = None
+    timeout_ms: int | None = None
+    transport: str | None = None
+    cache_retention: str | None = None
+    headers: dict[str, Any] | None = field(default=None, repr=False)
+    env: dict[str, str] | None = field(default=None, repr=False)
+    metadata: dict[str, Any] | None = None
+    sampling_params: dict[str, Any] | None = None
+    tool_choice: str | None = None
+    stream_options: dict[str, Any] | None = None
+
+    def build_stream_options(self, api_key: str | None, signal: Any) -> dict[str, Any]:
+        options: dict[str, Any] = {}
+        for name in STREAM_OPTION_FIELDS:
+            value = getattr(self, name)
+            if value is not None:
+                options[name] = value
+        if self.stream_options:
+            options.update(self.stream_options)
+        options["api_key"] = api_key
+        options["signal"] = signal
+        return options
+
+
+# --- Agent state (2.8) ------------------------------------------------------------------------
+
+def placeholder_model() -> Model:
+    """pi's default model: usable as a value, unusable for requests."""
+    return Model(id="unknown", name="unknown", api="unknown", provider="unknown", base_url="",
+                 reasoning=False, input=[], context_window=0, max_tokens=0)
+
+
+class AgentState:
+    """The Agent's mutable state.
+
+    ``tools`` and ``messages`` copy the list on assignment and return the live list on
+    read (``state.messages.append(m)`` changes the transcript). ``is_streaming`` is
+    read-only. ``pending_tool_calls`` is replaced by a new set on every change.
+    """
+
+    def __init__(
+        self,
+        *,
+        system_prompt: str = "",
+        model: Model | None = None,
+        thinking_level: AgentThinkingLevel = "off",
+        tools: list[AgentTool] | None = None,
+        messages: list[AgentMessage] | None = None,
+    ) -> None:
+        self.system_prompt = system_prompt
+        self.model: Model = model if model is not None else placeholder_model()
+        self.thinking_level: AgentThinkingLevel = thinking_level
+        self._tools: list[AgentTool] = list(tools or [])
+        self._messages: list[AgentMessage] = list(messages or [])
+        self._is_streaming = False
+        self.streaming_message: AgentMessage | None = None
+        self.pending_tool_calls: set[str] = set()
+        self.error_message: str | None = None
+
+    @property
+    def tools(self) -> list[AgentTool]:
+        return self._tools
+
+    @tools.setter
+    def tools(self, value: list[AgentTool]) -> None:
+        self._tools = list(value)
+
+    @property
+    def messages(self) -> list[AgentMessage]:
+        return self._messages
+
+    @messages.setter
+    def messages(self, value: list[AgentMessage]) -> None:
+        self._messages = list(value)
+
+    @property
+    def is_streaming(self) -> bool:
+        return self._is_streaming
+
+    def __repr__(self) -> str:
+        return (f"AgentState(model={self.model.provider}/{self.model.id}, "
+                f"messages={len(self._messages)}, tools={[t.name for t in self._tools]}, "
+                f"is_streaming={self._is_streaming})")
