@@ -1,0 +1,283 @@
+"""Keep the context inside the model's window: a ``transform_context`` hook.
+
+``make_context_compactor(context_window, ...)`` returns ``async (messages, signal)
+-> messages``. When the estimate (characters / 4, images ~1200 tokens) exceeds the
+budget (window minus ``reserve_tokens`` for the system prompt, tools and the
+answer) it shrinks a *copy* of the history, in two stages:
+
+1. Outputs: the content of the oldest tool results is replaced by a short note,
+   oldest first, until the estimate fits. The result messages stay, so every
+   tool call keeps its result.
+2. Summary: if that is not enough, the oldest messages are replaced by one user
+   message holding a summary (``summarize(messages) -> str``, async; the default
+   is extractive). The summarised range ends only where no tool call is
+   separated from its result, and never includes the last user message.
+
+Summaries are cached by the identity of the messages they replace, and a longer
+range reuses the summary of its cached prefix, so the model is not asked again
+for the same history on every turn.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import math
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..ai.types import TextContent, ToolResultMessage, UserMessage
+
+__all__ = ["CompactionInfo", "make_context_compactor", "estimate_message_tokens",
+           "estimate_tokens", "extractive_summary", "DROPPED_OUTPUT_NOTE"]
+
+DROPPED_OUTPUT_NOTE = "[output dropped to fit the context window: {chars} chars]"
+SUMMARY_PREFIX = "[Summary of {count} earlier messages, condensed to fit the context window]\n\n"
+_IMAGE_CHARS = 4800  # an image counts as ~1200 tokens, as in pi's estimate
+_CHARS_PER_TOKEN = 4
+
+Summarizer = Callable[[list[Any]], Awaitable[str]]
+
+
+@dataclass
+class CompactionInfo:
+    """What one compaction did (passed to ``on_compaction``)."""
+
+    context_window: int
+    budget: int
+    tokens_before: int
+    tokens_after: int
+    dropped_outputs: int = 0
+    dropped_chars: int = 0
+    summarized_messages: int = 0
+    summary: str | None = None
+    fits: bool = True
+
+    def describe(self) -> str:
+        parts = []
+        if self.dropped_outputs:
+            parts.append(f"dropped {self.dropped_outputs} old tool output"
+                         f"{'s' if self.dropped_outputs != 1 else ''} ({self.dropped_chars} chars)")
+        if self.summarized_messages:
+            parts.append(f"summarized {self.summarized_messages} earlier messages")
+        text = "; ".join(parts) or "nothing to compact"
+        text += f": ~{self.tokens_before} -> ~{self.tokens_after} of {self.context_window} tokens"
+        if not self.fits:
+            text += " (still over budget)"
+        return text
+
+
+# --- estimate --------------------------------------------------------------------------------
+
+def _get(obj: Any, name: str, alias: str | None = None, default: Any = None) -> Any:
+    if isinstance(obj, Mapping):
+        if alias is not None and alias in obj:
+            return obj[alias]
+        return obj.get(name, default)
+    return getattr(obj, name, default)
+
+
+def _message_chars(message: Any) -> int:
+    content = _get(message, "content")
+    if isinstance(content, str):
+        return len(content)
+    chars = 0
+    for block in content or []:
+        kind = _get(block, "type")
+        if kind == "text":
+            chars += len(_get(block, "text") or "")
+        elif kind == "thinking":
+            chars += len(_get(block, "thinking") or "")
+        elif kind == "image":
+            chars += _IMAGE_CHARS
+        elif kind == "toolCall":
+            chars += len(_get(block, "name") or "")
+            chars += len(json.dumps(_get(block, "arguments") or {}, default=str))
+        else:
+            chars += len(json.dumps(block, default=str)) if isinstance(block, Mapping) else 0
+    if _get(message, "role") == "toolResult":
+        chars += len(_get(message, "tool_name", "toolName") or "")
+    return chars
+
+
+def estimate_message_tokens(message: Any) -> int:
+    return math.ceil(_message_chars(message) / _CHARS_PER_TOKEN)
+
+
+def estimate_tokens(messages: Sequence[Any]) -> int:
+    return sum(estimate_message_tokens(m) for m in messages)
+
+
+# --- default summary -------------------------------------------------------------------------
+
+def _short(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _plain_text(message: Any) -> str:
+    content = _get(message, "content")
+    if isinstance(content, str):
+        return content
+    return " ".join(_get(b, "text") or "" for b in content or [] if _get(b, "type") == "text")
+
+
+async def extractive_summary(messages: list[Any]) -> str:
+    """One line per message: who said what (shortened), which tools were called."""
+    lines = []
+    for message in messages:
+        role = _get(message, "role")
+        if role == "user":
+            lines.append(f"- user: {_short(_plain_text(message), 300)}")
+        elif role == "assistant":
+            text = _short(_plain_text(message), 300)
+            calls = [
+                f"{_get(b, 'name')}({_short(json.dumps(_get(b, 'arguments') or {}, default=str), 120)})"
+                for b in _get(message, "content") or [] if _get(b, "type") == "toolCall"
+            ]
+            line = f"- assistant: {text}" if text else "- assistant:"
+            if calls:
+                line += " called " + ", ".join(calls)
+            lines.append(line)
+        elif role == "toolResult":
+            status = "error" if _get(message, "is_error", "isError") else "result"
+            lines.append(f"- {_get(message, 'tool_name', 'toolName')} {status}: "
+                         f"{_short(_plain_text(message), 160)}")
+    return "\n".join(lines)
+
+
+# --- the compactor -----------------------------------------------------------------------------
+
+def _cut_points(messages: Sequence[Any], limit: int) -> list[int]:
+    """Indices ``i`` in 1..limit where ``messages[:i]`` can be replaced without
+    separating any tool call from its result."""
+    call_index: dict[str, int] = {}
+    blocked = [0] * (len(messages) + 2)
+    for i, message in enumerate(messages):
+        role = _get(message, "role")
+        if role == "assistant":
+            for block in _get(message, "content") or []:
+                if _get(block, "type") == "toolCall":
+                    call_index[_get(block, "id")] = i
+        elif role == "toolResult":
+            c = call_index.get(_get(message, "tool_call_id", "toolCallId"))
+            if c is not None and c < i:
+                # cutting at any position in (c, i] would split the pair
+                blocked[c + 1] += 1
+                blocked[i + 1] -= 1
+    points = []
+    running = 0
+    for i in range(len(messages) + 1):
+        running += blocked[i]
+        if 1 <= i <= limit and running == 0 and (
+            i == len(messages) or _get(messages[i], "role") != "toolResult"
+        ):
+            points.append(i)
+    return points
+
+
+def make_context_compactor(
+    context_window: int,
+    summarize: Summarizer | None = None,
+    reserve_tokens: int | None = None,
+    on_compaction: Callable[[CompactionInfo], Any] | None = None,
+    summary_tokens: int | None = None,
+) -> Callable[..., Awaitable[list[Any]]]:
+    """A ``transform_context`` hook that keeps the estimate within the window.
+
+    ``reserve_tokens`` (default: a quarter of the window, at most 16384) is kept
+    free for the system prompt, the tool schemas and the answer; ``summary_tokens``
+    (default: an eighth of the budget, at most 2048) caps a summary's size.
+    """
+    if context_window <= 0:
+        raise ValueError("context_window must be positive")
+    reserve = reserve_tokens if reserve_tokens is not None else min(16384, context_window // 4)
+    budget = context_window - reserve
+    if budget <= 0:
+        raise ValueError(f"reserve_tokens ({reserve}) leaves no room in a {context_window}-token window")
+    summary_cap = summary_tokens if summary_tokens is not None else max(64, min(2048, budget // 8))
+    summarizer: Summarizer = summarize or extractive_summary
+    # key: ids of the summarised messages; value: (the messages, kept alive so ids
+    # stay unique, and the summary text)
+    cache: dict[tuple[int, ...], tuple[list[Any], str]] = {}
+
+    async def summarize_range(originals: list[Any], replaced: list[Any]) -> str:
+        # keyed on the caller's message objects: stage 1 makes fresh copies every call
+        key = tuple(id(m) for m in originals)
+        if key in cache:
+            return cache[key][1]
+        prefix_len = max((len(k) for k in cache if len(k) < len(key) and key[: len(k)] == k),
+                         default=0)
+        if prefix_len:
+            earlier = UserMessage(content=[TextContent(text=cache[key[:prefix_len]][1])])
+            to_summarize = [earlier, *replaced[prefix_len:]]
+        else:
+            to_summarize = list(replaced)
+        try:
+            text = await summarizer(to_summarize)
+        except Exception as exc:  # a failed model call must not fail the turn
+            text = (f"(model summary failed: {type(exc).__name__}; extract follows)\n"
+                    + await extractive_summary(to_summarize))
+        limit = summary_cap * _CHARS_PER_TOKEN
+        if len(text) > limit:
+            text = text[: limit - 20] + "\n[summary cut]"
+        cache[key] = (list(originals), text)
+        return text
+
+    async def compact(messages: list[Any], signal: Any = None) -> list[Any]:
+        tokens_before = estimate_tokens(messages)
+        if tokens_before <= budget:
+            return messages
+        result = list(messages)
+        sizes = [estimate_message_tokens(m) for m in result]
+        total = tokens_before
+        info = CompactionInfo(context_window=context_window, budget=budget,
+                              tokens_before=tokens_before, tokens_after=tokens_before)
+        last_user = max((i for i, m in enumerate(result) if _get(m, "role") == "user"), default=-1)
+
+        # 1. drop old tool outputs, oldest first
+        for i, message in enumerate(result):
+            if total <= budget:
+                break
+            if not isinstance(message, ToolResultMessage):
+                continue
+            chars = _message_chars(message) - len(message.tool_name)
+            note = DROPPED_OUTPUT_NOTE.format(chars=chars)
+            if chars <= len(note):
+                continue
+            result[i] = message.model_copy(update={"content": [TextContent(text=note)]})
+            new_size = estimate_message_tokens(result[i])
+            total += new_size - sizes[i]
+            sizes[i] = new_size
+            info.dropped_outputs += 1
+            info.dropped_chars += chars
+
+        # 2. summarise the oldest messages, as few as needed
+        if total > budget and last_user > 0:
+            points = _cut_points(result, last_user)
+            if points:
+                chosen = next((p for p in points if total - sum(sizes[:p]) + summary_cap <= budget),
+                              points[-1])
+                replaced = result[:chosen]
+                if signal is not None and getattr(signal, "aborted", False):
+                    return messages
+                text = await summarize_range(list(messages[:chosen]), replaced)
+                summary = UserMessage(
+                    content=[TextContent(text=SUMMARY_PREFIX.format(count=len(replaced)) + text)],
+                    timestamp=_get(replaced[-1], "timestamp") or 0,
+                )
+                result = [summary, *result[chosen:]]
+                total = estimate_tokens(result)
+                info.summarized_messages = len(replaced)
+                info.summary = text
+
+        info.tokens_after = total
+        info.fits = total <= budget
+        if on_compaction is not None and (info.dropped_outputs or info.summarized_messages or not info.fits):
+            outcome = on_compaction(info)
+            if inspect.isawaitable(outcome):
+                await outcome
+        return result
+
+    return compact

@@ -1,0 +1,314 @@
+"""The JSONL session file: round trip, crash safety, bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from pi_notebook.ai.types import (
+    AssistantMessage, Cost, ImageContent, TextContent, ThinkingContent, ToolCall,
+    ToolResultMessage, Usage, UserMessage,
+)
+from pi_notebook.session import (
+    FORMAT_VERSION, SessionFormatError, SessionPathError, SessionWriter, default_session_dir,
+    find_session, latest_session, list_sessions, load_session, new_session_path, resolve_inside,
+    session_name_for, write_session,
+)
+
+PNG_1PX = ("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==")
+
+
+def conversation() -> list:
+    return [
+        UserMessage(content="plot the data", timestamp=1_700_000_000_000),
+        UserMessage(content=[TextContent(text="and this"),
+                             ImageContent(data=PNG_1PX, mime_type="image/png")],
+                    timestamp=1_700_000_000_001),
+        AssistantMessage(
+            content=[ThinkingContent(thinking="let me think", thinking_signature="sig-1"),
+                     TextContent(text="Running code."),
+                     ToolCall(id="call_1", name="python", arguments={"code": "x = 1\nprint(x)"})],
+            api="openai-completions", provider="openai", model="gpt-x", response_id="resp_9",
+            usage=Usage(input=120, output=30, cache_read=10, cache_write=5, total_tokens=165,
+                        cost=Cost(input=0.001, output=0.002, cache_read=0.0001, total=0.0031)),
+            stop_reason="toolUse", timestamp=1_700_000_000_002,
+        ),
+        ToolResultMessage(tool_call_id="call_1", tool_name="python",
+                          content=[TextContent(text="1\n"),
+                                   ImageContent(data=PNG_1PX, mime_type="image/png")],
+                          details={"elapsed": 0.5, "vars": ["x"]}, is_error=False,
+                          timestamp=1_700_000_000_003),
+        AssistantMessage(content=[TextContent(text="Done \u2714 \U0001F600")], api="faux",
+                         provider="faux", model="faux-1", stop_reason="stop",
+                         timestamp=1_700_000_000_004),
+        AssistantMessage(content=[], api="faux", provider="faux", model="faux-1",
+                         stop_reason="aborted", error_message="Request was aborted",
+                         timestamp=1_700_000_000_005),
+        ToolResultMessage(tool_call_id="call_2", tool_name="python",
+                          content=[TextContent(text="lone surrogate \udc80 in output")],
+                          is_error=True, timestamp=1_700_000_000_006),
+        {"role": "note", "text": "a custom app message", "timestamp": 1_700_000_000_007},
+    ]
+
+
+def test_round_trip_equals_field_by_field(tmp_path):
+    path = tmp_path / "s.jsonl"
+    original = conversation()
+    with SessionWriter(path, model="openai/gpt-x", name="analysis", started_at=123) as writer:
+        for message in original:
+            writer.append(message)
+    loaded = load_session(path)
+    assert loaded.warnings == []
+    assert loaded.header.model == "openai/gpt-x"
+    assert loaded.header.name == "analysis"
+    assert loaded.header.started_at == 123
+    assert loaded.header.version == FORMAT_VERSION
+    assert len(loaded.messages) == len(original)
+    for before, after in zip(original, loaded.messages):
+        assert type(after) is type(before)
+        assert after == before
+        if not isinstance(before, dict):
+            assert after.model_dump() == before.model_dump()
+
+
+def test_file_is_header_then_one_message_per_line_in_pi_json(tmp_path):
+    path = tmp_path / "s.jsonl"
+    with SessionWriter(path, model="faux/faux-1", name="n", started_at=5) as writer:
+        writer.append(conversation()[2])
+    lines = path.read_text().splitlines()
+    assert json.loads(lines[0]) == {"type": "session", "version": 1, "model": "faux/faux-1",
+                                    "startedAt": 5, "name": "n"}
+    message = json.loads(lines[1])
+    assert message["role"] == "assistant" and message["stopReason"] == "toolUse"
+    assert message["content"][2] == {"type": "toolCall", "id": "call_1", "name": "python",
+                                     "arguments": {"code": "x = 1\nprint(x)"}}
+    assert message["usage"]["cacheRead"] == 10
+
+
+def test_reopening_appends_after_existing_messages(tmp_path):
+    path = tmp_path / "s.jsonl"
+    first, second = conversation()[:2]
+    with SessionWriter(path, model="a/b") as writer:
+        writer.append(first)
+    with SessionWriter(path, model="ignored/model") as writer:
+        assert writer.header.model == "a/b"
+        writer.append(second)
+    loaded = load_session(path)
+    assert loaded.messages == [first, second]
+    assert path.read_text().count('"type":"session"') == 1
+
+
+def test_agent_listener_saves_on_message_end_only(tmp_path):
+    class Event:
+        def __init__(self, type, message):
+            self.type, self.message = type, message
+
+    path = tmp_path / "s.jsonl"
+    message = conversation()[0]
+    with SessionWriter(path) as writer:
+        writer.on_agent_event(Event("message_start", message))
+        writer.on_agent_event(Event("message_update", message))
+        writer.on_agent_event(Event("message_end", message))
+    assert load_session(path).messages == [message]
+
+
+def test_unsaveable_message_is_a_clear_error_and_the_file_stays_valid(tmp_path):
+    path = tmp_path / "s.jsonl"
+    with SessionWriter(path) as writer:
+        writer.append(conversation()[0])
+        with pytest.raises(TypeError, match="cannot save a object"):
+            writer.append(object())
+    assert len(load_session(path).messages) == 1
+
+
+_CHILD_TORN = textwrap.dedent("""
+    import os, sys, time
+    from pi_notebook.ai.types import UserMessage
+    from pi_notebook.session import SessionWriter
+
+    writer = SessionWriter(sys.argv[1], model="faux/faux-1")
+    for i in range(5):
+        writer.append(UserMessage(content=f"message {i} " + "x" * 200, timestamp=i))
+    real_write = os.write
+
+    def half_then_hang(fd, data):
+        # the 6th message: half of its bytes reach the file, then the process hangs in write
+        real_write(fd, bytes(data[: len(data) // 2]))
+        print("torn", flush=True)
+        time.sleep(60)
+
+    os.write = half_then_hang
+    writer.append(UserMessage(content="message 5 " + "x" * 200, timestamp=5))
+""")
+
+
+def _run_child(source: str, path: Path) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", source, str(path)], stdout=subprocess.PIPE,
+                            text=True)
+
+
+def test_sigkill_mid_write_keeps_every_earlier_line(tmp_path):
+    path = tmp_path / "crash.jsonl"
+    child = _run_child(_CHILD_TORN, path)
+    try:
+        assert child.stdout.readline().strip() == "torn"
+        os.kill(child.pid, signal.SIGKILL)
+    finally:
+        child.wait(timeout=30)
+    assert child.returncode == -signal.SIGKILL
+    assert not path.read_bytes().endswith(b"\n")  # the last line really is torn
+    loaded = load_session(path)
+    assert [m.content for m in loaded.messages] == [f"message {i} " + "x" * 200 for i in range(5)]
+    assert len(loaded.warnings) == 1 and "torn last line (line 7" in loaded.warnings[0]
+    # a writer reopening the file cuts the torn tail before appending
+    with SessionWriter(path) as writer:
+        assert writer.warnings and "removed a torn last line" in writer.warnings[0]
+        writer.append(UserMessage(content="after restart", timestamp=9))
+    reloaded = load_session(path)
+    assert reloaded.warnings == []
+    assert [m.content for m in reloaded.messages][-2:] == ["message 4 " + "x" * 200, "after restart"]
+
+
+_CHILD_LOOP = textwrap.dedent("""
+    import sys
+    from pi_notebook.ai.types import TextContent, ToolResultMessage
+    from pi_notebook.session import SessionWriter
+
+    writer = SessionWriter(sys.argv[1], model="faux/faux-1")
+    i = 0
+    while True:
+        writer.append(ToolResultMessage(tool_call_id=f"c{i}", tool_name="python",
+                                        content=[TextContent(text=str(i) * 50_000)], timestamp=i))
+        print(i, flush=True)
+        i += 1
+""")
+
+
+def test_sigkill_during_a_stream_of_appends_loses_at_most_the_message_in_flight(tmp_path):
+    path = tmp_path / "loop.jsonl"
+    child = _run_child(_CHILD_LOOP, path)
+    completed = -1
+    try:
+        while completed < 20:
+            completed = int(child.stdout.readline())
+        os.kill(child.pid, signal.SIGKILL)
+    finally:
+        child.wait(timeout=30)
+    loaded = load_session(path)
+    ids = [m.tool_call_id for m in loaded.messages]
+    assert ids == [f"c{i}" for i in range(len(ids))]  # a clean prefix, in order
+    assert len(ids) >= completed + 1  # every append that returned is on disk
+    assert len(ids) <= completed + 2  # at most the one in flight beyond that
+    for m in loaded.messages:
+        assert m.content[0].text == m.tool_call_id[1:] * 50_000
+
+
+def test_newer_format_version_is_rejected_in_one_line(tmp_path):
+    path = tmp_path / "new.jsonl"
+    path.write_text(json.dumps({"type": "session", "version": FORMAT_VERSION + 1,
+                                "startedAt": 1}) + "\n")
+    with pytest.raises(SessionFormatError) as err:
+        load_session(path)
+    message = str(err.value)
+    assert "version 2 is newer" in message and "\n" not in message
+    # a writer refuses to append to it and leaves it untouched
+    before = path.read_bytes()
+    with pytest.raises(SessionFormatError):
+        SessionWriter(path)
+    assert path.read_bytes() == before
+
+
+def test_malformed_middle_line_is_an_error_naming_the_line(tmp_path):
+    path = tmp_path / "bad.jsonl"
+    write_session(path, conversation()[:3], model="x/y")
+    lines = path.read_text().splitlines(keepends=True)
+    lines.insert(2, "{not json\n")
+    path.write_text("".join(lines))
+    with pytest.raises(SessionFormatError, match=r"line 3 is not valid JSON"):
+        load_session(path)
+
+
+def test_invalid_message_shape_is_an_error_naming_the_line(tmp_path):
+    path = tmp_path / "bad.jsonl"
+    write_session(path, [], model="x/y")
+    with open(path, "a") as f:
+        f.write(json.dumps({"role": "toolResult", "content": []}) + "\n")
+    with pytest.raises(SessionFormatError, match=r"line 2 is not a valid toolResult message"):
+        load_session(path)
+
+
+def test_missing_header_is_rejected(tmp_path):
+    path = tmp_path / "plain.jsonl"
+    path.write_text(json.dumps({"role": "user", "content": "hi", "timestamp": 1}) + "\n")
+    with pytest.raises(SessionFormatError, match="line 1 is not a session header"):
+        load_session(path)
+
+
+def test_resolve_inside_rejects_paths_outside_the_working_directory(tmp_path):
+    base = tmp_path / "work"
+    base.mkdir()
+    (tmp_path / "secret.jsonl").write_text("")
+    assert resolve_inside(base, "sub/s.jsonl") == (base / "sub" / "s.jsonl").resolve()
+    for bad in ("../secret.jsonl", str(tmp_path / "secret.jsonl"), "/etc/passwd", "a/../../x"):
+        with pytest.raises(SessionPathError, match="outside the working directory"):
+            resolve_inside(base, bad)
+    (base / "link").symlink_to(tmp_path)
+    with pytest.raises(SessionPathError):
+        resolve_inside(base, "link/secret.jsonl")
+    with pytest.raises(SessionPathError):
+        find_session("../secret.jsonl", default_session_dir(base), base)
+
+
+def test_list_find_and_latest_sessions(tmp_path):
+    directory = default_session_dir(tmp_path)
+    assert directory == tmp_path / ".pi_notebook" / "sessions"
+    assert list_sessions(directory) == []
+    old = new_session_path(directory, "analysis", started_at=1_000_000)
+    new = new_session_path(directory, "analysis", started_at=2_000_000)
+    other = new_session_path(directory, "other", started_at=3_000_000)
+    write_session(old, conversation()[:2], model="a/m", name="analysis", started_at=1_000_000)
+    write_session(new, conversation()[:4], model="b/m", name="analysis", started_at=2_000_000)
+    write_session(other, [], model="c/m", name="other", started_at=3_000_000)
+    (directory / "junk.jsonl").write_text("not a session\n")
+    sessions = list_sessions(directory)
+    assert [(s.name, s.message_count, s.model) for s in sessions] == [
+        ("other", 0, "c/m"), ("analysis", 4, "b/m"), ("analysis", 2, "a/m")]
+    assert latest_session(directory, "analysis").path == new
+    assert find_session("analysis", directory, tmp_path) == new
+    assert find_session(old.stem, directory, tmp_path) == old
+    relative = os.path.relpath(old, tmp_path)
+    assert find_session(relative, directory, tmp_path) == old.resolve()
+    with pytest.raises(FileNotFoundError):
+        find_session("nothing", directory, tmp_path)
+
+
+def test_new_session_path_never_reuses_a_file(tmp_path):
+    first = new_session_path(tmp_path, "n", started_at=0)
+    first.write_text("")
+    second = new_session_path(tmp_path, "n", started_at=0)
+    assert second != first and second.suffix == ".jsonl"
+
+
+def test_session_name_for_notebook_or_kernel():
+    assert session_name_for("work/My Analysis.ipynb") == "My_Analysis"
+    assert session_name_for("3f2a9c1e-aaaa-bbbb") == "kernel-3f2a9c1e"
+    assert session_name_for(None, kernel_id="abc") == "kernel-abc"
+    assert session_name_for(None) == "session"
+
+
+def test_write_session_does_not_overwrite_unless_asked(tmp_path):
+    path = tmp_path / "saved.jsonl"
+    write_session(path, conversation()[:1], model="a/b")
+    with pytest.raises(FileExistsError):
+        write_session(path, conversation()[:3], model="a/b")
+    assert len(load_session(path).messages) == 1
+    write_session(path, conversation(), model="a/b", overwrite=True)
+    assert load_session(path).messages == conversation()
+    assert [p.name for p in tmp_path.iterdir()] == ["saved.jsonl"]  # no temp files left
