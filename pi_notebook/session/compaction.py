@@ -219,7 +219,8 @@ def make_context_compactor(
         except Exception as exc:  # a failed model call must not fail the turn
             text = (f"(model summary failed: {type(exc).__name__}; extract follows)\n"
                     + await extractive_summary(to_summarize))
-        limit = summary_cap * _CHARS_PER_TOKEN
+        # the whole summary message, prefix included, stays within summary_cap
+        limit = summary_cap * _CHARS_PER_TOKEN - len(SUMMARY_PREFIX) - 8
         if len(text) > limit:
             text = text[: limit - 20] + "\n[summary cut]"
         cache[key] = (list(originals), text)

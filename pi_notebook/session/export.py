@@ -73,22 +73,25 @@ def _outputs_from_result(result: Any) -> list[Any]:
                 continue
             outputs.append(out)
         return outputs
-    outputs = []
+    outputs: list[Any] = []
     text_parts: list[str] = []
+
+    def flush_text() -> None:
+        if text_parts:
+            text = "\n".join(text_parts)
+            outputs.append(v4.new_output("stream", name="stdout",
+                                         text=text if text.endswith("\n") else text + "\n"))
+            text_parts.clear()
+
     for block in _blocks(_get(result, "content")):
         kind = _get(block, "type")
         if kind == "text":
             text_parts.append(_get(block, "text") or "")
         elif kind == "image":
-            if text_parts:
-                outputs.append(v4.new_output("stream", name="stdout", text="\n".join(text_parts) + "\n"))
-                text_parts = []
+            flush_text()
             mime = _get(block, "mime_type", "mimeType") or "image/png"
             outputs.append(v4.new_output("display_data", data={mime: _get(block, "data") or ""}))
-    if text_parts:
-        text = "\n".join(text_parts)
-        outputs.append(v4.new_output("stream", name="stdout",
-                                     text=text if text.endswith("\n") else text + "\n"))
+    flush_text()
     return outputs
 
 

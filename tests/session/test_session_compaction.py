@@ -1,0 +1,218 @@
+"""Context compaction: stays inside the window, keeps tool calls paired, reports."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from pi_notebook.ai.providers.faux import (
+    faux_assistant_message, faux_text, faux_tool_call, register_faux_provider,
+)
+from pi_notebook.ai.stream import stream
+from pi_notebook.ai.types import (
+    AssistantMessage, Context, TextContent, ToolCall, ToolResultMessage, UserMessage,
+)
+from pi_notebook.session import estimate_tokens, make_context_compactor
+
+
+def _call(i: int, text: str = "") -> AssistantMessage:
+    content = [TextContent(text=text)] if text else []
+    content.append(ToolCall(id=f"c{i}", name="python", arguments={"code": f"step({i})"}))
+    return AssistantMessage(content=content, api="faux", provider="faux", model="faux-1",
+                            stop_reason="toolUse", timestamp=1000 + 3 * i)
+
+
+def _result(i: int, size: int) -> ToolResultMessage:
+    return ToolResultMessage(tool_call_id=f"c{i}", tool_name="python",
+                             content=[TextContent(text=f"out{i}:" + "x" * size)],
+                             timestamp=1001 + 3 * i)
+
+
+def _history(turns: int, calls_per_turn: int, size: int) -> list:
+    messages: list = []
+    i = 0
+    for t in range(turns):
+        messages.append(UserMessage(content=f"question {t} " + "q" * 40, timestamp=10 * t))
+        for _ in range(calls_per_turn):
+            messages.append(_call(i, "working on it"))
+            messages.append(_result(i, size))
+            i += 1
+        messages.append(AssistantMessage(content=[TextContent(text=f"answer {t}")], api="faux",
+                                         provider="faux", model="faux-1", stop_reason="stop"))
+    return messages
+
+
+def assert_paired(messages: list) -> None:
+    """Every tool call has its result after it and every result its call before it."""
+    open_calls: dict[str, int] = {}
+    for i, m in enumerate(messages):
+        if isinstance(m, AssistantMessage):
+            for b in m.content:
+                if isinstance(b, ToolCall):
+                    open_calls[b.id] = i
+        elif isinstance(m, ToolResultMessage):
+            assert m.tool_call_id in open_calls, f"result {m.tool_call_id} has no call before it"
+            del open_calls[m.tool_call_id]
+    assert not open_calls, f"calls without results: {sorted(open_calls)}"
+
+
+async def test_small_history_is_returned_unchanged():
+    compact = make_context_compactor(10_000)
+    messages = _history(1, 2, 100)
+    assert await compact(messages, None) is messages
+
+
+async def test_drops_oldest_tool_outputs_first_without_mutating_input():
+    infos = []
+    compact = make_context_compactor(3000, reserve_tokens=500, on_compaction=infos.append)
+    messages = _history(2, 3, 1600)  # 6 outputs of ~400 tokens each
+    snapshot = copy.deepcopy(messages)
+    result = await compact(messages, None)
+    assert messages == snapshot  # neither the list nor any message was changed
+    assert estimate_tokens(result) <= 2500
+    assert_paired(result)
+    outputs = [m.content[0].text for m in result if isinstance(m, ToolResultMessage)]
+    dropped = [o.startswith("[output dropped to fit the context window: ") for o in outputs]
+    assert dropped[0] and not dropped[-1]
+    assert dropped == sorted(dropped, reverse=True)  # a prefix of the oldest ones
+    assert "1605 chars]" in outputs[0]
+    assert len(infos) == 1 and infos[0].dropped_outputs == sum(dropped)
+    assert infos[0].summarized_messages == 0 and infos[0].fits
+    assert "dropped" in infos[0].describe()
+
+
+async def test_summarizes_oldest_turns_when_dropping_outputs_is_not_enough():
+    seen = []
+
+    async def summarize(messages):
+        seen.append(list(messages))
+        return f"summary of {len(messages)} messages"
+
+    infos = []
+    compact = make_context_compactor(1200, summarize=summarize, reserve_tokens=200,
+                                     on_compaction=infos.append)
+    # many small turns: outputs are tiny, the prose itself is what overflows
+    messages = []
+    for t in range(40):
+        messages.append(UserMessage(content=f"question {t} " + "q" * 200, timestamp=t))
+        messages.append(AssistantMessage(content=[TextContent(text="a" * 200)], api="faux",
+                                         provider="faux", model="faux-1", timestamp=t))
+    last_user = messages[-2]
+    result = await compact(messages, None)
+    assert estimate_tokens(result) <= 1000
+    assert result[0].content[0].text.startswith("[Summary of ")
+    assert "summary of" in result[0].content[0].text
+    assert last_user in result and result[-2] is last_user
+    assert len(seen) == 1 and infos[-1].summarized_messages == len(seen[0])
+    # the same history again: the cached summary is reused, the model is not asked again
+    again = await compact(messages, None)
+    assert again[0] == result[0] and len(seen) == 1
+    # a longer history: the earlier summary stands in for the messages it covered
+    longer = messages + [UserMessage(content="one more " + "q" * 400, timestamp=99)]
+    await compact(longer, None)
+    assert len(seen) == 2
+    assert seen[1][0].content[0].text == f"summary of {len(seen[0])} messages"
+    assert len(seen[1]) < len(seen[0]) + 10
+
+
+async def test_summary_never_splits_a_tool_call_from_its_result():
+    compact = make_context_compactor(1500, reserve_tokens=300)
+    messages = []
+    for i in range(30):
+        messages.append(UserMessage(content="u" * 120, timestamp=i))
+        # one assistant message with two parallel calls, then both results
+        messages.append(AssistantMessage(
+            content=[ToolCall(id=f"a{i}", name="python", arguments={"code": "1" * 80}),
+                     ToolCall(id=f"b{i}", name="python", arguments={"code": "2" * 80})],
+            api="faux", provider="faux", model="faux-1", stop_reason="toolUse"))
+        messages.append(ToolResultMessage(tool_call_id=f"a{i}", tool_name="python",
+                                          content=[TextContent(text="r" * 30)]))
+        messages.append(ToolResultMessage(tool_call_id=f"b{i}", tool_name="python",
+                                          content=[TextContent(text="r" * 30)]))
+    result = await compact(messages, None)
+    assert estimate_tokens(result) <= 1200
+    assert_paired(result)
+    assert isinstance(result[0], UserMessage) and "[Summary of" in result[0].content[0].text
+    assert not isinstance(result[1], ToolResultMessage)
+
+
+async def test_failing_summarizer_falls_back_to_an_extract():
+    async def broken(messages):
+        raise RuntimeError("model unavailable")
+
+    compact = make_context_compactor(800, summarize=broken, reserve_tokens=100)
+    messages = []
+    for t in range(30):
+        messages.append(UserMessage(content=f"topic{t} " + "q" * 150, timestamp=t))
+    result = await compact(messages, None)
+    text = result[0].content[0].text
+    assert "model summary failed: RuntimeError" in text and "- user: topic0" in text
+    assert estimate_tokens(result) <= 700
+
+
+async def test_reports_when_even_compaction_cannot_fit():
+    infos = []
+    compact = make_context_compactor(400, reserve_tokens=100, on_compaction=infos.append)
+    messages = [UserMessage(content="z" * 4000)]
+    result = await compact(messages, None)
+    assert result == messages  # the last user message is never touched
+    assert infos and not infos[0].fits and "still over budget" in infos[0].describe()
+
+
+async def test_bad_configuration_is_a_clear_error():
+    with pytest.raises(ValueError, match="positive"):
+        make_context_compactor(0)
+    with pytest.raises(ValueError, match="leaves no room"):
+        make_context_compactor(1000, reserve_tokens=1000)
+
+
+async def test_every_request_of_a_scripted_agent_run_stays_inside_the_window():
+    """A real Agent on the faux model whose tool outputs far exceed a small window."""
+    from pi_notebook.agent import Agent, AgentTool, AgentToolResult
+
+    window = 3000
+    faux = register_faux_provider(models=[{"id": "tiny", "context_window": window}])
+    try:
+        model = faux.get_model()
+        requests: list[Context] = []
+
+        def scripted(i):
+            def step(context, options, state, model):
+                requests.append(context)
+                if i < 12:
+                    return faux_assistant_message(
+                        [faux_text(f"step {i}"), faux_tool_call("dump", {"n": i}, id=f"t{i}")],
+                        stop_reason="toolUse")
+                return faux_assistant_message("all done")
+            return step
+
+        faux.set_responses([scripted(i) for i in range(13)])
+
+        async def dump(tool_call_id, params, signal, on_update):
+            return AgentToolResult(content=[TextContent(text=f"row {params['n']} " * 400)])
+
+        tool = AgentTool(name="dump", description="print a big table",
+                         parameters={"type": "object", "properties": {"n": {"type": "integer"}}},
+                         execute=dump)
+        infos = []
+        # stream_fn given explicitly: the faux provider needs no API key resolution
+        agent = Agent(initial_state={"model": model, "tools": [tool]}, stream_fn=stream,
+                      transform_context=make_context_compactor(window, reserve_tokens=600,
+                                                               on_compaction=infos.append))
+        await agent.prompt("dump twelve tables")
+        assert agent.state.messages[-1].content[0].text == "all done"
+        assert len(requests) == 13
+        for context in requests:
+            assert_paired(context.messages)
+        # the faux provider's own prompt estimate: what the model would be charged
+        for message, context in zip(
+            [m for m in agent.state.messages if isinstance(m, AssistantMessage)], requests
+        ):
+            assert message.usage.input <= window
+        assert infos and all(i.fits for i in infos)
+        # the agent's own transcript still holds every full output
+        full = [m for m in agent.state.messages if isinstance(m, ToolResultMessage)]
+        assert len(full) == 12 and all("[output dropped" not in m.content[0].text for m in full)
+    finally:
+        faux.unregister()
