@@ -5,7 +5,7 @@ Usage (tests in ``tests/ai`` import it as a top-level module: pytest puts this f
 
     from sse_server import ScriptedServer, Reply, sse_body, chunked, DELAY, RESET, HANG
 
-    with ScriptedServer() as server:                     # or the ``scripted_server`` fixture below
+    with ScriptedServer() as server:   # or: from sse_server import scripted_server (a pytest fixture)
         server.push(Reply(status=200, chunks=chunked(sse_body([{"a": 1}], done=True), 7)))
         model = Model(..., base_url=server.url + "/v1")
         ... run the adapter ...
@@ -25,6 +25,7 @@ Each chunk item is one of:
   broken stream mid-body);
 * ``HANG``: keep the connection open without writing until the server closes (abort tests).
 
+``header_delay=seconds`` waits before the status line (abort/timeout before headers).
 ``chunked=False`` sends a close-delimited HTTP/1.0-style body instead. ``Reply.json(status, obj)``
 builds a plain JSON reply (e.g. error bodies). Every request is recorded as ``RecordedRequest``
 (``method``, ``path``, ``headers`` with lower-cased names, ``body`` bytes, ``json`` or None).
@@ -48,7 +49,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 __all__ = ["ScriptedServer", "Reply", "RecordedRequest", "sse_body", "sse_event", "chunked",
-           "DELAY", "RESET", "HANG"]
+           "DELAY", "RESET", "HANG", "scripted_server"]
 
 DELAY = "delay"
 RESET = object()
@@ -62,6 +63,7 @@ class Reply:
     chunks: list[Any] = field(default_factory=list)
     content_type: str = "text/event-stream"
     chunked: bool = True
+    header_delay: float = 0.0   # seconds to wait before sending the status line (slow servers)
 
     @classmethod
     def json(cls, status: int, payload: Any, headers: dict[str, str] | None = None) -> Reply:
@@ -124,6 +126,9 @@ class _Handler(BaseHTTPRequestHandler):
         owner._record(RecordedRequest(self.command, self.path,
                                       {k.lower(): v for k, v in self.headers.items()}, body))
         reply = owner._next_reply()
+        if reply.header_delay and owner.stopping.wait(reply.header_delay):
+            self.close_connection = True
+            return
         self.send_response(reply.status)
         self.send_header("Content-Type", reply.content_type)
         for name, value in (reply.headers or {}).items():
@@ -231,6 +236,18 @@ class ScriptedServer:
 
     def __exit__(self, *exc_info: Any) -> None:
         self.close()
+
+
+try:
+    import pytest
+
+    @pytest.fixture
+    def scripted_server():
+        """A fresh ScriptedServer per test; import this name into a test module to use it."""
+        with ScriptedServer() as server:
+            yield server
+except ImportError:  # the benchmark runs this file without pytest
+    pass
 
 
 def _serve_file_forever(path: str) -> None:
