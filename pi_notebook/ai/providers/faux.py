@@ -12,6 +12,7 @@ abort all end the stream with an ``error`` event.
 from __future__ import annotations
 
 import asyncio
+import importlib
 import inspect
 import json
 import math
@@ -146,22 +147,30 @@ _tasks: set[asyncio.Task[Any]] = set()
 _registrations: list[FauxProviderHandle] = []
 
 
-def _publish_models(provider: str, models: list[Model]) -> None:
+def _catalogue() -> Any:
+    """``pi_notebook.ai.models`` if present (imported lazily: it imports the providers)."""
+    name = __package__.rsplit(".", 1)[0] + ".models"
     try:
-        from ..models import register_models
-    except ImportError:  # the catalogue module is optional for the test double
-        return
-    register_models(provider, models)
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        if exc.name == name:
+            return None  # the catalogue is optional for the test double
+        raise
+
+
+def _publish_models(provider: str, models: list[Model]) -> None:
+    catalogue = _catalogue()
+    if catalogue is not None:
+        catalogue.register_models(provider, models)
 
 
 def _forget_registration(handle: FauxProviderHandle) -> None:
     if handle in _registrations:
         _registrations.remove(handle)
-    try:
-        from ..models import unregister_models
-    except ImportError:
+    catalogue = _catalogue()
+    if catalogue is None:
         return
-    unregister_models(handle.provider)
+    catalogue.unregister_models(handle.provider)
     remaining = [h for h in _registrations if h.provider == handle.provider]
     if remaining:
         _publish_models(handle.provider, remaining[-1].models)
