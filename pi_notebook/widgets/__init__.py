@@ -1,1 +1,29 @@
-"""AgentView: the live widget under a %%agent cell."""
+"""AgentView: the live widget under a %%agent cell.
+
+Names are loaded lazily so that ``%load_ext pi_notebook`` does not pay for
+ipywidgets, markdown-it and Pygments until a view is first shown.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["AgentView", "render_event_text", "render_markdown", "markdown_for_transcript"]
+
+_LAZY = {
+    "AgentView": ".view",
+    "render_event_text": ".text",
+    "render_markdown": ".markdown",
+    "markdown_for_transcript": ".markdown",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib import import_module
+
+    value = getattr(import_module(module, __name__), name)
+    globals()[name] = value
+    return value

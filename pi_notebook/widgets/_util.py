@@ -1,0 +1,109 @@
+"""Small helpers shared by the widget modules: field access on pydantic-or-dict
+objects, text extraction from pi content blocks, number formatting."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+__all__ = ["field", "content_text", "content_images", "fmt_tokens", "fmt_cost", "fmt_seconds",
+           "strip_control", "fence_for", "B64_RE"]
+
+_MISSING = object()
+# Base64 payload of an image we embed ourselves as a data: URL.
+B64_RE = re.compile(r"^[A-Za-z0-9+/=\s]+$")
+# C0/C1 control characters other than tab and newline, and ANSI/OSC escape sequences:
+# untrusted text must not drive a terminal (plain-text mode) or hide content.
+_ANSI_RE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
+_CONTROL_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _camel(name: str) -> str:
+    first, *rest = name.split("_")
+    return first + "".join(p[:1].upper() + p[1:] for p in rest)
+
+
+def field(obj: Any, name: str, default: Any = None) -> Any:
+    """``obj.name`` for pydantic/plain objects, ``obj[name]`` (or its camelCase
+    spelling) for dicts: events and messages may be either (custom messages)."""
+    if obj is None:
+        return default
+    if isinstance(obj, dict):
+        if name in obj:
+            return obj[name]
+        return obj.get(_camel(name), default)
+    value = getattr(obj, name, _MISSING)
+    return default if value is _MISSING else value
+
+
+def content_text(content: Any) -> str:
+    """The text of a message ``content`` (a string or a list of content blocks)."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    parts: list[str] = []
+    for block in content:
+        if isinstance(block, str):
+            parts.append(block)
+        elif field(block, "type") == "text":
+            parts.append(str(field(block, "text", "") or ""))
+    return "\n".join(parts)
+
+
+def content_images(content: Any) -> list[tuple[str, str]]:
+    """(mime_type, base64 data) of the image blocks in ``content``."""
+    if content is None or isinstance(content, str):
+        return []
+    images = []
+    for block in content:
+        if field(block, "type") == "image":
+            images.append((str(field(block, "mime_type", "") or ""), str(field(block, "data", "") or "")))
+    return images
+
+
+def strip_control(text: str) -> str:
+    """Drop ANSI escape sequences and control characters (keeps ``\\n`` and ``\\t``)."""
+    return _CONTROL_RE.sub("", _ANSI_RE.sub("", text.replace("\r\n", "\n")))
+
+
+def fmt_tokens(n: int | float) -> str:
+    n = int(n or 0)
+    if n < 1000:
+        return str(n)
+    if n < 100_000:
+        return f"{n / 1000:.1f}k"
+    if n < 1_000_000:
+        return f"{n / 1000:.0f}k"
+    return f"{n / 1_000_000:.2f}M"
+
+
+def fmt_cost(usd: float) -> str:
+    if usd <= 0:
+        return "$0"
+    if usd < 0.01:
+        return f"${usd:.4f}"
+    if usd < 10:
+        return f"${usd:.3f}"
+    return f"${usd:.2f}"
+
+
+def fmt_seconds(seconds: float, *, precise: bool = True) -> str:
+    if seconds < 60:
+        return f"{seconds:.1f}s" if precise else f"{int(seconds)}s"
+    minutes, secs = divmod(int(seconds), 60)
+    if minutes < 60:
+        return f"{minutes}m {secs:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h {minutes:02d}m"
+
+
+def fence_for(text: str, char: str = "`") -> str:
+    """A code fence longer than any run of ``char`` in ``text`` (so ``text`` cannot
+    close it early), at least three characters."""
+    longest = 0
+    run = 0
+    for c in text:
+        run = run + 1 if c == char else 0
+        longest = max(longest, run)
+    return char * max(3, longest + 1)

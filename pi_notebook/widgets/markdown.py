@@ -1,0 +1,237 @@
+"""Server-side Markdown -> HTML for untrusted text (model and tool output).
+
+The HTML produced here goes straight into an ipywidgets ``HTML`` widget, which the
+frontend inserts with ``innerHTML`` and no sanitiser. So everything that can carry
+markup or script is neutralised here:
+
+- raw HTML in the source is escaped (markdown-it ``html=False``), never passed on;
+- link and image URLs are checked against an allow-list of schemes (``http``,
+  ``https``, ``mailto`` and scheme-less relative/anchor URLs); ``javascript:``,
+  ``vbscript:``, ``file:``, ``data:`` and any other scheme make the construct stay
+  plain text. The one exception is inline ``data:image/png|jpeg|gif`` images;
+- remote images are *not* loaded: a model (or a prompt injection in tool output)
+  could otherwise leak data through the image URL; they become ordinary links;
+- code blocks are highlighted by Pygments with CSS classes (the stylesheet is in
+  ``theme.py`` and is sent once per view); Pygments escapes the code itself.
+
+``markdown_for_transcript`` is the counterpart for the static Markdown transcript
+that is saved in the notebook: it keeps Markdown readable while making sure that a
+Markdown renderer which allows raw HTML (trusted outputs in JupyterLab) sees none.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Sequence
+from functools import lru_cache
+from typing import Any
+
+from markdown_it import MarkdownIt
+from markdown_it.token import Token
+from markdown_it.utils import EnvType, OptionsDict
+
+__all__ = [
+    "render_markdown", "highlight_code", "escape_text", "is_safe_url",
+    "markdown_for_transcript", "CODE_CSS_CLASS",
+]
+
+CODE_CSS_CLASS = "pi-hl"
+
+_SAFE_SCHEMES = frozenset({"http", "https", "mailto"})
+_SCHEME_RE = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.\-]*):")
+_SAFE_DATA_IMAGE_RE = re.compile(r"^data:image/(png|jpeg|jpg|gif);base64,[A-Za-z0-9+/=\s]*$", re.I)
+# Browsers drop ASCII tab/newline anywhere in a URL and strip leading C0 controls and
+# spaces, so "java\tscript:" is javascript:. Remove them before looking at the scheme.
+_URL_IGNORED_RE = re.compile(r"[\x00-\x20\x7f]")
+
+
+def escape_text(text: str) -> str:
+    """Escape text for HTML element content or a quoted attribute."""
+    return html.escape(text, quote=True)
+
+
+def is_safe_url(url: str, *, image: bool = False) -> bool:
+    """True if ``url`` may become an ``href`` (or, with ``image=True``, an ``img src``).
+
+    An allow-list, not a deny-list: anything with a scheme other than http, https or
+    mailto is refused; scheme-less URLs (``#anchor``, ``page.html``) are allowed.
+    For images only inline PNG/JPEG/GIF ``data:`` URLs pass (see the module doc for
+    why remote images are not loaded).
+    """
+    compact = _URL_IGNORED_RE.sub("", html.unescape(url))
+    if image:
+        return bool(_SAFE_DATA_IMAGE_RE.match(compact))
+    m = _SCHEME_RE.match(compact)
+    if m is None:
+        # "//host/x" is protocol-relative (i.e. https); a lone ":" before any "/" can't
+        # be a scheme then, so the URL is relative and harmless.
+        return True
+    return m.group(1).lower() in _SAFE_SCHEMES
+
+
+# --- code highlighting ----------------------------------------------------------------
+
+@lru_cache(maxsize=64)
+def _lexer_for(language: str) -> Any:
+    from pygments.lexers import get_lexer_by_name
+    from pygments.util import ClassNotFound
+
+    try:
+        return get_lexer_by_name(language, stripnl=False, ensurenl=False)
+    except ClassNotFound:
+        return None
+
+
+@lru_cache(maxsize=1)
+def _formatter() -> Any:
+    from pygments.formatters import HtmlFormatter
+
+    # nowrap: we write the <pre> ourselves so the output shape is fixed and escaped.
+    return HtmlFormatter(nowrap=True)
+
+
+def highlight_code(code: str, language: str | None = "python") -> str:
+    """``<pre class="pi-hl">`` with Pygments token spans; plain escaped text if the
+    language is unknown. Safe for innerHTML: Pygments escapes every token."""
+    lang = (language or "").strip().split()[0].lower() if language and language.strip() else ""
+    lexer = _lexer_for(lang) if lang else None
+    if lexer is None:
+        body = escape_text(code)
+    else:
+        from pygments import highlight
+
+        body = highlight(code, lexer, _formatter())
+    return f'<pre class="{CODE_CSS_CLASS}"><code>{body}</code></pre>'
+
+
+# --- Markdown -----------------------------------------------------------------------
+
+def _highlight_fence(code: str, lang: str, _attrs: str) -> str:
+    # markdown-it uses the return value verbatim when it starts with "<pre".
+    return highlight_code(code, lang or None)
+
+
+def _render_link_open(self: Any, tokens: Sequence[Token], idx: int, options: OptionsDict,
+                      env: EnvType) -> str:
+    token = tokens[idx]
+    href = str(token.attrGet("href") or "")
+    if not is_safe_url(href):  # belt and braces: validateLink already refused these
+        token.attrs.pop("href", None)
+    else:
+        token.attrSet("target", "_blank")
+        token.attrSet("rel", "noopener noreferrer nofollow")
+    return self.renderToken(tokens, idx, options, env)
+
+
+def _render_image(self: Any, tokens: Sequence[Token], idx: int, options: OptionsDict,
+                  env: EnvType) -> str:
+    token = tokens[idx]
+    src = str(token.attrGet("src") or "")
+    alt = self.renderInlineAsText(token.children or [], options, env)
+    if is_safe_url(src, image=True):
+        return f'<img class="pi-md-img" src="{escape_text(src)}" alt="{escape_text(alt)}">'
+    label = escape_text(alt or "image")
+    if is_safe_url(src) and src:
+        return (f'<a href="{escape_text(src)}" target="_blank" rel="noopener noreferrer nofollow">'
+                f"[image: {label}]</a>")
+    return f"[image: {label}]"
+
+
+def _validate_link(url: str) -> bool:
+    # Called by markdown-it for link, autolink and image destinations (after
+    # normalisation). Images are filtered again by _render_image with the stricter rule.
+    return is_safe_url(url) or is_safe_url(url, image=True)
+
+
+@lru_cache(maxsize=1)
+def _parser() -> MarkdownIt:
+    md = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False,
+                                   "highlight": _highlight_fence})
+    md.enable(["table", "strikethrough"])
+    md.validateLink = _validate_link  # type: ignore[method-assign]
+    md.add_render_rule("link_open", _render_link_open)
+    md.add_render_rule("image", _render_image)
+    return md
+
+
+def render_markdown(text: str) -> str:
+    """Render untrusted Markdown to HTML that is safe to put in an ``HTML`` widget."""
+    return _parser().render(text)
+
+
+# --- Markdown for the saved transcript --------------------------------------------------
+
+# A maximal backtick run, content, and a maximal run of the same length, on one line.
+_CODE_SPAN_RE = re.compile(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)")
+_DANGEROUS_SCHEME_RE = re.compile(r"(?i)\b(javascript|vbscript|data|file)(\s*):")
+# Characters that mean something to Markdown, GFM tables or JupyterLab's math
+# extraction; inside our <code> element they are written as numeric references.
+_CODE_SPECIALS = {c: f"&#{ord(c)};" for c in "`*_[]\\!~$|{}"}
+
+
+def _escape_plain(segment: str) -> str:
+    # "&" first: an entity such as "&#106;avascript:" must stay literal text, since
+    # Markdown decodes entities inside link destinations.
+    segment = segment.replace("&", "&amp;").replace("<", "&lt;")
+    # "![" would load a (possibly remote, data-leaking) image: make it "!" + link.
+    segment = segment.replace("![", "&#33;[")
+    # A zero-width space before ":" turns "javascript:" into a scheme-less (relative)
+    # URL inside a link destination.
+    return _DANGEROUS_SCHEME_RE.sub(lambda m: f"{m.group(1)}{m.group(2)}\u200b:", segment)
+
+
+def _code_html(content: str) -> str:
+    # CommonMark strips one space on each side when both are present.
+    if len(content) >= 2 and content[0] == " " and content[-1] == " " and content.strip():
+        content = content[1:-1]
+    escaped = html.escape(content, quote=False)
+    return "<code>" + "".join(_CODE_SPECIALS.get(c, c) for c in escaped) + "</code>"
+
+
+def _neutralise_inline(line: str) -> str:
+    """Escape ``&``/``<`` (so no raw HTML, entity trick or autolink can form), turn
+    images into links and break dangerous URL schemes.
+
+    Code spans that open and close on this line are replaced by our own ``<code>``
+    element with escaped content, so the renderer never sees their backticks: whatever
+    it would have decided about code-span boundaries, no raw ``<`` from the source
+    reaches it. The worst case of a mis-detected span is cosmetic.
+    """
+    out: list[str] = []
+    pos = 0
+    while pos < len(line):
+        m = _CODE_SPAN_RE.search(line, pos)
+        if m is None:
+            out.append(_escape_plain(line[pos:]))
+            break
+        if m.start() > 0 and line[m.start() - 1] == "\\":
+            # An escaped backtick opens nothing: emit it as text and go on after it.
+            out.append(_escape_plain(line[pos:m.start() + 1]))
+            pos = m.start() + 1
+            continue
+        out.append(_escape_plain(line[pos:m.start()]))
+        out.append(_code_html(m.group(2)))
+        pos = m.end()
+    return "".join(out)
+
+
+def markdown_for_transcript(text: str) -> str:
+    """Return Markdown that renders like ``text`` but cannot produce raw HTML, a remote
+    image or a ``javascript:``-style link in a CommonMark/GFM renderer that allows raw
+    HTML (JupyterLab renders trusted Markdown outputs without a sanitiser).
+
+    Fenced and indented code blocks (found with markdown-it's own block parser) are
+    kept verbatim: their content is never interpreted as HTML. A fence's opening line
+    (with its info string) goes through the inline escaping like any other line.
+    """
+    lines = text.split("\n")
+    verbatim = [False] * len(lines)
+    for token in _parser().parse(text):
+        if token.type in ("fence", "code_block") and token.map is not None:
+            start, end = token.map
+            first = start + 1 if token.type == "fence" else start
+            for i in range(first, min(end, len(lines))):
+                verbatim[i] = True
+    return "\n".join(line if verbatim[i] else _neutralise_inline(line)
+                     for i, line in enumerate(lines))

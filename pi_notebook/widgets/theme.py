@@ -1,0 +1,170 @@
+"""The AgentView's stylesheet (our own, trusted CSS), sent once per view.
+
+Everything is scoped under ``.pi-agent`` (a class on the view's root box) and uses
+JupyterLab's CSS variables with light-theme fallbacks, so the view follows the
+Lab theme and still looks right in the classic Notebook or a saved HTML export.
+Pygments token colours come as two sets: a light style, and a dark one selected by
+the ``data-jp-theme-light="false"`` attribute JupyterLab puts on ``<body>``.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+__all__ = ["stylesheet", "STATUS_COLOURS"]
+
+# status -> (background, text colour) of the pill in the header and on tool cards.
+STATUS_COLOURS: dict[str, tuple[str, str]] = {
+    "starting": ("#e8eaed", "#3c4043"),
+    "thinking": ("#ede7f6", "#5e35b1"),
+    "writing": ("#e3f2fd", "#1565c0"),
+    "running tool": ("#fff3e0", "#e65100"),
+    "running": ("#fff3e0", "#e65100"),
+    "waiting for approval": ("#fff8e1", "#8d6e00"),
+    "pending": ("#e8eaed", "#3c4043"),
+    "aborting": ("#fce4ec", "#ad1457"),
+    "done": ("#e8f5e9", "#2e7d32"),
+    "aborted": ("#fce4ec", "#ad1457"),
+    "skipped": ("#f1f3f4", "#5f6368"),
+    "error": ("#ffebee", "#c62828"),
+}
+
+_BASE_CSS = """
+.pi-agent { font-family: var(--jp-ui-font-family, system-ui, -apple-system, "Segoe UI", sans-serif);
+  font-size: var(--jp-content-font-size1, 13px); color: var(--jp-content-font-color1, #1f2328);
+  border: 1px solid var(--jp-border-color2, #e1e4e8); border-radius: 8px; padding: 6px 10px 8px 10px;
+  background: var(--jp-layout-color0, #fff); max-width: 100%; box-sizing: border-box; }
+.pi-agent .widget-html, .pi-agent .widget-html-content { margin: 0; line-height: 1.5; width: 100%; }
+.pi-agent .widget-html-content { font-size: inherit; }
+.pi-agent .pi-hidden-style { display: none; }
+/* header */
+.pi-agent .pi-head { display: flex; align-items: center; gap: 10px; flex-wrap: wrap; font-size: 12px;
+  color: var(--jp-content-font-color2, #57606a); padding: 2px 0 6px 0; }
+.pi-agent .pi-model { font-weight: 600; color: var(--jp-content-font-color1, #1f2328);
+  font-family: var(--jp-code-font-family, ui-monospace, SFMono-Regular, Menlo, monospace); }
+.pi-agent .pi-pill { display: inline-block; border-radius: 999px; padding: 1px 9px; font-size: 11px;
+  font-weight: 600; letter-spacing: .02em; white-space: nowrap; }
+.pi-agent .pi-live .pi-dot { display: inline-block; width: 6px; height: 6px; border-radius: 50%;
+  background: currentColor; margin-right: 5px; vertical-align: 1px; animation: pi-pulse 1.2s ease-in-out infinite; }
+@keyframes pi-pulse { 0%, 100% { opacity: .25 } 50% { opacity: 1 } }
+.pi-agent .pi-metric { white-space: nowrap; font-variant-numeric: tabular-nums; }
+.pi-agent .pi-ctx { display: inline-flex; align-items: center; gap: 4px; white-space: nowrap; }
+.pi-agent .pi-ctx-bar { display: inline-block; width: 56px; height: 5px; border-radius: 3px;
+  background: var(--jp-border-color2, #e1e4e8); overflow: hidden; }
+.pi-agent .pi-ctx-fill { display: block; height: 100%; background: #7e8ba3; }
+.pi-agent .pi-ctx-fill.pi-warn { background: #e39b00; }
+.pi-agent .pi-ctx-fill.pi-full { background: #d32f2f; }
+.pi-agent .pi-abort button, .pi-agent button.pi-abort { font-size: 12px; }
+/* messages */
+.pi-agent .pi-msg { margin: 6px 0 2px 0; }
+.pi-agent .pi-user { border-left: 3px solid #6b8afd; padding: 2px 0 2px 10px;
+  background: var(--jp-layout-color1, #f8f9fb); border-radius: 0 6px 6px 0; }
+.pi-agent .pi-user.pi-steer { border-left-color: #f59e0b; }
+.pi-agent .pi-user.pi-followup { border-left-color: #10b981; }
+.pi-agent .pi-label { font-size: 10.5px; font-weight: 700; text-transform: uppercase; letter-spacing: .06em;
+  color: var(--jp-content-font-color2, #57606a); margin-right: 6px; }
+.pi-agent .pi-user-text { white-space: pre-wrap; word-break: break-word; }
+.pi-agent .pi-other { color: var(--jp-content-font-color2, #57606a); white-space: pre-wrap; }
+/* assistant markdown */
+.pi-agent .pi-md { word-break: break-word; }
+.pi-agent .pi-md > :first-child { margin-top: 2px; }
+.pi-agent .pi-md > :last-child { margin-bottom: 2px; }
+.pi-agent .pi-md p { margin: 0 0 .6em 0; }
+.pi-agent .pi-md h1, .pi-agent .pi-md h2, .pi-agent .pi-md h3, .pi-agent .pi-md h4 {
+  margin: .7em 0 .35em 0; line-height: 1.25; font-weight: 600; }
+.pi-agent .pi-md h1 { font-size: 1.35em; } .pi-agent .pi-md h2 { font-size: 1.2em; }
+.pi-agent .pi-md h3 { font-size: 1.08em; } .pi-agent .pi-md h4 { font-size: 1em; }
+.pi-agent .pi-md ul, .pi-agent .pi-md ol { margin: 0 0 .6em 0; padding-left: 1.6em; }
+.pi-agent .pi-md li { margin: .1em 0; }
+.pi-agent .pi-md blockquote { margin: 0 0 .6em 0; padding: 0 .8em;
+  border-left: 3px solid var(--jp-border-color2, #d0d7de); color: var(--jp-content-font-color2, #57606a); }
+.pi-agent .pi-md table { border-collapse: collapse; margin: 0 0 .6em 0; font-size: .95em; }
+.pi-agent .pi-md th, .pi-agent .pi-md td { border: 1px solid var(--jp-border-color2, #d0d7de); padding: 3px 8px; }
+.pi-agent .pi-md th { background: var(--jp-layout-color2, #f3f4f6); font-weight: 600; }
+.pi-agent .pi-md a { color: var(--jp-content-link-color, #0969da); text-decoration: none; }
+.pi-agent .pi-md a:hover { text-decoration: underline; }
+.pi-agent .pi-md-img { max-width: 100%; }
+.pi-agent code { font-family: var(--jp-code-font-family, ui-monospace, SFMono-Regular, Menlo, monospace);
+  font-size: .92em; }
+.pi-agent .pi-md :not(pre) > code { background: var(--jp-layout-color2, #eff1f3); padding: .1em .35em;
+  border-radius: 4px; }
+.pi-agent .pi-cursor { display: inline-block; width: .5em; height: 1em; margin-left: 1px; vertical-align: -2px;
+  background: var(--jp-brand-color1, #6b8afd); opacity: .6; animation: pi-pulse 1s ease-in-out infinite; }
+/* code blocks */
+.pi-agent pre.pi-hl, .pi-agent pre.pi-out { margin: 0 0 .6em 0; padding: 7px 10px; border-radius: 6px;
+  background: var(--jp-cell-editor-background, #f6f8fa); border: 1px solid var(--jp-border-color3, #eaeef2);
+  font-family: var(--jp-code-font-family, ui-monospace, SFMono-Regular, Menlo, monospace);
+  font-size: var(--jp-code-font-size, 12.5px); line-height: 1.45; overflow-x: auto; white-space: pre; }
+.pi-agent pre.pi-hl code { font-size: inherit; background: none; padding: 0; }
+.pi-agent pre.pi-out { white-space: pre-wrap; word-break: break-word; max-height: 360px; overflow-y: auto;
+  background: var(--jp-layout-color1, #fbfbfc); margin: 4px 0 0 0; }
+.pi-agent pre.pi-stderr { background: #fff5f5; border-color: #f3d4d4; color: #9a2c2c; }
+.pi-agent pre.pi-err { background: #fff5f5; border-color: #f3d4d4; color: #9a2c2c; }
+.pi-agent .pi-note { font-size: 11.5px; color: var(--jp-content-font-color3, #8c959f); margin: 2px 0; }
+/* thinking */
+.pi-agent .pi-thinking-box .p-Collapse-header, .pi-agent .pi-thinking-box .lm-Collapse-header,
+.pi-agent .pi-thinking-box .jupyter-widget-Collapse-header {
+  font-size: 12px; color: var(--jp-content-font-color3, #8c959f); padding: 3px 8px;
+  background: transparent; border: none; font-style: italic; }
+.pi-agent .pi-thinking-box .p-Collapse-contents, .pi-agent .pi-thinking-box .lm-Collapse-contents,
+.pi-agent .pi-thinking-box .jupyter-widget-Collapse-contents {
+  padding: 2px 10px 6px 10px; border: none; background: transparent; }
+.pi-agent .pi-thinking-box .jupyter-widget-Collapse, .pi-agent .pi-thinking-box .lm-Collapse,
+.pi-agent .pi-thinking-box .p-Collapse { border: none; }
+.pi-agent .pi-thinking { white-space: pre-wrap; word-break: break-word; font-size: 12px; font-style: italic;
+  color: var(--jp-content-font-color3, #8c959f); border-left: 2px solid var(--jp-border-color2, #e1e4e8);
+  padding-left: 8px; }
+/* tool cards */
+.pi-agent .pi-tool { border: 1px solid var(--jp-border-color2, #e1e4e8); border-radius: 7px;
+  padding: 5px 10px 6px 10px; margin: 6px 0; background: var(--jp-layout-color0, #fff); }
+.pi-agent .pi-tool.pi-tool-error { border-color: #f3c4c4; }
+.pi-agent .pi-tool-head { display: flex; align-items: center; gap: 8px; font-size: 12px;
+  color: var(--jp-content-font-color2, #57606a); margin-bottom: 3px; }
+.pi-agent .pi-tool-name { font-weight: 600; color: var(--jp-content-font-color1, #1f2328);
+  font-family: var(--jp-code-font-family, ui-monospace, SFMono-Regular, Menlo, monospace); }
+.pi-agent .pi-tool .pi-hl { margin-bottom: 2px; max-height: 420px; overflow-y: auto; }
+.pi-agent .pi-outbox { max-height: 380px; overflow-y: auto; margin-top: 4px; border-radius: 6px;
+  border: 1px solid var(--jp-border-color3, #eaeef2); background: var(--jp-layout-color1, #fbfbfc); }
+.pi-agent .pi-outbox pre.pi-out { margin: 0; border: none; border-radius: 0; max-height: none;
+  overflow: visible; padding: 1px 10px; }
+.pi-agent .pi-outbox .widget-vbox > .widget-html:first-child pre.pi-out { padding-top: 6px; }
+.pi-agent .pi-outbox > .widget-vbox:last-child .widget-html:last-child pre.pi-out { padding-bottom: 6px; }
+.pi-agent .pi-outbox .pi-out-img { margin: 4px 10px; }
+.pi-agent .pi-out-img { max-width: 100%; margin-top: 4px; display: block; }
+.pi-agent .pi-approval { align-items: center; gap: 6px; margin: 4px 0 2px 0; padding: 4px 8px;
+  background: #fff8e1; border: 1px solid #f5e1a4; border-radius: 6px; }
+.pi-agent .pi-approval .widget-html-content { font-size: 12px; color: #6d5600; }
+.pi-agent .pi-result-box .jupyter-widget-Collapse-header, .pi-agent .pi-result-box .lm-Collapse-header,
+.pi-agent .pi-result-box .p-Collapse-header { font-size: 11.5px; padding: 2px 6px; background: transparent;
+  border: none; color: var(--jp-content-font-color3, #8c959f); }
+.pi-agent .pi-result-box .jupyter-widget-Collapse-contents, .pi-agent .pi-result-box .lm-Collapse-contents,
+.pi-agent .pi-result-box .p-Collapse-contents { padding: 0 0 2px 0; border: none; }
+/* notices and queue */
+.pi-agent .pi-notice { font-size: 12px; padding: 3px 9px; border-radius: 6px; margin: 4px 0; }
+.pi-agent .pi-notice.pi-info { background: var(--jp-layout-color2, #f1f3f5); color: var(--jp-content-font-color2, #57606a); }
+.pi-agent .pi-notice.pi-warning { background: #fff8e1; color: #7a5d00; }
+.pi-agent .pi-notice.pi-error { background: #ffebee; color: #b71c1c; white-space: pre-wrap; }
+.pi-agent .pi-queued-row { align-items: center; gap: 6px; }
+.pi-agent .pi-queued { font-size: 12px; color: var(--jp-content-font-color2, #57606a); white-space: nowrap;
+  overflow: hidden; text-overflow: ellipsis; }
+.pi-agent .pi-queued .pi-pill { background: #f1f3f4; color: #5f6368; margin-right: 6px; }
+.pi-agent .pi-remove button, .pi-agent button.pi-remove { min-width: 0; }
+"""
+
+
+@lru_cache(maxsize=1)
+def stylesheet() -> str:
+    """The full ``<style>`` element for one view (computed once per process)."""
+    from pygments.formatters import HtmlFormatter
+
+    light = HtmlFormatter(style="default").get_style_defs(".pi-agent .pi-hl")
+    dark = HtmlFormatter(style="github-dark").get_style_defs(
+        'body[data-jp-theme-light="false"] .pi-agent .pi-hl')
+    # Keep only the token rules (".pi-agent .pi-hl .k { ... }"): the formatters also
+    # emit global "pre"/line-number rules and a container background, and our <pre>
+    # styling above decides those (the dark theme supplies its own background below).
+    token_rules = [r for r in (light + "\n" + dark).splitlines()
+                   if ".pi-hl ." in r.split("{")[0]]
+    dark_bg = ('body[data-jp-theme-light="false"] .pi-agent pre.pi-hl '
+               "{ background: #0d1117; color: #e6edf3; border-color: #30363d; }")
+    return "<style>" + _BASE_CSS + "\n".join(token_rules) + "\n" + dark_bg + "\n</style>"
