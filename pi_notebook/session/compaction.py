@@ -30,7 +30,8 @@ from typing import Any
 from ..ai.types import TextContent, ToolResultMessage, UserMessage
 
 __all__ = ["CompactionInfo", "make_context_compactor", "estimate_message_tokens",
-           "estimate_tokens", "extractive_summary", "DROPPED_OUTPUT_NOTE"]
+           "estimate_tokens", "extractive_summary", "make_model_summarizer",
+           "DROPPED_OUTPUT_NOTE"]
 
 DROPPED_OUTPUT_NOTE = "[output dropped to fit the context window: {chars} chars]"
 SUMMARY_PREFIX = "[Summary of {count} earlier messages, condensed to fit the context window]\n\n"
@@ -145,6 +146,68 @@ async def extractive_summary(messages: list[Any]) -> str:
             lines.append(f"- {_get(message, 'tool_name', 'toolName')} {status}: "
                          f"{_short(_plain_text(message), 160)}")
     return "\n".join(lines)
+
+
+# --- a summary written by the model ------------------------------------------------------------
+
+SUMMARY_SYSTEM_PROMPT = (
+    "You condense the early part of a data-analysis conversation between a user and an "
+    "assistant that runs Python in a Jupyter kernel, so that the assistant can continue the "
+    "work without it. Keep: the user's goals and constraints, decisions made, variables, "
+    "data frames, files and functions that now exist in the kernel (with their meaning), "
+    "results and numbers that were reported, and open questions. Drop chatter and raw "
+    "output. Write terse bullet points, no preamble."
+)
+
+
+def _transcript(messages: list[Any], output_chars: int = 1500) -> str:
+    parts = []
+    for message in messages:
+        role = _get(message, "role")
+        if role == "toolResult":
+            text = _plain_text(message)
+            if len(text) > output_chars:
+                text = text[:output_chars] + f" ... [{len(text) - output_chars} chars cut]"
+            parts.append(f"[{_get(message, 'tool_name', 'toolName')} output]\n{text}")
+        elif role == "assistant":
+            lines = [_plain_text(message)]
+            for block in _get(message, "content") or []:
+                if _get(block, "type") == "toolCall":
+                    args = _get(block, "arguments") or {}
+                    body = args["code"] if isinstance(args.get("code"), str) else json.dumps(args, default=str)
+                    lines.append(f"[calls {_get(block, 'name')}]\n{body}")
+            parts.append("[assistant]\n" + "\n".join(line for line in lines if line))
+        elif role == "user":
+            parts.append(f"[user]\n{_plain_text(message)}")
+    return "\n\n".join(parts)
+
+
+def make_model_summarizer(model: Any, complete_fn: Callable[..., Awaitable[Any]] | None = None,
+                          options: Mapping[str, Any] | None = None) -> Summarizer:
+    """A ``summarize`` callable that asks ``model`` for the summary.
+
+    ``complete_fn(model, context, options)`` defaults to ``complete_simple``. A failed
+    request raises, and the compactor then falls back to the extractive summary.
+    """
+
+    async def summarize(messages: list[Any]) -> str:
+        from ..ai.stream import complete_simple
+        from ..ai.types import Context
+
+        fn = complete_fn or complete_simple
+        prompt = ("Summarize this conversation so far:\n\n<conversation>\n"
+                  f"{_transcript(messages)}\n</conversation>")
+        context = Context(system_prompt=SUMMARY_SYSTEM_PROMPT,
+                          messages=[UserMessage(content=prompt)])
+        reply = await fn(model, context, dict(options or {}))
+        if _get(reply, "stop_reason") in ("error", "aborted"):
+            raise RuntimeError(_get(reply, "error_message") or "summary request failed")
+        text = _plain_text(reply).strip()
+        if not text:
+            raise RuntimeError("the model returned an empty summary")
+        return text
+
+    return summarize
 
 
 # --- the compactor -----------------------------------------------------------------------------

@@ -9,7 +9,7 @@ import pytest
 from pi_notebook.ai.providers.faux import (
     faux_assistant_message, faux_text, faux_tool_call, register_faux_provider,
 )
-from pi_notebook.ai.stream import stream
+from pi_notebook.ai.stream import complete, stream
 from pi_notebook.ai.types import (
     AssistantMessage, Context, TextContent, ToolCall, ToolResultMessage, UserMessage,
 )
@@ -216,3 +216,31 @@ async def test_every_request_of_a_scripted_agent_run_stays_inside_the_window():
         assert len(full) == 12 and all("[output dropped" not in m.content[0].text for m in full)
     finally:
         faux.unregister()
+
+
+async def test_model_summarizer_asks_the_model_and_falls_back_on_error():
+    from pi_notebook.session import make_model_summarizer
+
+    faux = register_faux_provider()
+    try:
+        asked = []
+
+        def reply(context, options, state, model):
+            asked.append(context)
+            return faux_assistant_message("- x holds the data")
+
+        faux.set_responses([reply])
+        summarize = make_model_summarizer(faux.get_model(), complete_fn=complete)
+        history = _history(1, 1, 50)
+        assert await summarize(history) == "- x holds the data"
+        prompt = asked[0].messages[0].content
+        assert "step(0)" in prompt and "[python output]" in prompt and "question 0" in prompt
+        assert "Jupyter kernel" in asked[0].system_prompt
+        # queue empty: the request ends in an error, the compactor uses the extract
+        compact = make_context_compactor(800, summarize=summarize, reserve_tokens=100)
+        messages = [UserMessage(content=f"topic{t} " + "q" * 150, timestamp=t) for t in range(30)]
+        result = await compact(messages, None)
+        assert "model summary failed: RuntimeError" in result[0].content[0].text
+    finally:
+        faux.unregister()
+
