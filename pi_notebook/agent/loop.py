@@ -23,6 +23,7 @@ from typing import Any
 from ..ai.abort import AbortSignal
 from ..ai.event_stream import EventStream
 from ..ai.types import AssistantMessage, Context, TextContent, ToolCall, ToolResultMessage, now_ms
+from ..ai.validation import validate_tool_arguments
 from .types import (
     AfterToolCallContext, AgentContext, AgentEndEvent, AgentEvent, AgentLoopConfig,
     AgentLoopTurnUpdate, AgentMessage, AgentStartEvent, AgentTool, AgentToolResult,
@@ -587,8 +588,6 @@ async def _prepare_tool_call(
             prepared_args = await _maybe_await(tool.prepare_arguments(tool_call.arguments))
             if prepared_args is not tool_call.arguments:
                 prepared_call = tool_call.model_copy(update={"arguments": prepared_args})
-        from ..ai.validation import validate_tool_arguments
-
         args = validate_tool_arguments(tool, prepared_call)
         if config.before_tool_call is not None:
             before = await _maybe_await(config.before_tool_call(
