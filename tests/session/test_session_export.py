@@ -120,3 +120,16 @@ def test_exported_notebook_runs_top_to_bottom_in_a_fresh_kernel(tmp_path):
     assert streams == [["42\n"], ["[0, 1, 4, 9]\n"], ["46\n"]]
     # the same text the agent captured when it ran the code
     assert [[o.text for o in outs if o.output_type == "stream"] for outs in captured] == streams
+
+
+@pytest.mark.kernel
+def test_exported_notebook_passes_jupyter_execute(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    path = export_notebook(conversation(), tmp_path / "conv.ipynb")
+    jupyter = Path(sys.executable).with_name("jupyter")
+    done = subprocess.run([str(jupyter), "execute", str(path)], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr[-2000:]
