@@ -1,0 +1,204 @@
+"""Approval of agent-run code, enforced through the loop's ``before_tool_call`` hook.
+
+Policies: ``auto`` (run), ``deny`` (block, the model is told code execution is disabled),
+``ask`` (ask the user; the default). Only tools in ``tools`` (default ``{"python"}``) need
+approval.
+
+``make_approval_hook(get_policy, ask, is_interactive, *, tools=..., notify=None)`` returns an
+:class:`ApprovalHook`, usable as ``before_tool_call(ctx, signal)``:
+
+- ``ask(ApprovalRequest) -> Awaitable["run" | "skip" | "always"]`` is called for ``ask``; any
+  other answer (e.g. ``"deny"``) counts as skip. The wait never blocks the kernel: it awaits a
+  future on the loop, so the view resolves it from a button handler (hopping to the loop with
+  ``call_soon_threadsafe`` itself).
+- ``"always"`` approves the rest of the run; the magics call ``hook.reset_run()`` when a run
+  starts.
+- Skip blocks with a reason telling the model the user declined.
+- Abort during the wait stops waiting at once (the ask awaitable is cancelled, the hook
+  returns ``None``; the loop then reports "Operation aborted").
+- Headless (``is_interactive()`` false) with ``ask`` fails closed: blocks with a clear message,
+  also passed to ``notify(message)`` (if given) so the notebook can print it. Never hangs.
+
+``default_policy()`` reads ``PI_NOTEBOOK_APPROVAL`` (``ask`` when unset or invalid).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+try:
+    from ..agent.types import BeforeToolCallResult
+except ImportError:  # pragma: no cover - the agent layer defines it; kept for partial checkouts
+
+    @dataclass
+    class BeforeToolCallResult:  # type: ignore[no-redef]
+        block: bool = False
+        reason: str | None = None
+        terminate: bool | None = None
+
+
+__all__ = [
+    "APPROVAL_POLICIES",
+    "ApprovalHook",
+    "ApprovalRequest",
+    "Decision",
+    "default_policy",
+    "make_approval_hook",
+]
+
+APPROVAL_POLICIES = ("ask", "auto", "deny")
+Decision = Literal["run", "skip", "always"]
+
+DENIED_REASON = (
+    "Code execution is disabled: the approval policy is 'deny', so this tool call was not run. "
+    "Do not retry it; answer without running code or ask the user to change the policy."
+)
+SKIPPED_REASON = (
+    "The user declined to run this code (skipped in the approval prompt). It was not executed. "
+    "Do not retry the same call; ask the user how to proceed or continue without it."
+)
+HEADLESS_REASON = (
+    "Code execution needs approval, but this run is not interactive (no notebook frontend to "
+    "ask), so the call was blocked and not executed. To allow code in headless runs, set the "
+    "approval policy to 'auto' (%%agent --approve auto, or PI_NOTEBOOK_APPROVAL=auto)."
+)
+
+
+def default_policy() -> str:
+    """The policy from ``PI_NOTEBOOK_APPROVAL``, else ``ask``."""
+    value = os.environ.get("PI_NOTEBOOK_APPROVAL", "").strip().lower()
+    return value if value in APPROVAL_POLICIES else "ask"
+
+
+@dataclass
+class ApprovalRequest:
+    """What the view shows on its Run / Skip / Always buttons."""
+
+    tool_call_id: str
+    tool_name: str
+    args: Any
+    code: str | None = None  # the code of a python call, for display
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _get(obj: Any, name: str, default: Any = None) -> Any:
+    if isinstance(obj, dict):
+        return obj.get(name, default)
+    return getattr(obj, name, default)
+
+
+class ApprovalHook:
+    """``before_tool_call`` implementation (see the module docstring)."""
+
+    def __init__(
+        self,
+        get_policy: Callable[[], str],
+        ask: Callable[[ApprovalRequest], Awaitable[str]] | None,
+        is_interactive: Callable[[], bool],
+        *,
+        tools: Iterable[str] = ("python",),
+        notify: Callable[[str], Any] | None = None,
+    ) -> None:
+        self._get_policy = get_policy
+        self._ask = ask
+        self._is_interactive = is_interactive
+        self.tools = set(tools)
+        self._notify = notify
+        self.always = False
+
+    def reset_run(self) -> None:
+        """Forget an "Always for this run" answer (call when a run starts)."""
+        self.always = False
+
+    async def __call__(self, ctx: Any, signal: Any = None) -> BeforeToolCallResult | None:
+        tool_call = _get(ctx, "tool_call")
+        name = _get(tool_call, "name", "")
+        if name not in self.tools:
+            return None
+        policy = (self._get_policy() or "ask").strip().lower()
+        if policy == "auto":
+            return None
+        if policy == "deny":
+            return BeforeToolCallResult(block=True, reason=DENIED_REASON)
+        if policy != "ask":
+            # Unknown policies fail closed.
+            return BeforeToolCallResult(
+                block=True, reason=f"Unknown approval policy {policy!r}; the call was not executed."
+            )
+        if self.always:
+            return None
+        if self._ask is None or not self._is_interactive():
+            if self._notify is not None:
+                try:
+                    self._notify(HEADLESS_REASON)
+                except Exception:
+                    pass
+            return BeforeToolCallResult(block=True, reason=HEADLESS_REASON)
+        if signal is not None and signal.aborted:
+            return None
+        args = _get(ctx, "args")
+        request = ApprovalRequest(
+            tool_call_id=_get(tool_call, "id", ""),
+            tool_name=name,
+            args=args,
+            code=_get(args, "code") if name == "python" else None,
+        )
+        decision = await self._wait(request, signal)
+        if decision is None:  # aborted while waiting: the loop reports "Operation aborted"
+            return None
+        if decision == "always":
+            self.always = True
+            return None
+        if decision == "run":
+            return None
+        return BeforeToolCallResult(block=True, reason=SKIPPED_REASON)
+
+    async def _wait(self, request: ApprovalRequest, signal: Any) -> str | None:
+        assert self._ask is not None
+        loop = asyncio.get_running_loop()
+        answer = asyncio.ensure_future(self._ask(request))
+        if signal is None:
+            return await answer
+        aborted = loop.create_future()
+        loop_thread = threading.get_ident()
+
+        def on_abort() -> None:
+            # Listeners run on the thread that aborts (a widget handler may be a subshell).
+            def settle() -> None:
+                if not aborted.done():
+                    aborted.set_result(None)
+
+            if threading.get_ident() == loop_thread:
+                settle()
+            else:
+                loop.call_soon_threadsafe(settle)
+
+        remove = signal.add_listener(on_abort)
+        try:
+            await asyncio.wait({answer, aborted}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            remove()
+            aborted.cancel()
+        if not answer.done():
+            answer.cancel()  # the view takes its buttons down
+            return None
+        if signal.aborted:
+            return None
+        return answer.result()
+
+
+def make_approval_hook(
+    get_policy: Callable[[], str],
+    ask: Callable[[ApprovalRequest], Awaitable[str]] | None,
+    is_interactive: Callable[[], bool],
+    *,
+    tools: Iterable[str] = ("python",),
+    notify: Callable[[str], Any] | None = None,
+) -> ApprovalHook:
+    """Build the ``before_tool_call`` hook of the approval policy (module docstring)."""
+    return ApprovalHook(get_policy, ask, is_interactive, tools=tools, notify=notify)

@@ -1,0 +1,266 @@
+"""Per-execution output capture routed by a context variable.
+
+Why not ``IPython.utils.capture.capture_output()``: it swaps ``sys.stdout`` and the shell's
+display publisher *globally*. Held across an ``await`` it steals the output of a user cell that
+runs meanwhile, and ipykernel's dispatch breaks because the capturing publisher has no
+``set_parent`` (measured, jupyter-mechanics.md §5). Instead, proxies are installed once and
+decide per write: code running in a context with an active :class:`Capture` writes to the
+capture's callbacks, every other context writes to the original objects untouched.
+
+API (called by the magics helper at extension load/unload):
+
+- ``install_capture(shell)`` / ``uninstall_capture(shell)``: idempotent; install replaces
+  ``sys.stdout``, ``sys.stderr`` and ``shell.display_pub`` with routing proxies and wraps
+  ``threading.Thread.start`` so threads started inside a capture inherit it; uninstall puts back
+  exactly the objects that were there (a proxy that has been wrapped by someone else since is
+  left in place but switched to pass-through, so nothing is lost).
+- ``with capture(on_stream, on_display) as cap:``: everything printed or displayed by code in
+  this context (tasks it creates, threads it starts) calls ``on_stream(name, text)`` with
+  ``name`` in ``{"stdout", "stderr"}`` or ``on_display(data, metadata)``; nothing reaches the
+  real iopub streams. Callbacks may be called from other threads (threads started by the code)
+  and run with the capture suspended, so their own output is not captured. After the block
+  exits, late writes from leftovers (tasks, threads) go to the original streams again.
+- ``capture_active() -> bool``.
+
+Known leaks (documented, not fixable at the Python level): output written to OS file
+descriptor 1/2 directly (``os.system``, C extensions).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from IPython.core.displaypub import DisplayPublisher
+
+__all__ = [
+    "Capture",
+    "RoutedDisplayPublisher",
+    "RoutedStream",
+    "capture",
+    "capture_active",
+    "install_capture",
+    "uninstall_capture",
+]
+
+StreamCallback = Callable[[str, str], Any]
+DisplayCallback = Callable[[dict, dict], Any]
+
+_current: contextvars.ContextVar[Capture | None] = contextvars.ContextVar(
+    "pi_notebook_tool_capture", default=None
+)
+
+
+class Capture:
+    """One capture scope: the two callbacks plus an open/closed flag."""
+
+    __slots__ = ("on_stream", "on_display", "closed")
+
+    def __init__(self, on_stream: StreamCallback, on_display: DisplayCallback) -> None:
+        self.on_stream = on_stream
+        self.on_display = on_display
+        self.closed = False
+
+    def write(self, name: str, text: str) -> None:
+        with _suspended():
+            self.on_stream(name, text)
+
+    def display(self, data: dict, metadata: dict) -> None:
+        with _suspended():
+            self.on_display(data, metadata)
+
+
+def _active() -> Capture | None:
+    cap = _current.get()
+    if cap is None or cap.closed:
+        return None
+    return cap
+
+
+def capture_active() -> bool:
+    """True when code running in the current context is being captured."""
+    return _active() is not None
+
+
+@contextmanager
+def _suspended() -> Iterator[None]:
+    # Callbacks (the widget, the agent's emit) must write to the real streams.
+    token = _current.set(None)
+    try:
+        yield
+    finally:
+        _current.reset(token)
+
+
+@contextmanager
+def capture(on_stream: StreamCallback, on_display: DisplayCallback) -> Iterator[Capture]:
+    """Route this context's stdout/stderr/display output to the callbacks (see module doc)."""
+    if not _state.installed:
+        raise RuntimeError("install_capture(shell) must be called before capture()")
+    cap = Capture(on_stream, on_display)
+    token = _current.set(cap)
+    try:
+        yield cap
+    finally:
+        cap.closed = True
+        _current.reset(token)
+
+
+class RoutedStream:
+    """Stand-in for ``sys.stdout`` / ``sys.stderr``."""
+
+    def __init__(self, name: str, orig: Any) -> None:
+        # Set through __dict__: __setattr__ below is reserved for attributes others patch in.
+        self.__dict__["_pi_name"] = name
+        self.__dict__["_pi_orig"] = orig
+        self.__dict__["_pi_passthrough"] = False
+
+    def write(self, text: str) -> int:
+        cap = None if self._pi_passthrough else _active()
+        if cap is None:
+            return self._pi_orig.write(text)
+        if not isinstance(text, str):
+            raise TypeError(f"write() argument must be str, not {type(text).__name__}")
+        if text:
+            cap.write(self._pi_name, text)
+        return len(text)
+
+    def writelines(self, lines: Any) -> None:
+        for line in lines:
+            self.write(line)
+
+    def flush(self) -> None:
+        if self._pi_passthrough or _active() is None:
+            flush = getattr(self._pi_orig, "flush", None)
+            if flush is not None:
+                flush()
+
+    def isatty(self) -> bool:
+        if _active() is not None:
+            return False
+        isatty = getattr(self._pi_orig, "isatty", None)
+        return bool(isatty()) if isatty is not None else False
+
+    def __getattr__(self, name: str) -> Any:
+        # encoding, fileno, set_parent, echo, ... belong to the real stream.
+        return getattr(self.__dict__["_pi_orig"], name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # IPython 9's history "tee" assigns `sys.stdout.write`; keep such patches on the proxy
+        # so they wrap the routing write (they call the original write they captured).
+        self.__dict__[name] = value
+
+    def __delattr__(self, name: str) -> None:
+        del self.__dict__[name]
+
+    def __repr__(self) -> str:
+        return f"<RoutedStream {self._pi_name} -> {self._pi_orig!r}>"
+
+
+class RoutedDisplayPublisher(DisplayPublisher):
+    """Stand-in for ``shell.display_pub`` (a trait typed DisplayPublisher, hence the subclass)."""
+
+    def __init__(self, orig: DisplayPublisher, **kwargs: Any) -> None:
+        # Before HasTraits.__init__: it probes attributes, and __getattr__ needs _pi_orig.
+        self.__dict__["_pi_orig"] = orig
+        self.__dict__["_pi_passthrough"] = False
+        super().__init__(**kwargs)
+
+    def publish(self, data: Any, metadata: Any = None, *args: Any, **kwargs: Any) -> None:
+        cap = None if self._pi_passthrough else _active()
+        if cap is None:
+            return self._pi_orig.publish(data, metadata, *args, **kwargs)
+        cap.display(dict(data or {}), dict(metadata or {}))
+        return None
+
+    def clear_output(self, wait: bool = False) -> None:
+        if self._pi_passthrough or _active() is None:
+            return self._pi_orig.clear_output(wait)
+        # A captured clear_output has nothing to clear in the tool's result: drop it.
+        return None
+
+    def __getattr__(self, name: str) -> Any:
+        # ipykernel calls display_pub.set_parent(...), reads .session, .pub_socket, ...
+        if name.startswith("_pi_"):
+            raise AttributeError(name)
+        return getattr(self.__dict__["_pi_orig"], name)
+
+
+class _InstallState:
+    def __init__(self) -> None:
+        self.installed = False
+        self.shell: Any = None
+        self.stdout: RoutedStream | None = None
+        self.stderr: RoutedStream | None = None
+        self.display_pub: RoutedDisplayPublisher | None = None
+        self.thread_start: Callable[..., Any] | None = None
+
+
+_state = _InstallState()
+_install_lock = threading.Lock()
+# The Thread.start we wrap; kept outside _state so a wrapper installed on top of ours keeps
+# working after uninstall.
+_orig_thread_start: Callable[..., Any] = threading.Thread.start
+
+
+def _thread_start(self: threading.Thread) -> None:
+    """``Thread.start`` replacement: a thread started inside a capture inherits the context."""
+    if _active() is not None and not getattr(self, "_pi_context_wrapped", False):
+        ctx = contextvars.copy_context()
+        run = self.run
+        self.run = lambda: ctx.run(run)  # type: ignore[method-assign]
+        self._pi_context_wrapped = True  # type: ignore[attr-defined]
+    return _orig_thread_start(self)
+
+
+def install_capture(shell: Any) -> None:
+    """Install the routing proxies once (idempotent). Call from the kernel's main thread."""
+    with _install_lock:
+        if _state.installed:
+            if _state.shell is shell:
+                return
+            _uninstall_locked()
+        _state.shell = shell
+        _state.stdout = RoutedStream("stdout", sys.stdout)
+        _state.stderr = RoutedStream("stderr", sys.stderr)
+        sys.stdout = _state.stdout
+        sys.stderr = _state.stderr
+        orig_pub = shell.display_pub
+        _state.display_pub = RoutedDisplayPublisher(orig_pub, parent=shell, shell=shell)
+        shell.display_pub = _state.display_pub
+        global _orig_thread_start
+        if threading.Thread.start is not _thread_start:
+            _orig_thread_start = threading.Thread.start
+        _state.thread_start = _orig_thread_start
+        threading.Thread.start = _thread_start  # type: ignore[method-assign]
+        _state.installed = True
+
+
+def uninstall_capture(shell: Any = None) -> None:
+    """Undo :func:`install_capture` (idempotent)."""
+    with _install_lock:
+        _uninstall_locked()
+
+
+def _uninstall_locked() -> None:
+    if not _state.installed:
+        return
+    shell = _state.shell
+    for attr, proxy in (("stdout", _state.stdout), ("stderr", _state.stderr)):
+        assert proxy is not None
+        proxy.__dict__["_pi_passthrough"] = True
+        if getattr(sys, attr) is proxy:
+            setattr(sys, attr, proxy._pi_orig)
+        # else: someone wrapped our proxy; it now forwards everything untouched.
+    pub = _state.display_pub
+    assert pub is not None
+    pub.__dict__["_pi_passthrough"] = True
+    if shell is not None and shell.display_pub is pub:
+        shell.display_pub = pub._pi_orig
+    if threading.Thread.start is _thread_start and _state.thread_start is not None:
+        threading.Thread.start = _state.thread_start  # type: ignore[method-assign]
+    _state.__init__()  # type: ignore[misc]

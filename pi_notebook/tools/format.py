@@ -1,0 +1,192 @@
+"""What the model sees of an execution: text cut to budgets, values by preference, images.
+
+Everything here works on data that is already redacted (see ``redact.py``); the functions
+that look at live objects (``value_text``) are called by the runner while the object exists.
+
+- ``strip_ansi(text)`` / ``terminal_text(text)``: drop ANSI escapes; also resolve carriage
+  returns the way a terminal would (progress bars).
+- ``cut(text, budget)``: head + tail within ``budget`` characters and a note of what was cut.
+- ``bundle_text(data)``: the model text of a mimebundle, by preference ``text/llm+plain`` >
+  ``text/markdown`` > ``text/latex`` > ``application/json`` > ``text/plain``; never HTML/JS.
+- ``value_text(obj, data)``: like ``bundle_text`` but ``_repr_llm_`` first and a summary for
+  pandas DataFrames/Series (shape, dtypes, 5 rows).
+- ``prepare_image(b64, mime, pixel_budget)``: downscale with Pillow when importable.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import io
+import json
+import re
+import struct
+from typing import Any
+
+__all__ = [
+    "IMAGE_MIMES",
+    "bundle_text",
+    "cut",
+    "image_size",
+    "prepare_image",
+    "strip_ansi",
+    "terminal_text",
+    "value_text",
+]
+
+IMAGE_MIMES = ("image/png", "image/jpeg")
+TEXT_PREFERENCE = ("text/llm+plain", "text/markdown", "text/latex", "application/json", "text/plain")
+
+_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+
+
+def strip_ansi(text: str) -> str:
+    return _ANSI.sub("", text)
+
+
+def terminal_text(text: str) -> str:
+    """ANSI-stripped text with ``\\r`` rewrites resolved (keeps the last state of a line)."""
+    text = strip_ansi(text)
+    if "\r" not in text:
+        return text
+    lines = []
+    for line in text.split("\n"):
+        if "\r" in line:
+            parts = [p for p in line.split("\r")]
+            # "\r\n" line endings leave an empty last part: keep the last non-empty one.
+            line = next((p for p in reversed(parts) if p), "")
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def cut(text: str, budget: int) -> str:
+    """Keep ``text`` within ``budget`` characters: head + note + tail."""
+    if budget <= 0 or len(text) <= budget:
+        return text
+    removed_lines = 0
+    head_len = (budget * 2) // 3
+    tail_len = budget - head_len
+    head, tail = text[:head_len], text[len(text) - tail_len:] if tail_len else ""
+    middle = text[head_len:len(text) - tail_len]
+    removed_lines = middle.count("\n")
+    note = f"\n[... {len(middle)} characters ({removed_lines} lines) cut ...]\n"
+    return head + note + tail
+
+
+def _as_text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+        return "".join(value)  # nbformat multiline strings
+    return json.dumps(value, indent=1, default=str, ensure_ascii=False)
+
+
+def bundle_text(data: dict[str, Any]) -> str | None:
+    """The best text representation of a mimebundle for the model, or None."""
+    for mime in TEXT_PREFERENCE:
+        if mime in data and data[mime] not in (None, ""):
+            return _as_text(data[mime])
+    return None
+
+
+def _is_pandas(obj: Any, name: str) -> bool:
+    cls = type(obj)
+    return cls.__name__ == name and cls.__module__.split(".")[0] == "pandas"
+
+
+def dataframe_summary(df: Any) -> str:
+    rows, cols = df.shape
+    lines = [f"DataFrame: {rows} rows x {cols} columns", "dtypes:"]
+    dtypes = df.dtypes
+    shown = list(dtypes.items())[:50]
+    width = max((len(str(k)) for k, _ in shown), default=0)
+    lines += [f"  {str(k):<{width}}  {v}" for k, v in shown]
+    if len(dtypes) > len(shown):
+        lines.append(f"  ... {len(dtypes) - len(shown)} more columns")
+    lines.append("first 5 rows:" if rows > 5 else "rows:")
+    lines.append(df.head(5).to_string(max_cols=20, max_colwidth=60))
+    return "\n".join(lines)
+
+
+def series_summary(series: Any) -> str:
+    lines = [f"Series {series.name!r}: length {len(series)}, dtype {series.dtype}"]
+    lines.append("first 5 values:" if len(series) > 5 else "values:")
+    lines.append(series.head(5).to_string(max_rows=5))
+    return "\n".join(lines)
+
+
+def value_text(obj: Any, data: dict[str, Any]) -> str | None:
+    """Model text for a live value: ``_repr_llm_`` > DataFrame summary > ``bundle_text``."""
+    repr_llm = getattr(type(obj), "_repr_llm_", None)
+    if callable(repr_llm):
+        text = repr_llm(obj)
+        if isinstance(text, str):
+            return text
+    if "text/llm+plain" not in data:
+        if _is_pandas(obj, "DataFrame"):
+            return dataframe_summary(obj)
+        if _is_pandas(obj, "Series"):
+            return series_summary(obj)
+    return bundle_text(data)
+
+
+# --- images -----------------------------------------------------------------------------------
+
+def _decode(b64: str | bytes) -> bytes | None:
+    try:
+        return base64.b64decode(b64, validate=False)
+    except (binascii.Error, ValueError):
+        return None
+
+
+def image_size(raw: bytes, mime: str) -> tuple[int, int] | None:
+    """(width, height) from the PNG/JPEG header without decoding the image."""
+    try:
+        if mime == "image/png" and raw[:8] == b"\x89PNG\r\n\x1a\n":
+            width, height = struct.unpack(">II", raw[16:24])
+            return width, height
+        if mime == "image/jpeg" and raw[:2] == b"\xff\xd8":
+            i = 2
+            while i + 9 < len(raw):
+                if raw[i] != 0xFF:
+                    return None
+                marker = raw[i + 1]
+                length = struct.unpack(">H", raw[i + 2:i + 4])[0]
+                if marker in (0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF):
+                    height, width = struct.unpack(">HH", raw[i + 5:i + 9])
+                    return width, height
+                i += 2 + length
+    except struct.error:
+        return None
+    return None
+
+
+def prepare_image(b64: str | bytes, mime: str, pixel_budget: int) -> tuple[str, str, str] | str:
+    """Return ``(base64, mime, note)`` ready for an ImageContent, or a placeholder string.
+
+    Images over ``pixel_budget`` are downscaled with Pillow (aspect kept); without Pillow an
+    oversized image becomes a placeholder rather than blowing the model's budget.
+    """
+    raw = _decode(b64)
+    if raw is None:
+        return f"[{mime} image could not be decoded]"
+    size = image_size(raw, mime)
+    label = f"{size[0]}x{size[1]}" if size else "unknown size"
+    if size is None or pixel_budget <= 0 or size[0] * size[1] <= pixel_budget:
+        data = b64 if isinstance(b64, str) else b64.decode("ascii")
+        return "".join(data.split()), mime, label
+    try:
+        from PIL import Image  # optional
+    except ImportError:
+        return f"[{mime} image {label} omitted: over the pixel budget and Pillow is not installed]"
+    try:
+        with Image.open(io.BytesIO(raw)) as img:
+            scale = (pixel_budget / (img.width * img.height)) ** 0.5
+            new = (max(1, int(img.width * scale)), max(1, int(img.height * scale)))
+            small = img.convert("RGBA" if mime == "image/png" else "RGB").resize(new)
+            out = io.BytesIO()
+            small.save(out, format="PNG" if mime == "image/png" else "JPEG")
+    except Exception as exc:  # a broken image must not break the tool result
+        return f"[{mime} image {label} could not be resized: {type(exc).__name__}]"
+    note = f"{label} downscaled to {new[0]}x{new[1]}"
+    return base64.b64encode(out.getvalue()).decode("ascii"), mime, note

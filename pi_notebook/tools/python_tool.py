@@ -1,0 +1,633 @@
+"""The ``python`` tool: run code in the user's kernel namespace, like a cell, but privately.
+
+``run_code(shell, code, *, signal, on_stream, on_display, timeout_s) -> ExecutionResult``
+executes ``code`` with IPython semantics without ``run_cell*`` and without
+``capture_output()`` (both break a concurrently running user cell or kernel dispatch,
+jupyter-mechanics.md §5):
+
+- ``shell.transform_cell`` (magics, ``!cmd``; the extension's own input transformers are
+  skipped, they would make agent code wait for its own run), ``shell.transform_ast``, compile
+  with ``PyCF_ALLOW_TOP_LEVEL_AWAIT``, exec in ``shell.user_ns``;
+- the last expression's value is formatted with ``shell.display_formatter`` (not stored in
+  ``Out``/``_``; ``In`` and ``execution_count`` are untouched); a trailing ``;`` hides it;
+- output is captured through the routed proxies of ``capture.py``; new matplotlib figures are
+  displayed as PNG and closed;
+- errors carry IPython-style traceback text; the code runs in its own task on the caller's loop,
+  interruptible by the AbortSignal, the timeout and the kernel's Stop button (``interrupt.py``).
+
+``on_stream(name, text)`` receives *redacted*, coalesced chunks (at most one per
+``stream_interval_s`` per stream, a possible secret prefix held back until it is complete);
+``on_display(data, metadata)`` receives redacted bundles. Both are called on the loop thread.
+
+``make_python_tool(shell, settings) -> AgentTool`` wraps ``run_code`` for the agent: updates
+go out as ``AgentToolResult(content=[], details={"event": "stream", "name": ..., "text": ...})``
+and ``details={"event": "display", "data": bundle, "metadata": {...}}``; the final result's
+``content`` is the model text (and images), ``details`` is ``ExecutionResult.details()``:
+``{"stdout", "stderr", "displays": [{"data", "metadata"}], "value": {"data", "metadata"} |
+None, "error": {"ename", "evalue", "traceback": str} | None, "elapsed_s", "interrupted",
+"timed_out"}``; ``is_error`` is True for exceptions and interrupts.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import base64
+import inspect
+import io
+import itertools
+import linecache
+import sys
+import threading
+import time
+import traceback as _traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..agent.types import AgentTool, AgentToolResult
+from ..ai.types import ImageContent, TextContent
+from .capture import capture, install_capture
+from .format import IMAGE_MIMES, bundle_text, cut, prepare_image, strip_ansi, terminal_text, value_text
+from . import interrupt as _interrupt_module
+from .interrupt import ToolInterrupt, interrupt_main_for
+from .redact import redact, redact_data, split_unsafe_tail
+
+__all__ = [
+    "ExecutionResult",
+    "PythonToolSettings",
+    "make_python_tool",
+    "result_content",
+    "run_code",
+]
+
+_BINARY_MIMES = frozenset(("image/png", "image/jpeg", "image/gif", "image/webp", "image/bmp"))
+_MAX_DISPLAYS = 50
+_cell_numbers = itertools.count(1)
+_INTERRUPT_FILE = _interrupt_module.__file__
+
+
+@dataclass
+class PythonToolSettings:
+    """Budgets of the ``python`` tool (all model-facing)."""
+
+    max_output_chars: int = 8000  # stdout + stderr text sent to the model
+    max_value_chars: int = 4000  # the value / display texts sent to the model
+    max_images: int = 3  # images per call sent to the model
+    image_pixel_budget: int = 1_000_000  # pixels per image (downscaled above)
+    timeout_s: float | None = 300.0  # per call; None or 0 disables
+    model_accepts_images: bool | Callable[[], bool] = True
+    max_detail_chars: int = 200_000  # per stream kept in details (view/transcript)
+    stream_interval_s: float = 0.1  # coalescing of live stream updates
+
+    @classmethod
+    def from_any(cls, settings: Any) -> PythonToolSettings:
+        """Accept a PythonToolSettings, None, or a config object such as ``AgentMagics``
+        (``tool_timeout``, ``max_output_chars``, ``max_value_chars``, ``max_images``,
+        ``max_image_pixels``, optional ``model_accepts_images``)."""
+        if isinstance(settings, cls):
+            return settings
+        out = cls()
+        if settings is None:
+            return out
+        mapping = {
+            "timeout_s": ("timeout_s", "tool_timeout"),
+            "max_output_chars": ("max_output_chars",),
+            "max_value_chars": ("max_value_chars",),
+            "max_images": ("max_images",),
+            "image_pixel_budget": ("image_pixel_budget", "max_image_pixels"),
+            "model_accepts_images": ("model_accepts_images",),
+            "max_detail_chars": ("max_detail_chars",),
+        }
+        for target, names in mapping.items():
+            for name in names:
+                if hasattr(settings, name):
+                    setattr(out, target, getattr(settings, name))
+                    break
+        return out
+
+    def accepts_images(self) -> bool:
+        value = self.model_accepts_images
+        try:
+            return bool(value()) if callable(value) else bool(value)
+        except Exception:
+            return False
+
+
+@dataclass
+class ExecutionResult:
+    """The outcome of one ``run_code`` (all text already redacted)."""
+
+    stdout: str = ""
+    stderr: str = ""
+    displays: list[dict[str, Any]] = field(default_factory=list)  # {"data", "metadata"}
+    value: dict[str, Any] | None = None  # {"data", "metadata"}
+    value_text: str | None = None  # model text of the value (_repr_llm_, DataFrame summary...)
+    error: dict[str, Any] | None = None  # {"ename", "evalue", "traceback"}
+    elapsed_s: float = 0.0
+    interrupted: bool = False
+    timed_out: bool = False
+    stdout_total: int = 0  # characters written, including any dropped from the middle
+    stderr_total: int = 0
+    displays_dropped: int = 0
+
+    @property
+    def is_error(self) -> bool:
+        return self.error is not None or self.interrupted
+
+    def details(self) -> dict[str, Any]:
+        return {
+            "stdout": self.stdout,
+            "stderr": self.stderr,
+            "displays": self.displays,
+            "value": self.value,
+            "error": self.error,
+            "elapsed_s": round(self.elapsed_s, 3),
+            "interrupted": self.interrupted,
+            "timed_out": self.timed_out,
+        }
+
+
+# --- output sink ------------------------------------------------------------------------------
+
+class _HeadTail:
+    """Keeps the first and last ``cap`` characters of a long stream, and the total length."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap = max(cap, 1)
+        self.head: list[str] = []
+        self.head_len = 0
+        self.tail = ""
+        self.total = 0
+
+    def add(self, text: str) -> None:
+        self.total += len(text)
+        if self.head_len < self.cap:
+            take = text[: self.cap - self.head_len]
+            self.head.append(take)
+            self.head_len += len(take)
+            text = text[len(take):]
+        if text:
+            self.tail = (self.tail + text)[-self.cap:]
+
+    def text(self) -> str:
+        head = "".join(self.head)
+        dropped = self.total - len(head) - len(self.tail)
+        if dropped > 0:
+            return head + f"\n[... {dropped} characters not kept ...]\n" + self.tail
+        return head + self.tail
+
+
+def _redact_bundle(data: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for mime, value in data.items():
+        if isinstance(value, bytes):
+            value = base64.b64encode(value).decode("ascii")  # what ipykernel would send
+            out[mime] = value if mime in _BINARY_MIMES else redact(value)
+        elif mime in _BINARY_MIMES:
+            out[mime] = value
+        else:
+            out[mime] = redact_data(value)
+    return out
+
+
+class _Sink:
+    """Receives captured writes (any thread), keeps the full text, emits coalesced updates."""
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        on_stream: Callable[[str, str], Any] | None,
+        on_display: Callable[[dict, dict], Any] | None,
+        interval: float,
+        detail_cap: int,
+    ) -> None:
+        self._loop = loop
+        self._loop_thread = threading.get_ident()
+        self._on_stream = on_stream
+        self._on_display = on_display
+        self._interval = interval
+        self._lock = threading.RLock()
+        self._raw = {"stdout": _HeadTail(detail_cap), "stderr": _HeadTail(detail_cap)}
+        self._pending: list[tuple[str, str]] = []  # (name, text) not yet emitted
+        self._held = {"stdout": "", "stderr": ""}  # possible secret prefixes
+        self._last_flush = 0.0
+        self._timer: asyncio.TimerHandle | None = None
+        self.displays: list[dict[str, Any]] = []
+        self.displays_dropped = 0
+        self.closed = False
+
+    # called by the capture proxies, on whatever thread the code wrote from
+    def stream(self, name: str, text: str) -> None:
+        with self._lock:
+            self._raw[name].add(text)
+            if self.closed or self._on_stream is None:
+                return
+            self._pending.append((name, text))
+        if threading.get_ident() == self._loop_thread:
+            self._schedule()
+        else:
+            self._loop.call_soon_threadsafe(self._schedule)
+
+    def display(self, data: dict, metadata: dict) -> None:
+        bundle = {"data": _redact_bundle(data), "metadata": redact_data(metadata)}
+        with self._lock:
+            if len(self.displays) < _MAX_DISPLAYS:
+                self.displays.append(bundle)
+            else:
+                self.displays_dropped += 1
+        if self._on_display is None or self.closed:
+            return
+        if threading.get_ident() == self._loop_thread:
+            self._emit_display(bundle)
+        else:
+            self._loop.call_soon_threadsafe(self._emit_display, bundle)
+
+    def _emit_display(self, bundle: dict[str, Any]) -> None:
+        self.flush()  # keep text that came before the display before it
+        if self._on_display is not None and not self.closed:
+            _safe_call(self._on_display, bundle["data"], bundle["metadata"])
+
+    def _schedule(self) -> None:
+        if self.closed:
+            return
+        now = time.monotonic()
+        if now - self._last_flush >= self._interval:
+            self.flush()
+        elif self._timer is None:
+            self._timer = self._loop.call_later(self._interval - (now - self._last_flush), self.flush)
+
+    def flush(self, final: bool = False) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        with self._lock:
+            pending, self._pending = self._pending, []
+        self._last_flush = time.monotonic()
+        merged: list[list[str]] = []
+        for name, text in pending:
+            if merged and merged[-1][0] == name:
+                merged[-1][1] += text
+            else:
+                merged.append([name, text])
+        for name in ("stdout", "stderr") if final else ():
+            if self._held[name] and not any(m[0] == name for m in merged):
+                merged.append([name, ""])
+        for name, text in merged:
+            buffered = redact(self._held[name] + text)
+            if final:
+                safe, self._held[name] = buffered, ""
+            else:
+                safe, self._held[name] = split_unsafe_tail(buffered)
+            if safe and self._on_stream is not None:
+                _safe_call(self._on_stream, name, safe)
+
+    def close(self) -> None:
+        self.flush(final=True)
+        self.closed = True
+
+    def text(self, name: str) -> tuple[str, int]:
+        with self._lock:
+            ht = self._raw[name]
+            return redact(ht.text()), ht.total
+
+
+def _safe_call(fn: Callable[..., Any], *args: Any) -> None:
+    # A broken view must not break the tool code that happens to be printing.
+    try:
+        fn(*args)
+    except Exception:
+        pass
+
+
+# --- execution --------------------------------------------------------------------------------
+
+def _skip_own_transformer(fn: Any) -> bool:
+    module = getattr(fn, "__module__", "") or ""
+    return module.startswith("pi_notebook") or bool(getattr(fn, "_pi_notebook_skip_in_tools", False))
+
+
+def _transform(shell: Any, code: str) -> str:
+    manager = getattr(shell, "input_transformer_manager", None)
+    cleanup = getattr(manager, "cleanup_transforms", None)
+    if not cleanup or not any(_skip_own_transformer(t) for t in cleanup):
+        return shell.transform_cell(code)
+    # Synchronous on the loop thread: no cell can transform in between.
+    manager.cleanup_transforms = [t for t in cleanup if not _skip_own_transformer(t)]
+    try:
+        return shell.transform_cell(code)
+    finally:
+        manager.cleanup_transforms = cleanup
+
+
+def _register_source(src: str) -> str:
+    filename = f"<agent-code-{next(_cell_numbers)}>"
+    linecache.cache[filename] = (len(src), None, src.splitlines(keepends=True), filename)
+    return filename
+
+
+def _quiet(src: str) -> bool:
+    """IPython hides the value of a cell whose last line ends with ';'."""
+    lines = [ln.split("#", 1)[0].rstrip() for ln in src.rstrip().splitlines()]
+    lines = [ln for ln in lines if ln]
+    return bool(lines) and lines[-1].endswith(";")
+
+
+def _format_traceback(shell: Any, etype: type, evalue: BaseException, tb: Any, filename: str) -> str:
+    # Start the traceback at the first frame of the agent code (drop our own frames).
+    start = tb
+    while start is not None and start.tb_frame.f_code.co_filename != filename:
+        start = start.tb_next
+    if start is None:
+        start = tb
+    # ...and end it before our SIGINT handler's frame (an interrupt is raised from there).
+    node = start
+    while node is not None and node.tb_next is not None:
+        if node.tb_next.tb_frame.f_code.co_filename == _INTERRUPT_FILE:
+            node.tb_next = None
+            break
+        node = node.tb_next
+    try:
+        if issubclass(etype, SyntaxError):
+            lines = shell.InteractiveTB.structured_traceback(etype, evalue, None)
+        else:
+            lines = shell.InteractiveTB.structured_traceback(etype, evalue, start, tb_offset=0)
+        text = "\n".join(lines)
+    except Exception:
+        text = "".join(_traceback.format_exception(etype, evalue, start))
+    return strip_ansi(text)
+
+
+def _new_figures(before: set[int]) -> list[Any]:
+    plt = sys.modules.get("matplotlib.pyplot")
+    if plt is None:
+        return []
+    return [plt.figure(num) for num in plt.get_fignums() if num not in before]
+
+
+def _show_and_close_figures(shell: Any, figures: list[Any]) -> None:
+    """The kernel shows new figures in post_execute, which never fires for agent code."""
+    plt = sys.modules.get("matplotlib.pyplot")
+    for fig in figures:
+        try:
+            buf = io.BytesIO()
+            fig.savefig(buf, format="png", bbox_inches="tight")
+            data = {"image/png": base64.b64encode(buf.getvalue()).decode("ascii"), "text/plain": repr(fig)}
+            shell.display_pub.publish(data=data, metadata={})
+        finally:
+            if plt is not None:
+                plt.close(fig)
+
+
+@dataclass
+class _Outcome:
+    value: dict[str, Any] | None = None
+    value_text: str | None = None
+    error: dict[str, Any] | None = None
+    interrupted: bool = False
+
+
+def _clear_our_cancel(run: ToolInterrupt) -> None:
+    """Forget a cancel() we sent to this task to interrupt it (it is handled)."""
+    task = asyncio.current_task()
+    if run.requested and task is not None and hasattr(task, "cancelling") and task.cancelling():
+        task.uncancel()
+
+
+async def _execute(shell: Any, code: str, sink: _Sink, run: ToolInterrupt) -> _Outcome:
+    out = _Outcome()
+    filename = "<agent-code>"
+    plt = sys.modules.get("matplotlib.pyplot")
+    figures_before = set(plt.get_fignums()) if plt is not None else set()
+    with capture(sink.stream, sink.display):
+        try:
+            with run.running():
+                src = _transform(shell, code)
+                filename = _register_source(src)
+                tree = shell.transform_ast(ast.parse(src, filename=filename))
+                last = None
+                if tree.body and isinstance(tree.body[-1], ast.Expr) and not _quiet(src):
+                    last = ast.Expression(tree.body.pop().value)
+                flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+                body = compile(tree, filename, "exec", flags=flags, dont_inherit=True)
+                result = eval(body, shell.user_global_ns, shell.user_ns)
+            if inspect.iscoroutine(result):
+                await run.drive(result)
+            if last is not None:
+                with run.running():
+                    expr = compile(last, filename, "eval", flags=flags, dont_inherit=True)
+                    value = eval(expr, shell.user_global_ns, shell.user_ns)
+                if inspect.iscoroutine(value):
+                    value = await run.drive(value)
+                if value is not None:
+                    with run.running():
+                        data, metadata = shell.display_formatter.format(value)
+                        text = value_text(value, data) if data else None
+                    if data:
+                        out.value = {"data": _redact_bundle(data), "metadata": redact_data(metadata)}
+                        out.value_text = redact(text) if text is not None else None
+        except asyncio.CancelledError:
+            if not run.requested:
+                raise  # the caller was cancelled: not ours to swallow
+            _clear_our_cancel(run)
+            out.interrupted = True
+            out.error = {"ename": "KeyboardInterrupt", "evalue": run.message, "traceback": ""}
+        except BaseException as exc:  # everything the code raises is the tool's result
+            etype, evalue, tb = type(exc), exc, exc.__traceback__
+            out.interrupted = isinstance(exc, KeyboardInterrupt)
+            if out.interrupted:
+                _clear_our_cancel(run)
+            evalue_text = str(evalue)
+            if out.interrupted and run.requested:
+                evalue_text = run.message
+            out.error = {
+                "ename": etype.__name__,
+                "evalue": redact(evalue_text),
+                "traceback": redact(_format_traceback(shell, etype, evalue, tb, filename)),
+            }
+            del exc, tb, evalue
+        finally:
+            try:
+                with run.running(check=False):
+                    _show_and_close_figures(shell, _new_figures(figures_before))
+            except BaseException:  # noqa: BLE001 - figures are best effort after an interrupt
+                pass
+    return out
+
+
+async def run_code(
+    shell: Any,
+    code: str,
+    *,
+    signal: Any = None,
+    on_stream: Callable[[str, str], Any] | None = None,
+    on_display: Callable[[dict, dict], Any] | None = None,
+    timeout_s: float | None = None,
+    stream_interval_s: float = 0.1,
+    max_detail_chars: int = 200_000,
+) -> ExecutionResult:
+    """Run ``code`` like a cell in ``shell.user_ns``; see the module docstring."""
+    if not isinstance(code, str):
+        raise TypeError(f"code must be a string, not {type(code).__name__}")
+    install_capture(shell)
+    loop = asyncio.get_running_loop()
+    sink = _Sink(loop, on_stream, on_display, stream_interval_s, max_detail_chars)
+    started = time.monotonic()
+    with interrupt_main_for(signal, timeout_s=timeout_s, loop=loop) as run:
+        task = loop.create_task(_execute(shell, code, sink, run), name="pi-notebook-python-tool")
+        run.bind_task(task)
+        try:
+            outcome = await task
+        except asyncio.CancelledError:
+            if not task.done():
+                task.cancel()
+            raise
+        finally:
+            elapsed = time.monotonic() - started
+            sink.close()
+        timed_out = outcome.interrupted and run.reason == "timeout"
+    stdout, stdout_total = sink.text("stdout")
+    stderr, stderr_total = sink.text("stderr")
+    return ExecutionResult(
+        stdout=stdout,
+        stderr=stderr,
+        displays=sink.displays,
+        value=outcome.value,
+        value_text=outcome.value_text,
+        error=outcome.error,
+        elapsed_s=elapsed,
+        interrupted=outcome.interrupted,
+        timed_out=timed_out,
+        stdout_total=stdout_total,
+        stderr_total=stderr_total,
+        displays_dropped=sink.displays_dropped,
+    )
+
+
+# --- the model's view -------------------------------------------------------------------------
+
+def _short_traceback(text: str, max_lines: int = 40, max_chars: int = 3000) -> str:
+    lines = text.strip("\n").splitlines()
+    if len(lines) > max_lines:
+        lines = ["[... earlier traceback lines cut ...]"] + lines[-max_lines:]
+    text = "\n".join(lines)
+    if len(text) > max_chars:
+        text = "[... cut ...]" + text[-max_chars:]
+    return text
+
+
+def result_content(result: ExecutionResult, settings: PythonToolSettings) -> list[TextContent | ImageContent]:
+    """The model-facing content of an execution (see the module docstring)."""
+    parts: list[str] = []
+    images: list[ImageContent] = []
+    accepts_images = settings.accepts_images()
+    out_budget = settings.max_output_chars
+    streams = [(n, terminal_text(t)) for n, t in (("stdout", result.stdout), ("stderr", result.stderr)) if t]
+    total = sum(len(t) for _, t in streams) or 1
+    for name, text in streams:
+        budget = max(200, out_budget * len(text) // total) if out_budget > 0 else 0
+        parts.append(f"[{name}]\n{cut(text, budget).rstrip()}")
+
+    def add_bundle(label: str, data: dict[str, Any], text: str | None) -> None:
+        image_mime = next((m for m in IMAGE_MIMES if m in data), None)
+        if image_mime is not None:
+            if not accepts_images:
+                parts.append(f"[{label}: {image_mime} image, not shown: the model does not take images]")
+            elif len(images) >= settings.max_images:
+                parts.append(f"[{label}: {image_mime} image omitted: at most {settings.max_images} images per call]")
+            else:
+                prepared = prepare_image(data[image_mime], image_mime, settings.image_pixel_budget)
+                if isinstance(prepared, str):
+                    parts.append(f"[{label}: {prepared}]")
+                else:
+                    b64, mime, note = prepared
+                    images.append(ImageContent(data=b64, mime_type=mime))
+                    parts.append(f"[{label}: image {len(images)} attached ({note})]")
+            return
+        if text is None:
+            text = bundle_text(data)
+        if text is None:
+            kinds = ", ".join(sorted(data)) or "empty"
+            parts.append(f"[{label}: {kinds} (not shown to the model)]")
+            return
+        parts.append(f"[{label}]\n{cut(strip_ansi(text), settings.max_value_chars).rstrip()}")
+
+    for i, display in enumerate(result.displays, 1):
+        add_bundle(f"display {i}", display.get("data") or {}, None)
+    if result.displays_dropped:
+        parts.append(f"[{result.displays_dropped} more displays not kept]")
+    if result.value is not None:
+        add_bundle("value", result.value.get("data") or {}, result.value_text)
+    if result.error is not None:
+        err = result.error
+        head = f"{err['ename']}: {err['evalue']}" if err.get("evalue") else err["ename"]
+        if result.interrupted:
+            parts.append(f"[interrupted] {head}")
+        else:
+            parts.append(f"[error] {head}")
+        if err.get("traceback"):
+            parts.append(_short_traceback(err["traceback"]))
+    if not parts:
+        parts.append("(no output)")
+    parts.append(f"[elapsed {result.elapsed_s:.2f} s]")
+    content: list[TextContent | ImageContent] = [TextContent(text="\n\n".join(parts))]
+    content.extend(images)
+    return content
+
+
+# --- the tool ---------------------------------------------------------------------------------
+
+PYTHON_TOOL_DESCRIPTION = (
+    "Run Python code in the user's Jupyter kernel, like a notebook cell: the notebook's "
+    "variables are available and what you define stays. IPython syntax works (%magics, "
+    "!shell commands, top-level await). Returns stdout/stderr, displays (figures are shown "
+    "and closed), the value of the last expression, or the error with its traceback. Long "
+    "output is shortened; prefer printing summaries over whole datasets."
+)
+
+PYTHON_TOOL_PARAMETERS = {
+    "type": "object",
+    "properties": {
+        "code": {"type": "string", "description": "The Python/IPython code to run."},
+    },
+    "required": ["code"],
+}
+
+
+def make_python_tool(shell: Any, settings: Any = None) -> AgentTool:
+    """The ``python`` AgentTool bound to ``shell`` (settings: see PythonToolSettings.from_any)."""
+    conf = PythonToolSettings.from_any(settings)
+
+    async def execute(tool_call_id: str, params: Any, signal: Any = None,
+                      on_update: Callable[[AgentToolResult], Any] | None = None) -> AgentToolResult:
+        code = params.get("code") if isinstance(params, dict) else getattr(params, "code", None)
+        if not isinstance(code, str):
+            raise ValueError("the python tool needs a 'code' string argument")
+
+        def on_stream(name: str, text: str) -> None:
+            if on_update is not None:
+                on_update(AgentToolResult(content=[], details={"event": "stream", "name": name, "text": text}))
+
+        def on_display(data: dict, metadata: dict) -> None:
+            if on_update is not None:
+                on_update(AgentToolResult(content=[], details={"event": "display", "data": data, "metadata": metadata}))
+
+        result = await run_code(
+            shell, code, signal=signal, on_stream=on_stream, on_display=on_display,
+            timeout_s=conf.timeout_s or None, stream_interval_s=conf.stream_interval_s,
+            max_detail_chars=conf.max_detail_chars,
+        )
+        return AgentToolResult(
+            content=result_content(result, conf),
+            details=result.details(),
+            is_error=result.is_error,
+        )
+
+    return AgentTool(
+        name="python",
+        label="Python",
+        description=PYTHON_TOOL_DESCRIPTION,
+        parameters=PYTHON_TOOL_PARAMETERS,
+        execute=execute,
+    )
+
