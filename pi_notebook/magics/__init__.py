@@ -1,1 +1,99 @@
-"""%%agent, %steer, %followup, %agent: the run lifecycle on the kernel loop."""
+"""%%agent, %steer, %followup, %agent: the run lifecycle on the kernel loop.
+
+``load_ipython_extension`` installs, and ``unload_ipython_extension`` removes, exactly:
+the ``AgentMagics`` settings (in ``shell.configurables``), the magics, one
+``input_transformers_cleanup`` hook, and the notebook tools' output-capture proxies.
+Provider, widget and agent code is imported only when first used, so loading stays cheap.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["load_ipython_extension", "unload_ipython_extension", "get_agent", "current_runtime"]
+
+_runtime: Any = None
+_MAGIC_NAMES = {"line": ("agent", "steer", "followup"), "cell": ("agent",)}
+
+
+def current_runtime() -> Any:
+    """The loaded extension's Runtime, or None."""
+    return _runtime
+
+
+def load_ipython_extension(ip: Any) -> None:
+    global _runtime
+    if _runtime is not None and _runtime.shell is ip:
+        return
+    from .commands import PiNotebookMagics
+    from .config import AgentMagics
+    from .runtime import Runtime
+    from .wait import has_widget_frontend, install_transformers
+
+    settings = AgentMagics(parent=ip)
+    ip.configurables.append(settings)
+    runtime = Runtime(ip, settings, widget_frontend=lambda: has_widget_frontend(ip))
+    try:
+        runtime._get_loop()
+    except RuntimeError:
+        pass  # terminal IPython between cells: the loop is found when a run starts
+    ip.register_magics(PiNotebookMagics(ip, runtime))
+    install_transformers(ip)
+    _install_capture(ip)
+    _runtime = runtime
+
+
+def unload_ipython_extension(ip: Any) -> None:
+    global _runtime
+    runtime = _runtime
+    if runtime is None:
+        return
+    from .wait import uninstall_transformers
+
+    try:
+        runtime.close()
+    finally:
+        _runtime = None
+        uninstall_transformers(ip)
+        _uninstall_capture(ip)
+        magics = ip.magics_manager.magics
+        for kind, names in _MAGIC_NAMES.items():
+            for name in names:
+                fn = magics[kind].get(name)
+                if getattr(getattr(fn, "__self__", None), "runtime", None) is runtime:
+                    del magics[kind][name]
+        ip.magics_manager.registry.pop("PiNotebookMagics", None)
+        if runtime.settings in ip.configurables:
+            ip.configurables.remove(runtime.settings)
+
+
+def _install_capture(ip: Any) -> None:
+    if getattr(ip, "kernel", None) is None:
+        return
+    try:
+        from ..tools import install_capture
+    except ImportError:
+        return
+    install_capture(ip)
+
+
+def _uninstall_capture(ip: Any) -> None:
+    try:
+        from ..tools import uninstall_capture
+    except ImportError:
+        return
+    uninstall_capture(ip)
+
+
+def get_agent() -> Any:
+    """The kernel's Agent behind the magics (loads the extension into the running IPython
+    if needed)."""
+    if _runtime is None:
+        from IPython import get_ipython
+
+        ip = get_ipython()
+        if ip is None:
+            raise RuntimeError("pi_notebook.get_agent() needs IPython; use pi_notebook.agent.Agent "
+                               "directly elsewhere.")
+        load_ipython_extension(ip)
+    return _runtime.get_agent()

@@ -1,0 +1,175 @@
+"""The magics: ``%%agent``, ``%agent``, ``%steer``, ``%followup``.
+
+They only parse and delegate to the kernel's :class:`~.runtime.Runtime`; every one
+returns at once (blocking runs are the input transformer's job, see ``wait.py``).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class, no_var_expand
+
+from .args import help_text, parse_agent_args, parse_agent_command
+from .wait import has_widget_frontend
+
+__all__ = ["PiNotebookMagics"]
+
+
+@magics_class
+class PiNotebookMagics(Magics):
+    def __init__(self, shell: Any, runtime: Any) -> None:
+        super().__init__(shell)
+        self.runtime = runtime
+
+    # --- %%agent / %agent ----------------------------------------------------------------
+    @no_var_expand
+    @line_cell_magic
+    def agent(self, line: str, cell: str | None = None) -> Any:
+        """%%agent [options]: ask the agent (the cell body is the prompt). %agent help."""
+        if cell is None:
+            return self._command(line)
+        args = parse_agent_args(line)
+        self.runtime.start_cell(args, cell, interactive=has_widget_frontend(self.shell))
+        return None
+
+    @no_var_expand
+    @line_magic
+    def steer(self, line: str) -> None:
+        """%steer TEXT: steer the running agent at its next turn (starts a run when idle)."""
+        self.runtime.submit("steer", line, interactive=has_widget_frontend(self.shell))
+
+    @no_var_expand
+    @line_magic
+    def followup(self, line: str) -> None:
+        """%followup TEXT: queue a message for when the agent would stop (starts a run when idle)."""
+        self.runtime.submit("followup", line, interactive=has_widget_frontend(self.shell))
+
+    # --- %agent <command> --------------------------------------------------------------------
+    def _command(self, line: str) -> Any:
+        command = parse_agent_command(line)
+        runtime = self.runtime
+        name, arg = command.name, command.arg
+        if name == "status":
+            print(runtime.status_text())
+        elif name == "help":
+            print(help_text())
+        elif name == "abort":
+            if runtime.is_running():
+                runtime.abort()
+                print("Aborting the run.")
+            else:
+                print("No run is active.")
+        elif name == "reset":
+            print(runtime.reset())
+        elif name == "model":
+            print(runtime.set_model(arg))
+        elif name == "history":
+            self._history()
+        elif name == "sessions":
+            self._sessions()
+        elif name == "load":
+            self._load(arg)
+        elif name == "save":
+            self._save(arg)
+        elif name == "export":
+            self._export(arg)
+        return None
+
+    def _messages(self) -> list[Any]:
+        return list(self.runtime.get_agent().state.messages)
+
+    def _history(self) -> None:
+        messages = self._messages()
+        if not messages:
+            print("The conversation is empty.")
+            return
+        for message in messages:
+            print(_message_line(message))
+
+    def _sessions(self) -> None:
+        from ..session.store import list_sessions
+
+        directory = self.runtime.session_dir()
+        sessions = list_sessions(directory)
+        if not sessions:
+            print(f"No saved sessions in {directory}.")
+            return
+        for info in sessions:
+            when = time.strftime("%Y-%m-%d %H:%M", time.localtime(info.started_at / 1000))
+            print(f"{info.path.stem:<40} {when}  {info.message_count:>4} messages  "
+                  f"{info.model or '-'}")
+
+    def _load(self, name_or_path: str) -> None:
+        from ..session.store import SessionFormatError, SessionPathError, find_session, load_session
+
+        try:
+            path = find_session(name_or_path, self.runtime.session_dir(), os.getcwd())
+            loaded = load_session(path)
+        except (SessionFormatError, SessionPathError, FileNotFoundError, OSError) as exc:
+            raise UsageError(f"%agent load: {exc}") from None
+        self.runtime.restore(loaded.messages, loaded.header.model)
+        for warning in loaded.warnings:
+            print(f"warning: {warning}")
+        print(f"Loaded {len(loaded.messages)} messages from {path}.")
+
+    def _save(self, target: str) -> None:
+        from ..session.store import SessionPathError, resolve_inside, write_session
+
+        try:
+            path = resolve_inside(os.getcwd(), target)
+            model = self.runtime.get_agent().state.model
+            written = write_session(path, self._messages(), model=f"{model.provider}/{model.id}",
+                                    name=path.stem)
+        except (SessionPathError, FileExistsError, OSError) as exc:
+            raise UsageError(f"%agent save: {exc}") from None
+        print(f"Saved {len(self._messages())} messages to {written}.")
+
+    def _export(self, target: str) -> None:
+        from ..session.store import SessionPathError, resolve_inside
+
+        if not target.endswith(".ipynb"):
+            raise UsageError("%agent export: the path must end with .ipynb")
+        try:
+            path = resolve_inside(os.getcwd(), target)
+        except SessionPathError as exc:
+            raise UsageError(f"%agent export: {exc}") from None
+        if path.exists():
+            raise UsageError(f"%agent export: {path} already exists; nothing overwritten.")
+        from ..session.export import export_notebook
+
+        try:
+            written = export_notebook(self._messages(), path)
+        except (OSError, ValueError) as exc:
+            raise UsageError(f"%agent export: {exc}") from None
+        print(f"Exported the conversation to {written or path}.")
+
+
+def _message_line(message: Any) -> str:
+    role = getattr(message, "role", "?")
+    content = getattr(message, "content", "")
+    if isinstance(content, str):
+        text = content
+    else:
+        parts = []
+        for block in content or []:
+            kind = getattr(block, "type", "")
+            if kind == "text":
+                parts.append(block.text)
+            elif kind == "thinking":
+                parts.append("[thinking]")
+            elif kind == "toolCall":
+                parts.append(f"[call {block.name}]")
+            elif kind == "image":
+                parts.append("[image]")
+        text = " ".join(parts)
+    if role == "toolResult":
+        role = f"result {getattr(message, 'tool_name', '')}"
+    error = getattr(message, "error_message", None)
+    if error:
+        text += f" [error: {error}]"
+    text = text.replace("\n", " ")
+    return f"{role:>14}: {text[:200]}{'…' if len(text) > 200 else ''}"

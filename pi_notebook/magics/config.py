@@ -1,0 +1,71 @@
+"""``AgentMagics``: the traitlets settings behind the magics.
+
+Set them with ``%config AgentMagics.model = "anthropic/claude-sonnet-4-5"`` or in
+``ipython_config.py`` (``c.AgentMagics.approval = "auto"``). Secrets never live here:
+API keys come only from environment variables.
+"""
+
+from __future__ import annotations
+
+import os
+
+from traitlets import Bool, CaselessStrEnum, Float, Int, Unicode, default
+from traitlets.config import Configurable
+
+__all__ = ["AgentMagics", "APPROVAL_POLICIES", "WAIT_MODES", "THINKING_LEVELS", "DEFAULT_SYSTEM_PROMPT"]
+
+APPROVAL_POLICIES = ("ask", "auto", "deny")
+WAIT_MODES = ("auto", "always", "never")
+THINKING_LEVELS = ("off", "minimal", "low", "medium", "high", "xhigh", "max")
+
+DEFAULT_SYSTEM_PROMPT = """\
+You are an assistant working inside a live Jupyter notebook, in the user's IPython kernel.
+The user's variables, imports and data are in the kernel's namespace, and you share it:
+- use the `python` tool to run code there (IPython syntax, top-level `await`, `%magics`, `!cmd`);
+  what you define stays available to the user and to later calls;
+- use `list_variables` and `inspect_variable` to see what the user already has before loading or
+  recomputing anything.
+Prefer small, inspectable steps. Show results (print, display a figure, the last expression's
+value) instead of describing them. Do not print secrets or environment variables.
+Answer in concise Markdown."""
+
+
+class AgentMagics(Configurable):
+    """Defaults for ``%%agent`` runs in this kernel."""
+
+    model = Unicode(
+        "", help="Model as 'provider/model-id' (e.g. 'openai/gpt-4.1', 'ollama/qwen2.5', "
+        "'faux/faux-1'). Empty: resolve automatically (cloud key, local server, embedded model)."
+    ).tag(config=True)
+    base_url = Unicode("", help="Base URL of an OpenAI-compatible server for the model.").tag(config=True)
+    thinking = CaselessStrEnum(THINKING_LEVELS, default_value="off",
+                               help="Thinking/reasoning level.").tag(config=True)
+    approval = CaselessStrEnum(
+        APPROVAL_POLICIES, help="Approval of agent-run Python code: ask (buttons), auto, deny. "
+        "Default from the environment variable PI_NOTEBOOK_APPROVAL, else 'ask'."
+    ).tag(config=True)
+    wait = CaselessStrEnum(
+        WAIT_MODES, default_value="auto",
+        help="Whether a %%agent cell blocks until its run ends: auto (block when no widget "
+        "frontend is detected, e.g. nbclient/papermill), always, never.",
+    ).tag(config=True)
+    wait_for_runs = Bool(
+        True, help="In an interactive frontend, a plain code cell run while an agent run is "
+        "active waits for that run first (so Run All equals running cells one by one)."
+    ).tag(config=True)
+    system_prompt = Unicode(DEFAULT_SYSTEM_PROMPT, help="System prompt of new conversations.").tag(config=True)
+    autosave = Bool(True, help="Append every finished message to a session file "
+                    "under .pi_notebook/sessions/.").tag(config=True)
+    session_dir = Unicode("", help="Where session files go (default: .pi_notebook/sessions "
+                          "in the working directory).").tag(config=True)
+    # Tool budgets: handed to the notebook tools.
+    tool_timeout = Float(300.0, help="Seconds before agent-run Python code is interrupted.").tag(config=True)
+    max_output_chars = Int(8000, help="Budget for stdout/stderr returned to the model.").tag(config=True)
+    max_value_chars = Int(4000, help="Budget for the value repr returned to the model.").tag(config=True)
+    max_images = Int(3, help="Images per tool call sent to the model.").tag(config=True)
+    max_image_pixels = Int(1_000_000, help="Pixel budget per image sent to the model.").tag(config=True)
+
+    @default("approval")
+    def _approval_default(self) -> str:
+        value = os.environ.get("PI_NOTEBOOK_APPROVAL", "").strip().lower()
+        return value if value in APPROVAL_POLICIES else "ask"

@@ -1,0 +1,240 @@
+"""Drive a real IPython kernel through jupyter_client, like a frontend does.
+
+Shared by the kernel-level tests (marker ``kernel``) and ``bench/notebook_latency.py``.
+Works with ipykernel 6.29 and 7.x: the kernel's Python is ``PI_NOTEBOOK_KERNEL_PYTHON``
+(default: this interpreter), started as ``python -m ipykernel_launcher -f <conn>``.
+
+Every iopub message is recorded with its receive time by a pump thread, so a test can
+look at exactly what a frontend would have seen. A button click is what
+@jupyter-widgets/controls sends: a ``comm_msg`` with
+``{"method": "custom", "content": {"event": "click"}}`` to the button's comm id.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from jupyter_client import KernelManager
+from jupyter_client.kernelspec import KernelSpecManager
+
+KERNEL_PYTHON = os.environ.get("PI_NOTEBOOK_KERNEL_PYTHON", sys.executable)
+REPO = Path(__file__).resolve().parents[2]
+
+# What a notebook runs first in the tests: the extension and a faux model in the kernel.
+FAUX_SETUP = """\
+%load_ext pi_notebook
+from pi_notebook.ai.providers.faux import (register_faux_provider, faux_assistant_message,
+    faux_text, faux_tool_call)
+faux = register_faux_provider(tokens_per_second={tps})
+"""
+
+
+def make_kernelspec(directory: Path, python: str = KERNEL_PYTHON, env: dict[str, str] | None = None) -> str:
+    """A kernelspec ``pitest`` in ``directory`` (returns its name)."""
+    spec_dir = directory / "kernels" / "pitest"
+    spec_dir.mkdir(parents=True, exist_ok=True)
+    spec = {"argv": [python, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+            "display_name": "pi_notebook test kernel", "language": "python",
+            "env": {"PYTHONPATH": str(REPO), **(env or {})}}
+    (spec_dir / "kernel.json").write_text(json.dumps(spec))
+    return "pitest"
+
+
+class Kernel:
+    """One real kernel plus a client; ``shutdown()`` when done."""
+
+    def __init__(self, cwd: str | os.PathLike[str] | None = None, env: dict[str, str] | None = None) -> None:
+        self._tmp = tempfile.TemporaryDirectory(prefix="pi-kernel-")
+        root = Path(self._tmp.name)
+        self.cwd = Path(cwd) if cwd is not None else root / "work"
+        self.cwd.mkdir(parents=True, exist_ok=True)
+        name = make_kernelspec(root, env=env)
+        self.km = KernelManager(kernel_name=name,
+                                kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(root / "kernels")]))
+        started = time.monotonic()
+        self.km.start_kernel(cwd=str(self.cwd))
+        self.kc = self.km.client()
+        self.kc.start_channels()
+        self.kc.wait_for_ready(timeout=60)
+        self.startup_s = time.monotonic() - started
+        self.iopub: list[tuple[float, dict[str, Any]]] = []
+        self._lock = threading.Lock()
+        self._stop = False
+        self._pump_thread = threading.Thread(target=self._pump, daemon=True)
+        self._pump_thread.start()
+
+    # --- iopub ------------------------------------------------------------------------------
+    def _pump(self) -> None:
+        while not self._stop:
+            try:
+                message = self.kc.get_iopub_msg(timeout=0.1)
+            except queue.Empty:
+                continue
+            except Exception:
+                if self._stop:
+                    return
+                raise
+            with self._lock:
+                self.iopub.append((time.monotonic(), message))
+
+    def messages(self, since: float = 0.0) -> list[dict[str, Any]]:
+        with self._lock:
+            return [m for t, m in self.iopub if t >= since]
+
+    # --- execution --------------------------------------------------------------------------
+    def execute(self, code: str, timeout: float = 60.0, **kw: Any) -> dict[str, Any]:
+        """Run a cell; wait for its reply and its idle status. Returns the reply content with
+        ``outputs`` (this cell's iopub outputs) and ``msg_id`` added."""
+        msg_id = self.kc.execute(code, **kw)
+        return self.wait_reply(msg_id, timeout)
+
+    def start(self, code: str, **kw: Any) -> str:
+        """Send a cell without waiting (returns its msg_id)."""
+        return self.kc.execute(code, **kw)
+
+    def wait_reply(self, msg_id: str, timeout: float = 60.0) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        reply = None
+        while reply is None:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError(f"no execute_reply for {msg_id} within {timeout} s")
+            try:
+                message = self.kc.get_shell_msg(timeout=min(remaining, 0.5))
+            except queue.Empty:
+                continue
+            if message["parent_header"].get("msg_id") == msg_id:
+                reply = message
+        while not self._idle_seen(msg_id):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no idle status for {msg_id}")
+            time.sleep(0.005)
+        content = dict(reply["content"])
+        content["msg_id"] = msg_id
+        content["outputs"] = self.outputs_of(msg_id)
+        return content
+
+    def _idle_seen(self, msg_id: str) -> bool:
+        return any(m["msg_type"] == "status" and m["content"]["execution_state"] == "idle"
+                   and m["parent_header"].get("msg_id") == msg_id for m in self.messages())
+
+    def outputs_of(self, msg_id: str) -> list[dict[str, Any]]:
+        return [m for m in self.messages() if m["parent_header"].get("msg_id") == msg_id
+                and m["msg_type"] in ("stream", "display_data", "execute_result", "error",
+                                      "update_display_data")]
+
+    def text_of(self, msg_id: str) -> str:
+        parts = []
+        for m in self.outputs_of(msg_id):
+            if m["msg_type"] == "stream":
+                parts.append(m["content"]["text"])
+            elif m["msg_type"] in ("execute_result", "display_data"):
+                parts.append(m["content"]["data"].get("text/plain", ""))
+            elif m["msg_type"] == "error":
+                parts.append(f"{m['content']['ename']}: {m['content']['evalue']}")
+        return "".join(parts)
+
+    def ok(self, code: str, timeout: float = 60.0) -> dict[str, Any]:
+        """Run a cell that must succeed."""
+        reply = self.execute(code, timeout)
+        if reply["status"] != "ok":
+            raise AssertionError(f"cell failed: {reply.get('ename')}: {reply.get('evalue')}\n"
+                                 + "\n".join(reply.get("traceback", []))[-3000:])
+        return reply
+
+    def ev(self, expr: str, timeout: float = 30.0) -> Any:
+        """Evaluate ``expr`` silently (user_expressions) and return ``json.loads`` of its
+        ``text/plain`` repr, which must be a JSON-compatible literal via ``json.dumps``."""
+        reply = self.execute("", silent=True, store_history=False,
+                             user_expressions={"x": f"__import__('json').dumps({expr})"},
+                             timeout=timeout)
+        value = reply["user_expressions"]["x"]
+        if value["status"] != "ok":
+            raise AssertionError(f"{expr!r} failed: {value.get('ename')}: {value.get('evalue')}")
+        import ast
+
+        return json.loads(ast.literal_eval(value["data"]["text/plain"]))
+
+    def wait_for(self, expr: str, timeout: float = 10.0, interval: float = 0.02) -> Any:
+        """Poll ``expr`` in the kernel until it is truthy."""
+        deadline = time.monotonic() + timeout
+        while True:
+            value = self.ev(expr)
+            if value:
+                return value
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{expr!r} stayed falsy for {timeout} s (last: {value!r})")
+            time.sleep(interval)
+
+    # --- comms --------------------------------------------------------------------------------
+    def send_comm_msg(self, comm_id: str, data: dict[str, Any]) -> str:
+        message = self.kc.session.msg("comm_msg", {"comm_id": comm_id, "data": data})
+        self.kc.shell_channel.send(message)
+        return message["header"]["msg_id"]
+
+    def click(self, comm_id: str) -> str:
+        return self.send_comm_msg(comm_id, {"method": "custom", "content": {"event": "click"}})
+
+    def open_widget_control_comm(self) -> str:
+        """What JupyterLab does on connect: open ipywidgets' control comm (the kernel must have
+        imported ipywidgets for it to stay open)."""
+        import uuid
+
+        comm_id = uuid.uuid4().hex
+        message = self.kc.session.msg("comm_open", {"comm_id": comm_id,
+                                                    "target_name": "jupyter.widget.control",
+                                                    "data": {}})
+        self.kc.shell_channel.send(message)
+        return comm_id
+
+    def widget_states(self) -> dict[str, dict[str, Any]]:
+        """model id -> latest known state, from comm_open and update comm_msgs on iopub."""
+        states: dict[str, dict[str, Any]] = {}
+        for m in self.messages():
+            if m["msg_type"] == "comm_open" and m["content"].get("target_name") == "jupyter.widget":
+                states[m["content"]["comm_id"]] = dict(m["content"]["data"].get("state", {}))
+            elif m["msg_type"] == "comm_msg":
+                data = m["content"].get("data", {})
+                if data.get("method") == "update" and m["content"]["comm_id"] in states:
+                    states[m["content"]["comm_id"]].update(data.get("state", {}))
+        return states
+
+    def buttons(self, description: str) -> list[str]:
+        return [cid for cid, s in self.widget_states().items()
+                if s.get("_model_name") == "ButtonModel" and s.get("description") == description]
+
+    def comm_updates(self, comm_ids: set[str] | None = None, since: float = 0.0) -> list[tuple[float, dict[str, Any]]]:
+        with self._lock:
+            return [(t, m) for t, m in self.iopub if t >= since and m["msg_type"] == "comm_msg"
+                    and m["content"].get("data", {}).get("method") == "update"
+                    and (comm_ids is None or m["content"]["comm_id"] in comm_ids)]
+
+    # --- lifecycle ----------------------------------------------------------------------------
+    def interrupt(self) -> None:
+        self.km.interrupt_kernel()
+
+    def shutdown(self) -> None:
+        self._stop = True
+        try:
+            self.kc.stop_channels()
+        finally:
+            self.km.shutdown_kernel(now=True)
+            self._tmp.cleanup()
+
+    def __enter__(self) -> "Kernel":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.shutdown()
+
+
+def faux_setup(tokens_per_second: float | None = None) -> str:
+    return FAUX_SETUP.format(tps=repr(tokens_per_second))

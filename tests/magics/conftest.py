@@ -1,0 +1,52 @@
+"""Fixtures for the magics' unit tests: a real IPython InteractiveShell (no kernel) with
+the extension loaded, a recording fake view and a faux model registered in-process."""
+
+from __future__ import annotations
+
+import asyncio
+import types
+from typing import Any
+
+import pytest
+from IPython.core.interactiveshell import InteractiveShell
+
+from pi_notebook.ai.providers.faux import register_faux_provider
+from pi_notebook.magics.resolve import ResolvedModel
+
+from magics_helpers import FakeView
+
+
+@pytest.fixture
+def faux():
+    handle = register_faux_provider(tokens_per_second=None)
+    yield handle
+    handle.unregister()
+
+
+@pytest.fixture
+def shell(tmp_path, faux, monkeypatch):
+    """A shell with pi_notebook loaded; a fake ``kernel`` attribute so runs go to the
+    background unless told to wait (the real-kernel behaviour is in tests/kernel)."""
+    import pi_notebook.magics as magics
+
+    monkeypatch.chdir(tmp_path)
+    ip = InteractiveShell.instance()
+    ip.kernel = types.SimpleNamespace(io_loop=None)
+    FakeView.instances.clear()
+    ip.run_line_magic("load_ext", "pi_notebook")
+    runtime = magics.current_runtime()
+    runtime._view_factory = FakeView
+    runtime._tools_factory = lambda rt: []
+    runtime.settings.session_dir = str(tmp_path / "sessions")
+    runtime.settings.wait = "never"
+    agent = runtime.get_agent()
+    agent.before_tool_call = None
+    model = faux.get_model()
+    runtime.resolved = ResolvedModel(model, "explicit")
+    agent.state.model = model
+    yield ip
+    ip.run_line_magic("unload_ext", "pi_notebook")
+    del ip.kernel
+    InteractiveShell.clear_instance()
+
+

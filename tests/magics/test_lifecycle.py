@@ -1,0 +1,284 @@
+"""The run lifecycle in a real InteractiveShell (no kernel) on a faux model."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+from IPython.core.error import UsageError
+
+from pi_notebook.agent import AgentTool, AgentToolResult
+from pi_notebook.ai.providers.faux import faux_assistant_message, faux_text, faux_tool_call
+from pi_notebook.ai.types import TextContent
+
+from magics_helpers import FakeView, run_cell, runtime, settle
+
+
+def _texts(messages):
+    out = []
+    for m in messages:
+        content = m.content if not isinstance(m.content, str) else [TextContent(text=m.content)]
+        out.append((m.role, "".join(getattr(b, "text", "") for b in content if b.type == "text")))
+    return out
+
+
+async def test_agent_cell_returns_at_once_and_run_continues(shell, faux):
+    faux.set_responses([faux_assistant_message("Hello from the agent.")])
+    result = await run_cell(shell, "%%agent\nsay hello\n")
+    assert result.success
+    rt = runtime()
+    assert rt.is_running()  # returned before the run ended
+    await settle()
+    assert not rt.is_running()
+    view = FakeView.instances[-1]
+    assert ("user", "prompt", "say hello\n") in view.calls
+    assert view.text() == "Hello from the agent."
+    assert view.kinds("finish") == [("finish", "done")]
+    assert _texts(rt.agent.state.messages) == [("user", "say hello\n"),
+                                               ("assistant", "Hello from the agent.")]
+
+
+async def test_conversation_continues_across_cells_and_new_starts_fresh(shell, faux):
+    faux.set_responses([faux_assistant_message("one"), faux_assistant_message("two"),
+                        faux_assistant_message("three")])
+    await run_cell(shell, "%%agent\nfirst\n")
+    await settle()
+    await run_cell(shell, "%%agent\nsecond\n")
+    await settle()
+    assert len(runtime().agent.state.messages) == 4
+    await run_cell(shell, "%%agent --new\nthird\n")
+    await settle()
+    assert _texts(runtime().agent.state.messages) == [("user", "third\n"), ("assistant", "three")]
+
+
+async def test_steer_is_delivered_after_tool_batch_before_next_model_call(shell, faux):
+    gate = asyncio.Event()
+    seen_contexts = []
+
+    async def slow_tool(tool_call_id, params, signal, on_update):
+        await gate.wait()
+        return AgentToolResult(content=[TextContent(text="tool done")])
+
+    rt = runtime()
+    rt.agent.state.tools = [AgentTool(name="wait", description="waits", execute=slow_tool,
+                                      parameters={"type": "object", "properties": {}})]
+
+    def second(context, options, state, model):
+        seen_contexts.append([m.role for m in context.messages])
+        return faux_assistant_message("after steer")
+
+    faux.set_responses([faux_assistant_message([faux_tool_call("wait", {})], stop_reason="toolUse"),
+                        second])
+    await run_cell(shell, "%%agent\ndo it\n")
+    while not rt.agent.state.pending_tool_calls:
+        await asyncio.sleep(0.01)
+    await run_cell(shell, "%steer use {braces} and $dollars literally")
+    view = FakeView.instances[-1]
+    queued = view.kinds("queued")
+    assert queued and queued[0][1:3] == ("steer", "use {braces} and $dollars literally")
+    gate.set()
+    await settle()
+    # delivered after the tool result, before the second model call
+    assert seen_contexts == [["user", "assistant", "toolResult", "user"]]
+    assert ("unqueued", queued[0][3]) in view.calls
+    delivered = [e for e in view.events if e.type == "message_start" and e.message.role == "user"]
+    assert [_texts([e.message])[0][1] for e in delivered] == ["do it\n",
+                                                                "use {braces} and $dollars literally"]
+
+
+async def test_followup_lands_after_final_answer(shell, faux):
+    rt = runtime()
+    calls = []
+
+    def first(context, options, state, model):
+        calls.append("first")
+        return faux_assistant_message("answer one " * 20)
+
+    def second(context, options, state, model):
+        calls.append([m.role for m in context.messages])
+        return faux_assistant_message("answer two")
+
+    faux.set_responses([first, second])
+    await run_cell(shell, "%%agent\nq1\n")
+    await run_cell(shell, "%followup and then this")
+    await settle()
+    assert calls == ["first", ["user", "assistant", "user"]]
+    assert _texts(rt.agent.state.messages)[2] == ("user", "and then this")
+
+
+async def test_agent_cell_while_running_is_queued_into_its_own_view(shell, faux):
+    faux.set_responses([faux_assistant_message("long answer " * 30), faux_assistant_message("B answer")])
+    await run_cell(shell, "%%agent\nA\n")
+    await run_cell(shell, "%%agent\nB\n")
+    first, second = FakeView.instances[-2:]
+    assert first.kinds("queued")[0][1:3] == ("followup", "B\n")
+    assert ("status", "queued") in second.calls
+    await settle()
+    assert first.text().startswith("long answer")
+    assert second.text() == "B answer"  # the answer to B streams under B's cell
+    assert ("user", "followup", "B\n") in second.calls
+    assert first.kinds("finish") and second.kinds("finish")
+
+
+async def test_remove_queued_from_another_thread(shell, faux):
+    faux.set_responses([faux_assistant_message("x " * 200), faux_assistant_message("never")])
+    rt = runtime()
+    await run_cell(shell, "%%agent\nA\n")
+    await run_cell(shell, "%followup drop me")
+    view = FakeView.instances[-1]
+    token = view.kinds("queued")[0][3]
+    thread = threading.Thread(target=view.on_remove_queued, args=(token,))
+    thread.start()
+    thread.join()
+    await asyncio.sleep(0.05)
+    assert rt.agent.follow_up_queue == ()
+    await settle()
+    assert [r for r, _ in _texts(rt.agent.state.messages)] == ["user", "assistant"]
+
+
+async def test_abort_from_another_thread_during_stream(shell):
+    from pi_notebook.ai.providers.faux import register_faux_provider
+
+    slow = register_faux_provider(provider="slowfaux", tokens_per_second=50)
+    try:
+        slow.set_responses([faux_assistant_message("word " * 400)])
+        rt = runtime()
+        rt.agent.state.model = slow.get_model()
+        await run_cell(shell, "%%agent\ntalk\n")
+        view = FakeView.instances[-1]
+        while not view.events:
+            await asyncio.sleep(0.01)
+        thread = threading.Thread(target=view.on_abort)
+        thread.start()
+        thread.join()
+        await settle(2.0)
+        assert view.kinds("finish") == [("finish", "aborted")]
+        last = rt.agent.state.messages[-1]
+        assert last.stop_reason == "aborted"
+        assert not rt.is_running()
+    finally:
+        slow.unregister()
+
+
+async def test_abort_during_tool_keeps_transcript_valid(shell, faux):
+    started = asyncio.Event()
+
+    async def hang(tool_call_id, params, signal, on_update):
+        started.set()
+        while not signal.aborted:
+            await asyncio.sleep(0.01)
+        return AgentToolResult(content=[TextContent(text="stopped")], is_error=True)
+
+    rt = runtime()
+    rt.agent.state.tools = [AgentTool(name="hang", description="hangs", execute=hang,
+                                      parameters={"type": "object", "properties": {}})]
+    faux.set_responses([faux_assistant_message([faux_tool_call("hang", {}), faux_tool_call("hang", {})],
+                                               stop_reason="toolUse"),
+                        faux_assistant_message("should not be asked")])
+    await run_cell(shell, "%%agent\nhang please\n")
+    await started.wait()
+    shell.run_line_magic("agent", "abort")
+    await settle(2.0)
+    messages = rt.agent.state.messages
+    calls = [b.id for m in messages if m.role == "assistant" for b in m.content if b.type == "toolCall"]
+    results = [m.tool_call_id for m in messages if m.role == "toolResult"]
+    assert sorted(calls) == sorted(results) and len(calls) == 2
+    assert FakeView.instances[-1].kinds("finish") == [("finish", "aborted")]
+    # the loop ends with pi's aborted turn; the scripted answer is never streamed
+    assert messages[-1].role == "assistant" and messages[-1].stop_reason == "aborted"
+    assert "should not be asked" not in str([m.model_dump() for m in messages])
+
+
+async def test_failed_run_reports_error_and_kernel_stays_usable(shell, faux):
+    faux.set_responses([])  # the faux provider answers with an error
+    await run_cell(shell, "%%agent\nhello\n")
+    await settle()
+    view = FakeView.instances[-1]
+    assert view.kinds("finish") == [("finish", "error")]
+    assert runtime().agent.state.messages[-1].stop_reason == "error"
+    result = await run_cell(shell, "x = 1 + 1")
+    assert result.success and shell.user_ns["x"] == 2
+
+
+async def test_steer_with_no_run_starts_one(shell, faux):
+    faux.set_responses([faux_assistant_message("started by steer")])
+    await run_cell(shell, "%steer hello")
+    await settle()
+    view = FakeView.instances[-1]
+    assert ("user", "steer", "hello") in view.calls
+    assert view.text() == "started by steer"
+
+
+async def test_bad_arguments_are_usage_errors_without_traceback(shell, capsys):
+    result = await run_cell(shell, "%%agent --thinking loud\nhi\n")
+    assert isinstance(result.error_in_exec, UsageError)
+    assert "--thinking must be one of" in str(result.error_in_exec)
+    assert "Traceback" not in capsys.readouterr().out
+    result = await run_cell(shell, "%%agent\n   \n")
+    assert isinstance(result.error_in_exec, UsageError)
+
+
+async def test_autosave_writes_every_finished_message(shell, faux, tmp_path):
+    from pi_notebook.session.store import list_sessions, load_session
+
+    faux.set_responses([faux_assistant_message("saved answer")])
+    await run_cell(shell, "%%agent\nsave me\n")
+    await settle()
+    sessions = list_sessions(tmp_path / "sessions")
+    assert len(sessions) == 1
+    loaded = load_session(sessions[0].path)
+    assert _texts(loaded.messages) == [("user", "save me\n"), ("assistant", "saved answer")]
+
+
+async def test_load_restores_conversation(shell, faux, tmp_path, capsys):
+    faux.set_responses([faux_assistant_message("remember 42")])
+    await run_cell(shell, "%%agent\nremember\n")
+    await settle()
+    rt = runtime()
+    before = [m.model_dump() for m in rt.agent.state.messages]
+    path = rt._session_path
+    shell.run_line_magic("agent", "reset")
+    assert rt.agent.state.messages == []
+    shell.run_line_magic("agent", f"load {path.name[:-len('.jsonl')]}")
+    assert [m.model_dump() for m in rt.agent.state.messages] == before
+    assert "Loaded 2 messages" in capsys.readouterr().out
+
+
+async def test_load_outside_working_directory_is_refused(shell):
+    result = await run_cell(shell, "%agent load ../../etc/passwd.jsonl")
+    assert isinstance(result.error_in_exec, UsageError)
+    assert "outside the working directory" in str(result.error_in_exec)
+
+
+async def test_export_writes_valid_notebook(shell, faux, tmp_path):
+    import nbformat
+
+    faux.set_responses([faux_assistant_message("exported")])
+    await run_cell(shell, "%%agent\nexport me\n")
+    await settle()
+    shell.run_line_magic("agent", "export out.ipynb")
+    nb = nbformat.read(tmp_path / "out.ipynb", as_version=4)
+    nbformat.validate(nb)
+    assert any("exported" in cell.source for cell in nb.cells)
+    result = await run_cell(shell, "%agent export out.ipynb")
+    assert isinstance(result.error_in_exec, UsageError)  # never overwritten
+
+
+async def test_unload_aborts_and_removes_everything(shell, faux):
+    from pi_notebook.magics.wait import agent_cell_transformer
+
+    faux.set_responses([faux_assistant_message("z " * 500)])
+    await run_cell(shell, "%%agent\nlong\n")
+    rt = runtime()
+    task = rt.run.task
+    shell.run_line_magic("unload_ext", "pi_notebook")
+    await asyncio.sleep(0.1)
+    assert task.done()
+    assert agent_cell_transformer not in shell.input_transformers_cleanup
+    for kind, name in (("cell", "agent"), ("line", "agent"), ("line", "steer"), ("line", "followup")):
+        assert name not in shell.magics_manager.magics[kind]
+    assert not any(type(c).__name__ == "AgentMagics" for c in shell.configurables)
+    pending = [t for t in asyncio.all_tasks() if t.get_name() == "pi_notebook-run"]
+    assert pending == []
+    shell.run_line_magic("load_ext", "pi_notebook")  # the fixture unloads again
