@@ -29,15 +29,16 @@ from .blocks import (Block, MarkdownBlock, NoticeBlock, OtherMessageBlock, Think
                      UserBlock, pill_html)
 from .flush import DEFAULT_INTERVAL, FlushScheduler
 from .markdown import escape_text, markdown_for_transcript
+from .text import render_event_text
 from .theme import stylesheet
 
-__all__ = ["AgentView", "STATUSES", "APPROVAL_CHOICES"]
+__all__ = ["AgentView", "STATUSES", "APPROVAL_CHOICES", "render_event_text"]
 
 STATUSES = ("starting", "thinking", "writing", "running tool", "waiting for approval", "aborting",
             "done", "aborted", "error")
 FINAL_STATUSES = ("done", "aborted", "error")
 APPROVAL_CHOICES = ("run", "skip", "always")
-_LIVE_STATUSES = ("starting", "thinking", "writing", "running tool", "waiting for approval", "aborting")
+_LIVE_STATUSES = ("starting", "queued", "thinking", "writing", "running tool", "waiting for approval", "aborting")
 
 
 class _QueuedItem:
@@ -119,6 +120,11 @@ class AgentView(W.VBox):
     @property
     def status(self) -> str:
         return self._status
+
+    @property
+    def widget(self) -> AgentView:
+        """The widget to display: the view itself (it is a VBox)."""
+        return self
 
     @property
     def abort_button(self) -> W.Button:
