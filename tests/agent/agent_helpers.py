@@ -110,9 +110,14 @@ class MockStream:
                         partial.content.append(TextContent(text=""))
                         out.push(TextStartEvent(content_index=i, partial=partial))
                         for ch in block.text:
+                            await asyncio.sleep(0)
+                            if signal is not None and signal.aborted:
+                                aborted = partial.model_copy(update={
+                                    "stop_reason": "aborted", "error_message": "Request was aborted"})
+                                out.push(ErrorEvent(reason="aborted", error=aborted))
+                                return
                             partial.content[i].text += ch
                             out.push(TextDeltaEvent(content_index=i, delta=ch, partial=partial))
-                            await asyncio.sleep(0)
                         out.push(TextEndEvent(content_index=i, content=block.text, partial=partial))
                     else:
                         partial.content.append(block)
