@@ -337,3 +337,17 @@ async def test_item_95_unregister_removes_the_api(faux):
     h.unregister()
     with pytest.raises(LookupError, match=f"No API provider registered for api: {h.api}"):
         await complete(model, _ctx())
+
+
+async def test_faux_models_are_addressable_as_provider_slash_id(faux):
+    from pi_notebook.ai.models import UnknownModelError, get_model
+
+    first = faux(provider="fauxcat", models=[{"id": "cat-1"}, {"id": "cat-2"}])
+    second = faux(provider="fauxcat", models=[{"id": "cat-1"}])
+    assert get_model("fauxcat/cat-1").api == second.api  # the newest registration wins
+    assert get_model("fauxcat", "cat-2").api == first.api
+    second.unregister()
+    assert get_model("fauxcat/cat-1").api == first.api
+    first.unregister()
+    with pytest.raises(UnknownModelError):
+        get_model("fauxcat/cat-1")

@@ -143,7 +143,7 @@ class FauxProviderHandle:
 _tasks: set[asyncio.Task[Any]] = set()
 
 # Registrations that share a provider name all publish models under it; when one
-# unregisters, the newest remaining one's models are published again.
+# unregisters, the remaining ones are published again.
 _registrations: list[FauxProviderHandle] = []
 
 
@@ -170,10 +170,11 @@ def _forget_registration(handle: FauxProviderHandle) -> None:
     catalogue = _catalogue()
     if catalogue is None:
         return
-    catalogue.unregister_models(handle.provider)
-    remaining = [h for h in _registrations if h.provider == handle.provider]
-    if remaining:
-        _publish_models(handle.provider, remaining[-1].models)
+    catalogue.unregister_models(handle.provider, [m.id for m in handle.models])
+    # re-publish the others, oldest first, so the newest wins an id they share
+    for other in _registrations:
+        if other.provider == handle.provider:
+            catalogue.register_models(other.provider, other.models)
 
 
 # --- registration ------------------------------------------------------------------------
