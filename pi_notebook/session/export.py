@@ -17,13 +17,21 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-import nbformat
-from nbformat import v4
 
 __all__ = ["build_notebook", "export_notebook", "PYTHON_TOOL_NAME"]
 
 PYTHON_TOOL_NAME = "python"
 _RESULT_PREVIEW_CHARS = 2000
+
+
+def _nbformat() -> Any:
+    # imported on use: the session store must work without nbformat installed
+    try:
+        import nbformat
+    except ModuleNotFoundError:
+        raise ModuleNotFoundError(
+            "exporting a notebook needs nbformat: pip install nbformat") from None
+    return nbformat
 
 
 def _get(obj: Any, name: str, alias: str | None = None, default: Any = None) -> Any:
@@ -62,6 +70,8 @@ def _outputs_from_result(result: Any) -> list[Any]:
     as they are; otherwise text content becomes a stdout stream and each image a
     ``display_data`` output.
     """
+    nbformat = _nbformat()
+    v4 = nbformat.v4
     details = _get(result, "details")
     if isinstance(details, Mapping) and isinstance(details.get("outputs"), list):
         outputs = []
@@ -113,8 +123,10 @@ def _call_markdown(call: Any, result: Any, note: str) -> str:
 
 
 def build_notebook(messages: Iterable[Any], *, title: str | None = None,
-                   include_thinking: bool = False) -> nbformat.NotebookNode:
-    """The conversation as an in-memory nbformat 4 notebook (validated)."""
+                   include_thinking: bool = False) -> Any:
+    """The conversation as an in-memory nbformat 4 notebook (a validated ``NotebookNode``)."""
+    nbformat = _nbformat()
+    v4 = nbformat.v4
     messages = list(messages)
     results: dict[str, Any] = {}
     for message in messages:
@@ -164,6 +176,7 @@ def build_notebook(messages: Iterable[Any], *, title: str | None = None,
 
 
 def _tool_call_cell(call: Any, result: Any) -> Any:
+    v4 = _nbformat().v4
     args = _get(call, "arguments") or {}
     is_python = _get(call, "name") == PYTHON_TOOL_NAME and isinstance(args.get("code"), str)
     if not is_python:
@@ -182,6 +195,7 @@ def export_notebook(messages: Iterable[Any], path: str | os.PathLike[str], *,
 
     Written to a temporary file and renamed, so a failure leaves no half notebook.
     """
+    nbformat = _nbformat()
     target = Path(path)
     if target.suffix != ".ipynb":
         raise ValueError(f"export path must end with .ipynb: {target}")
