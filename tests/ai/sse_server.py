@@ -31,8 +31,9 @@ builds a plain JSON reply (e.g. error bodies). Every request is recorded as ``Re
 (``method``, ``path``, ``headers`` with lower-cased names, ``body`` bytes, ``json`` or None).
 ``server.connections`` counts accepted TCP connections (keep-alive reuse checks).
 
-Run ``python sse_server.py BODY_FILE`` to serve one file forever (the benchmark uses this so that
-the server's CPU time is not counted in the client's process).
+Run ``python sse_server.py FILE0 FILE1 ...`` to serve file *i* at every path under ``/<i>/``
+until killed; the first stdout line is the base URL (the benchmark uses this so that the
+server's CPU time is not counted in the client's process).
 """
 
 from __future__ import annotations
@@ -125,7 +126,7 @@ class _Handler(BaseHTTPRequestHandler):
         owner = self.server.owner
         owner._record(RecordedRequest(self.command, self.path,
                                       {k.lower(): v for k, v in self.headers.items()}, body))
-        reply = owner._next_reply()
+        reply = owner._next_reply(self.path)
         if reply.header_delay and owner.stopping.wait(reply.header_delay):
             self.close_connection = True
             return
@@ -194,6 +195,7 @@ class ScriptedServer:
         self.lock = threading.Lock()
         self.replies: deque[Reply] = deque()
         self.default: Reply | None = None
+        self.routes: dict[str, Reply] = {}   # path prefix -> reply served every time (benchmarks)
         self.requests: list[RecordedRequest] = []
         self.connections = 0
         self.stopping = threading.Event()
@@ -213,8 +215,11 @@ class ScriptedServer:
             self.replies.extend(replies)
         return self
 
-    def _next_reply(self) -> Reply:
+    def _next_reply(self, path: str = "/") -> Reply:
         with self.lock:
+            for prefix, reply in self.routes.items():
+                if path.startswith(prefix):
+                    return reply
             if self.replies:
                 return self.replies.popleft()
             if self.default is not None:
@@ -250,12 +255,14 @@ except ImportError:  # the benchmark runs this file without pytest
     pass
 
 
-def _serve_file_forever(path: str) -> None:
-    with open(path, "rb") as f:
-        body = f.read()
+def _serve_files_forever(paths: list[str]) -> None:
+    """Serve file i at every path starting with ``/<i>/`` (for the benchmark)."""
     server = ScriptedServer()
-    # Large writes: the client, not the server, decides how the bytes are chunked on read.
-    server.default = Reply(chunks=chunked(body, 1 << 16))
+    for i, path in enumerate(paths):
+        with open(path, "rb") as f:
+            body = f.read()
+        # Large writes: the network, not the script, decides how the client's reads are chunked.
+        server.routes[f"/{i}/"] = Reply(chunks=chunked(body, 1 << 16))
     print(server.url, flush=True)
     try:
         while True:
@@ -265,4 +272,4 @@ def _serve_file_forever(path: str) -> None:
 
 
 if __name__ == "__main__":
-    _serve_file_forever(sys.argv[1])
+    _serve_files_forever(sys.argv[1:])

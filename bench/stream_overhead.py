@@ -1,0 +1,150 @@
+"""CPU overhead of ``stream()`` (openai-completions) over the cheapest possible client.
+
+One local server (a separate process, so its CPU time is not counted here) serves three
+OpenAI-compatible SSE bodies shaped like llama-server's chunks:
+
+* 2,000 text deltas, * 20,000 text deltas, * one tool call whose arguments arrive in 200 fragments.
+
+For each, in one run and interleaved, it measures ``time.process_time()`` of
+
+* the floor: raw ``httpx`` (a shared AsyncClient) + ``json.loads`` of every ``data:`` line
+  (``response.aiter_lines()``), doing nothing with the result;
+* ``stream()``: the full adapter (SSE decoding, chunk mapping, the live partial message, one
+  event object per delta) consumed with ``async for``.
+
+It prints the median CPU time of each, the ratio (target <= 1.15) and the 20k/2k ratio of
+``stream()`` (about 10 means linear: no per-delta work that grows with the message).
+
+    /work/venv/bin/python bench/stream_overhead.py [--reps N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from pi_notebook.ai import _http  # noqa: E402
+from pi_notebook.ai.stream import stream  # noqa: E402
+from pi_notebook.ai.types import Context, Model, UserMessage  # noqa: E402
+
+WORDS = ["The", " sea", " is", " deep", " and", " full", " of", " life", ",", " fish", " swim", "."]
+
+
+def _chunk(delta: dict, finish: str | None = None) -> str:
+    payload = {"choices": [{"finish_reason": finish, "index": 0, "delta": delta}], "created": 1795998014,
+               "id": "chatcmpl-bo5egteOXriJQG5WUDFFw3uqAGSltcRN", "model": "bench-model",
+               "system_fingerprint": "b0-unknown", "object": "chat.completion.chunk"}
+    return "data: " + json.dumps(payload, separators=(",", ":")) + "\n\n"
+
+
+def _tail(finish: str) -> str:
+    usage = {"choices": [], "id": "chatcmpl-x", "model": "bench-model", "object": "chat.completion.chunk",
+             "usage": {"completion_tokens": 10, "prompt_tokens": 10, "total_tokens": 20}}
+    return _chunk({}, finish) + "data: " + json.dumps(usage) + "\n\ndata: [DONE]\n\n"
+
+
+def text_body(n: int) -> bytes:
+    parts = [_chunk({"role": "assistant", "content": None})]
+    parts += [_chunk({"content": WORDS[i % len(WORDS)]}) for i in range(n)]
+    return ("".join(parts) + _tail("stop")).encode()
+
+
+def tool_body(fragments: int) -> bytes:
+    args = json.dumps({"path": "notes/plan.md", "content": " ".join(f"line {i}" for i in range(fragments * 2))})
+    size = -(-len(args) // fragments)
+    pieces = [args[i:i + size] for i in range(0, len(args), size)]
+    parts = [_chunk({"tool_calls": [{"index": 0, "id": "call_1", "type": "function",
+                                     "function": {"name": "write", "arguments": pieces[0]}}]})]
+    parts += [_chunk({"tool_calls": [{"index": 0, "function": {"arguments": p}}]}) for p in pieces[1:]]
+    return ("".join(parts) + _tail("tool_calls")).encode()
+
+
+async def floor_run(client: httpx.AsyncClient, url: str) -> int:
+    count = 0
+    async with client.stream("POST", url, json={"model": "bench-model", "stream": True}) as response:
+        async for line in response.aiter_lines():
+            if line.startswith("data: ") and line != "data: [DONE]":
+                json.loads(line[6:])
+                count += 1
+    return count
+
+
+async def stream_run(model: Model, context: Context) -> int:
+    s = stream(model, context, api_key="bench-key")
+    count = 0
+    async for _event in s:
+        count += 1
+    message = await s.result()
+    assert message.stop_reason in ("stop", "toolUse"), message.error_message
+    return count
+
+
+async def measure(base: str, reps: int) -> None:
+    context = Context(messages=[UserMessage(content="Tell me about the sea.")])
+    client = httpx.AsyncClient(timeout=60)
+    workloads = [("2,000 text deltas", 0, 2000), ("20,000 text deltas", 1, 20000),
+                 ("200-fragment tool call", 2, 200)]
+    results: dict[str, tuple[float, float]] = {}
+    for label, index, _n in workloads:
+        url = f"{base}/{index}/v1/chat/completions"
+        model = Model(id="bench-model", api="openai-completions", provider="openai",
+                      base_url=f"{base}/{index}/v1")
+        # warm up both paths (connections, imports, caches)
+        await floor_run(client, url)
+        await stream_run(model, context)
+        floor_times, ours_times = [], []
+        for _ in range(reps):
+            t0 = time.process_time()
+            await floor_run(client, url)
+            floor_times.append(time.process_time() - t0)
+            t0 = time.process_time()
+            await stream_run(model, context)
+            ours_times.append(time.process_time() - t0)
+        results[label] = (statistics.median(floor_times), statistics.median(ours_times))
+    await client.aclose()
+    await _http.aclose_clients()
+
+    print(f"{'workload':<26}{'floor (ms)':>12}{'stream() (ms)':>15}{'ratio':>8}")
+    for label, (floor, ours) in results.items():
+        print(f"{label:<26}{floor * 1000:>12.2f}{ours * 1000:>15.2f}{ours / floor:>8.2f}")
+    small, large = results["2,000 text deltas"][1], results["20,000 text deltas"][1]
+    print(f"stream() 20k / 2k CPU time: {large / small:.2f} (linear = 10)")
+    print("target: ratio <= 1.15 for each workload")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--reps", type=int, default=7)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        files = []
+        for i, body in enumerate([text_body(2000), text_body(20000), tool_body(200)]):
+            path = Path(tmp) / f"body{i}.sse"
+            path.write_bytes(body)
+            files.append(str(path))
+        server = subprocess.Popen([sys.executable, str(ROOT / "tests" / "ai" / "sse_server.py"), *files],
+                                  stdout=subprocess.PIPE, text=True)
+        try:
+            base = server.stdout.readline().strip()
+            if not base.startswith("http://127.0.0.1:"):
+                raise SystemExit(f"benchmark server did not start: {base!r}")
+            asyncio.run(measure(base, args.reps))
+        finally:
+            server.terminate()
+            server.wait(timeout=10)
+
+
+if __name__ == "__main__":
+    main()
