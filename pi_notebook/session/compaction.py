@@ -37,6 +37,7 @@ DROPPED_OUTPUT_NOTE = "[output dropped to fit the context window: {chars} chars]
 SUMMARY_PREFIX = "[Summary of {count} earlier messages, condensed to fit the context window]\n\n"
 _IMAGE_CHARS = 4800  # an image counts as ~1200 tokens, as in pi's estimate
 _CHARS_PER_TOKEN = 4
+_SUMMARY_CACHE_SIZE = 4  # only the newest summaries are ever extended
 
 Summarizer = Callable[[list[Any]], Awaitable[str]]
 
@@ -287,6 +288,8 @@ def make_context_compactor(
         if len(text) > limit:
             text = text[: limit - 20] + "\n[summary cut]"
         cache[key] = (list(originals), text)
+        while len(cache) > _SUMMARY_CACHE_SIZE:  # dicts keep insertion order: drop the oldest
+            del cache[next(iter(cache))]
         return text
 
     async def compact(messages: list[Any], signal: Any = None) -> list[Any]:
