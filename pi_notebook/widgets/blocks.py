@@ -463,6 +463,8 @@ class ToolCard(Block):
 
     def resolve_approval(self, outcome: str) -> None:
         self.approval_pending = False
+        if self.frozen:  # the run ended (or the call finished) while waiting
+            return
         self.approval_outcome = outcome
         self.status = "skipped" if outcome == "skip" else "running"
 

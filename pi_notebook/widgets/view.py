@@ -96,6 +96,7 @@ class AgentView(W.VBox):
         self._approvals: dict[str, asyncio.Future[str]] = {}
         self._header_dirty = True
         self._tick_handle: asyncio.TimerHandle | None = None
+        self._abort_requested = False
 
         self._style = W.HTML(value=stylesheet())
         self._style.add_class("pi-hidden-style")
@@ -262,6 +263,8 @@ class AgentView(W.VBox):
             return
         if self._ended is not None:  # the agent runs again (e.g. queued steering)
             self._ended = None
+            self._abort_requested = False
+            self._abort_button.disabled = False
             self._schedule_tick()
         self.set_status("thinking")
 
@@ -570,8 +573,9 @@ class AgentView(W.VBox):
             future.set_result(choice)
 
     def _abort_clicked(self) -> None:
-        if self._finished or self._status in FINAL_STATUSES:
+        if self._finished or self._status in FINAL_STATUSES or self._abort_requested:
             return
+        self._abort_requested = True
         self._abort_button.disabled = True
         self.set_status("aborting")
         for future in list(self._approvals.values()):

