@@ -118,10 +118,23 @@ def normalize_provider_error(error: Any) -> NormalizedProviderError:
     return NormalizedProviderError(message=message, status=status, body=body, message_carries_body=carries)
 
 
-def format_provider_error(status: int | None, body: str | None, message: str, prefix: str | None = None) -> str:
-    """pi's display text: the message when it already holds the body (or status/body are
+def format_provider_error(status: Any, body: str | None = None, message: str | None = None,
+                          prefix: str | None = None) -> str:
+    """pi's display text for a provider error. Two call forms:
+
+    * ``format_provider_error(status, body, message, prefix=None)``;
+    * ``format_provider_error(error_or_normalized, prefix=None)`` (pi's own shape): an
+      exception is normalised first, and the second positional argument is the prefix.
+
+    The result is the message when it already holds the body (or status or body is
     unknown), with ``"<prefix> (<status>): "`` in front when both are given; otherwise
-    ``"<status>: <body>"`` or ``"<prefix> (<status>): <body>"``, the body cut at 4000 chars."""
+    ``"<status>: <body>"`` or ``"<prefix> (<status>): <body>"``, the body cut at 4000 chars.
+    """
+    if isinstance(status, (BaseException, NormalizedProviderError)):
+        norm = status if isinstance(status, NormalizedProviderError) else normalize_provider_error(status)
+        return norm.format(prefix if prefix is not None else body)
+    if message is None:
+        raise TypeError("format_provider_error(status, body, message): message is required")
     text = _body_text(body)
     carries = text is None or text in message
     return NormalizedProviderError(message, status, text, carries).format(prefix)

@@ -159,3 +159,15 @@ def test_recoverable_length():
     assert not is_recoverable_length(short, 300)
     assert not is_recoverable_length(short, 0)
     assert not is_recoverable_length(AssistantMessage(stop_reason="stop", usage=Usage(output=3)), 4096)
+
+
+def test_format_provider_error_also_takes_an_exception_like_pi():
+    err = SdkError("Bad Request", status=400, body='{"error":"x"}')
+    assert format_provider_error(err) == '400: {"error":"x"}'
+    assert format_provider_error(err, "OpenAI API error") == 'OpenAI API error (400): {"error":"x"}'
+    norm = normalize_provider_error(err)
+    assert format_provider_error(norm, prefix="P") == 'P (400): {"error":"x"}'
+    carried = SdkError('400: {"error":"x"}', status=400, body='{"error":"x"}')
+    assert format_provider_error(carried, "OpenAI API error") == 'OpenAI API error (400): 400: {"error":"x"}'
+    with pytest.raises(TypeError):
+        format_provider_error(400, "body")
