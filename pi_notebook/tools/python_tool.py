@@ -387,6 +387,12 @@ class _Outcome:
     interrupted: bool = False
 
 
+def _caller_cancelled() -> bool:
+    task = asyncio.current_task()
+    cancelling = getattr(task, "cancelling", None)
+    return bool(cancelling()) if cancelling is not None else False
+
+
 def _clear_our_cancel(run: ToolInterrupt) -> None:
     """Forget a cancel() we sent to this task to interrupt it (it is handled)."""
     task = asyncio.current_task()
@@ -477,11 +483,16 @@ async def run_code(
         task = loop.create_task(_execute(shell, code, sink, run), name="pi-notebook-python-tool")
         run.bind_task(task)
         try:
-            outcome = await task
-        except asyncio.CancelledError:
-            if not task.done():
-                task.cancel()
-            raise
+            try:
+                outcome = await task
+            except asyncio.CancelledError:
+                if not task.done():
+                    task.cancel()
+                if not (task.cancelled() and run.requested and not _caller_cancelled()):
+                    raise
+                # Interrupted before the code's first step (e.g. aborted before it started).
+                outcome = _Outcome(interrupted=True, error={
+                    "ename": "KeyboardInterrupt", "evalue": run.message, "traceback": ""})
         finally:
             elapsed = time.monotonic() - started
             sink.close()

@@ -121,8 +121,8 @@ def describe_variable(value: Any, name: str, budget: int = 6000) -> str:
 
             finite = value[np.isfinite(value)] if value.dtype.kind == "f" else value
             if finite.size:
-                text += (f"\nmin {finite.min()!r}, max {finite.max()!r}, "
-                         f"mean {finite.mean()!r}, std {finite.std()!r}")
+                text += (f"\nmin {finite.min().item()!r}, max {finite.max().item()!r}, "
+                         f"mean {finite.mean().item():.6g}, std {finite.std().item():.6g}")
             if finite.size != value.size:
                 text += f"\nnon-finite values: {value.size - finite.size}"
         text += "\n" + repr(value)
