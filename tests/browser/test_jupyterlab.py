@@ -1,0 +1,168 @@
+"""JupyterLab + headless Chromium + Playwright: what a user sees.
+
+Opens a notebook in a real JupyterLab, runs ``%%agent`` on a paced faux model, watches
+the text stream into the AgentView, checks that hostile Markdown executes nothing,
+clicks Abort and sees "aborted". Screenshots land in ``tests/browser/artifacts/``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
+
+CHROMIUM = os.environ.get("PI_NOTEBOOK_CHROMIUM", "/usr/bin/chromium")
+ARTIFACTS = Path(__file__).parent / "artifacts"
+TOKEN = "pi-notebook-browser-test"
+
+HOSTILE = (
+    "Here is **bold** text.\n\n"
+    "<img src=x onerror=\"window.__pwned = 'img'\">\n\n"
+    "<script>window.__pwned = 'script'</script>\n\n"
+    "[a link](javascript:window.__pwned='link')\n\n"
+    "```python\nprint('highlighted')\n```\n"
+)
+
+SETUP = f"""
+%load_ext pi_notebook
+from pi_notebook.ai.providers.faux import register_faux_provider, faux_assistant_message
+faux = register_faux_provider(tokens_per_second=60)
+faux.set_responses([
+    faux_assistant_message({HOSTILE!r}),
+    faux_assistant_message("streaming " * 400),
+])
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _notebook(path: Path) -> None:
+    cells = [SETUP.strip(), "%%agent -m faux/faux-1 --no-wait\nShow me some markdown.",
+             "%%agent -m faux/faux-1 --no-wait\nNow write a very long answer."]
+    nb = {
+        "nbformat": 4, "nbformat_minor": 5,
+        "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+        "cells": [{"cell_type": "code", "id": f"c{i}", "metadata": {}, "execution_count": None,
+                   "outputs": [], "source": src} for i, src in enumerate(cells)],
+    }
+    path.write_text(json.dumps(nb))
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"Chromium not found at {CHROMIUM} (apt-get install chromium)")
+    root = tmp_path_factory.mktemp("lab")
+    _notebook(root / "agent.ipynb")
+    port = _free_port()
+    log = open(root / "lab.log", "w")
+    env = dict(os.environ, JUPYTER_CONFIG_DIR=str(root / "cfg"), JUPYTER_RUNTIME_DIR=str(root / "rt"))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
+         f"--IdentityProvider.token={TOKEN}", f"--ServerApp.root_dir={root}",
+         "--LabApp.expose_app_in_browser=True", "--allow-root"],
+        stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+    )
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            urllib.request.urlopen(f"{base}/api/status?token={TOKEN}", timeout=1)
+            break
+        except OSError:
+            time.sleep(0.3)
+    else:
+        proc.terminate()
+        pytest.fail("JupyterLab did not start:\n" + (root / "lab.log").read_text()[-2000:])
+    yield base
+    proc.terminate()
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+def _run_cell(page, index: int) -> None:
+    page.evaluate(
+        """async (i) => { const app = window.jupyterapp;
+             app.shell.currentWidget.content.activeCellIndex = i;
+             await app.commands.execute('notebook:run-cell'); }""",
+        index,
+    )
+
+
+def _wait_prompt_done(cell, timeout_ms: int = 60_000) -> None:
+    # kernel.status is not a reliable "cell finished" signal; the prompt leaving [*] is.
+    prompt = cell.locator(".jp-InputArea-prompt")
+    deadline = time.monotonic() + timeout_ms / 1000
+    while time.monotonic() < deadline:
+        text = prompt.inner_text()
+        if "[*]" not in text and any(ch.isdigit() for ch in text):
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"cell still running: {prompt.inner_text()!r}")
+
+
+def test_agent_streams_renders_safely_and_aborts(lab):
+    from playwright.sync_api import sync_playwright
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(
+            executable_path=CHROMIUM,
+            args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--no-first-run"],
+        )
+        page = browser.new_page(viewport={"width": 1300, "height": 1000})
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(f"{lab}/lab/workspaces/ws-{int(time.time()*1000)}/tree/agent.ipynb?reset&token={TOKEN}")
+        page.wait_for_function(
+            "() => window.jupyterapp?.shell.currentWidget?.sessionContext?.session?.kernel?.status === 'idle'",
+            timeout=60_000,
+        )
+        nb_id = page.evaluate("() => window.jupyterapp.shell.currentWidget.id")
+        nb = page.locator(f"#{nb_id}")
+        cells = nb.locator(".jp-Cell")
+
+        _run_cell(page, 0)
+        _wait_prompt_done(cells.nth(0))
+
+        # 1. hostile markdown: rendered, nothing executes
+        _run_cell(page, 1)
+        view1 = cells.nth(1).locator(".jp-OutputArea-output")
+        view1.get_by_text("bold").first.wait_for(timeout=30_000)
+        page.wait_for_timeout(1500)  # let the paced stream finish
+        assert page.evaluate("() => window.__pwned") is None
+        assert cells.nth(1).locator(".jp-OutputArea-output script").count() == 0
+        assert cells.nth(1).locator(".jp-OutputArea-output img[onerror]").count() == 0
+        assert cells.nth(1).locator(".jp-OutputArea-output a[href^='javascript']").count() == 0
+        page.screenshot(path=str(ARTIFACTS / "agentview-markdown.png"), full_page=True)
+
+        # 2. a long paced answer streams; Abort stops it
+        _run_cell(page, 2)
+        out2 = cells.nth(2).locator(".jp-OutputArea-output")
+        out2.get_by_text("streaming").first.wait_for(timeout=30_000)
+        first = out2.inner_text()
+        page.wait_for_timeout(700)
+        assert len(out2.inner_text()) > len(first), "text did not stream"
+        out2.get_by_role("button", name="Abort").click()
+        out2.get_by_text("aborted").first.wait_for(timeout=10_000)
+        page.screenshot(path=str(ARTIFACTS / "agentview-aborted.png"), full_page=True)
+        assert page.evaluate("() => window.__pwned") is None
+        browser.close()
+    shutil.copy(ARTIFACTS / "agentview-aborted.png", ARTIFACTS / "agentview.png")
