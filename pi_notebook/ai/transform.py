@@ -127,9 +127,16 @@ def _as_message(message: Any) -> Any:
         if message.get("content") is None:
             message = {**message, "content": []}
         return cls.model_validate(message)
-    if getattr(message, "role", None) in _BY_ROLE and getattr(message, "content", []) is None:
-        return message.model_copy(update={"content": []})
-    return message
+    cls = _BY_ROLE.get(getattr(message, "role", None))
+    if cls is None or isinstance(message, cls):
+        if cls is not None and message.content is None:
+            return message.model_copy(update={"content": []})
+        return message
+    # another object with a pi role (e.g. a custom message class): read its attributes
+    if getattr(message, "content", None) is None:
+        fields = {name: getattr(message, name) for name in cls.model_fields if hasattr(message, name)}
+        return cls.model_validate({**fields, "content": []})
+    return cls.model_validate(message, from_attributes=True)
 
 
 def _replace_images(content: list[Any], placeholder: str) -> list[Any]:

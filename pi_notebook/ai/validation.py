@@ -470,6 +470,17 @@ def _field(obj: Any, name: str, default: Any = None) -> Any:
     return getattr(obj, name, default)
 
 
+_model_schemas: dict[type, dict[str, Any]] = {}
+
+
+def _model_schema(model_cls: type) -> dict[str, Any]:
+    # cached so that the compiled-validator cache (keyed by schema identity) hits
+    schema = _model_schemas.get(model_cls)
+    if schema is None:
+        schema = _model_schemas[model_cls] = model_cls.model_json_schema()  # type: ignore[attr-defined]
+    return schema
+
+
 def validate_tool_call(tools: Any, tool_call: Any) -> Any:
     """Find the tool named by the call and validate its arguments."""
     name = _field(tool_call, "name")
@@ -492,6 +503,8 @@ def validate_tool_arguments(tool: Any, tool_call: Any) -> Any:
     name = _field(tool_call, "name") or _field(tool, "name")
     schema = _field(tool, "parameters")
     model_cls = _field(tool, "parameters_model")
+    if model_cls is None and isinstance(schema, type) and hasattr(schema, "model_json_schema"):
+        model_cls, schema = schema, _model_schema(schema)  # a bare pydantic class as parameters
     args = copy.deepcopy(original)
     if isinstance(schema, dict):
         ctx = _context_for(schema)

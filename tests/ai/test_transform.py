@@ -225,3 +225,19 @@ def test_matches_pi_on_a_mixed_transcript():
         if m["role"] == "toolResult" and m["timestamp"] > 1000:
             m["timestamp"] = 0
     assert dumped == doc["expected"]
+
+
+def test_objects_with_a_pi_role_are_read_by_attribute():
+    class Note:
+        role = "user"
+        content = None
+        timestamp = 7
+
+    class Reply:
+        role = "assistant"
+        content = [ThinkingContent(thinking="t")]
+        provider, api, model, stop_reason, timestamp = "x", "y", "z", "stop", 8
+
+    out = transform_messages([Note(), Reply()], TARGET)
+    assert isinstance(out[0], UserMessage) and out[0].content == [] and out[0].timestamp == 7
+    assert isinstance(out[1], AssistantMessage) and out[1].content == [TextContent(text="t")]

@@ -237,3 +237,13 @@ def test_agent_tool_with_model_class_parameters():
     tool = AgentTool(name="plot", description="d", parameters=PlotArgs, execute=run)
     out = validate_tool_call([tool], _call({"title": "t", "points": []}, "plot"))
     assert isinstance(out, PlotArgs) and out.bins == 10
+
+
+def test_a_bare_pydantic_class_as_parameters_is_used_as_the_model():
+    @dataclass
+    class ClassTool:
+        name: str
+        parameters: type
+
+    out = validate_tool_call([ClassTool("pt", Point)], _call({"x": "3"}, "pt"))
+    assert out == Point(x=3, y=0)
