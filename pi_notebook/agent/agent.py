@@ -217,6 +217,9 @@ class Agent:
         self._steering = PendingMessageQueue(steering_mode)
         self._follow_up = PendingMessageQueue(follow_up_mode)
         self._listeners: dict[AgentListener, int] = {}  # insertion-ordered set -> arity
+        # what an event is delivered to: rebuilt on (un)subscribe, so a listener added
+        # or removed while an event is being delivered takes effect from the next event
+        self._listener_snapshot: tuple[tuple[AgentListener, int], ...] = ()
         self._active_run: _ActiveRun | None = None
 
     # --- state, listeners ------------------------------------------------------------------
@@ -228,9 +231,11 @@ class Agent:
         """Add a listener (once; re-adding is a no-op). Returns ``unsubscribe()``."""
         if listener not in self._listeners:
             self._listeners[listener] = _listener_arity(listener)
+            self._listener_snapshot = tuple(self._listeners.items())
 
         def unsubscribe() -> None:
-            self._listeners.pop(listener, None)
+            if self._listeners.pop(listener, None) is not None:
+                self._listener_snapshot = tuple(self._listeners.items())
 
         return unsubscribe
 
@@ -476,10 +481,10 @@ class Agent:
             content=[TextContent(text="")], api=model.api, provider=model.provider, model=model.id,
             usage=Usage(), stop_reason="aborted" if aborted else "error",
             error_message=str(error) or type(error).__name__, timestamp=now_ms())
-        await self._process_event(MessageStartEvent(message=failure))
-        await self._process_event(MessageEndEvent(message=failure))
-        await self._process_event(TurnEndEvent(message=failure, tool_results=[]))
-        await self._process_event(AgentEndEvent(messages=[failure]))
+        await self._emit(MessageStartEvent(message=failure))
+        await self._emit(MessageEndEvent(message=failure))
+        await self._emit(TurnEndEvent(message=failure, tool_results=[]))
+        await self._emit(AgentEndEvent(messages=[failure]))
 
     def _finish_run(self, run: _ActiveRun) -> None:
         state = self._state
@@ -492,8 +497,14 @@ class Agent:
             if not waiter.done():
                 waiter.set_result(None)
 
-    async def _process_event(self, event: AgentEvent) -> None:
-        """Reduce the event into state, then await every listener in order (spec 4.7)."""
+    def _process_event(self, event: AgentEvent) -> Any:
+        """The run's ``emit``: reduce the event into state, then deliver it (spec 4.7).
+
+        Returns None when every listener is done already, else an awaitable that awaits
+        the listeners one after the other, in subscription order. (A plain function
+        rather than a coroutine: with one listener, its own awaitable is returned, which
+        saves a coroutine per streamed delta.)
+        """
         state = self._state
         kind = event.type
         if kind == "message_update" or kind == "message_start":
@@ -516,13 +527,27 @@ class Agent:
         run = self._active_run
         if run is None:
             raise RuntimeError("Agent listener invoked outside active run")
-        if not self._listeners:
-            return
-        signal = run.signal
-        for listener, arity in list(self._listeners.items()):
+        listeners = self._listener_snapshot
+        if not listeners:
+            return None
+        signal = run.controller.signal
+        if len(listeners) == 1:
+            listener, arity = listeners[0]
             result = listener(event, signal) if arity == 2 else listener(event)
-            if inspect.isawaitable(result):
+            return result if result is not None and inspect.isawaitable(result) else None
+        return self._deliver(event, signal, listeners)
+
+    async def _deliver(self, event: AgentEvent, signal: AbortSignal,
+                       listeners: tuple[tuple[AgentListener, int], ...]) -> None:
+        for listener, arity in listeners:
+            result = listener(event, signal) if arity == 2 else listener(event)
+            if result is not None and inspect.isawaitable(result):
                 await result
+
+    async def _emit(self, event: AgentEvent) -> None:
+        pending = self._process_event(event)
+        if pending is not None:
+            await pending
 
     def __repr__(self) -> str:
         return f"Agent({self._state!r})"

@@ -419,7 +419,7 @@ async def test_item_77_listener_outside_active_run_throws():
     agent = Agent(stream_fn=MockStream())
     agent.subscribe(lambda event, signal: None)
     with pytest.raises(RuntimeError, match=r"^Agent listener invoked outside active run$"):
-        await agent._process_event(AgentStartEvent())
+        await agent._emit(AgentStartEvent())
 
 
 # --- Python mechanics and notebook additions -------------------------------------------------

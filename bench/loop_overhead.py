@@ -1,0 +1,259 @@
+"""CPU overhead of a whole ``Agent`` run over the cheapest possible client.
+
+One local server (a separate process, so its CPU time is not counted here) serves
+OpenAI-compatible SSE bodies shaped like llama-server's chunks. In one run, interleaved,
+it measures ``time.process_time()`` of
+
+* the floor: raw ``httpx`` (one shared AsyncClient), ``json.loads`` of every ``data:``
+  line, nothing else;
+* the Agent: an openai-completions model pointed at the server, ``await agent.prompt()``
+  with one awaited async subscriber that reads every event (so every event goes
+  through the loop, the state reduction and an awaited listener);
+* for reference, ``stream()`` alone (the LLM layer, consumed with ``async for``), so
+  that the share of the loop and the Agent (Agent / stream()) is visible on its own;
+
+on two workloads:
+
+* **text**: one answer streamed as 2,000 text deltas (and 20,000, to show that the
+  per-delta work does not grow with the message: 20k/2k should be about 10);
+* **tool round trip**: a tool call whose arguments arrive in 200 fragments, the tool
+  (a ``@tool`` function, validated through pydantic), then a 50-delta final answer:
+  two requests, both counted in the floor too.
+
+Targets: Agent / floor <= 1.3 on text, <= 2 on the tool round trip.
+
+    /work/venv/bin/python bench/loop_overhead.py [--reps N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests" / "ai"))
+
+WORDS = ["The", " sea", " is", " deep", " and", " full", " of", " life", ",", " fish", " swim", "."]
+
+
+# --- bodies (the same chunk shape as bench/stream_overhead.py) ------------------------------
+
+def _chunk(delta: dict[str, Any], finish: str | None = None) -> str:
+    payload = {"choices": [{"finish_reason": finish, "index": 0, "delta": delta}],
+               "created": 1795998014, "id": "chatcmpl-bo5egteOXriJQG5WUDFFw3uqAGSltcRN",
+               "model": "bench-model", "system_fingerprint": "b0-unknown",
+               "object": "chat.completion.chunk"}
+    return "data: " + json.dumps(payload, separators=(",", ":")) + "\n\n"
+
+
+def _tail(finish: str) -> str:
+    usage = {"choices": [], "id": "chatcmpl-x", "model": "bench-model",
+             "object": "chat.completion.chunk",
+             "usage": {"completion_tokens": 10, "prompt_tokens": 10, "total_tokens": 20}}
+    return _chunk({}, finish) + "data: " + json.dumps(usage) + "\n\ndata: [DONE]\n\n"
+
+
+def text_body(n: int) -> bytes:
+    parts = [_chunk({"role": "assistant", "content": None})]
+    parts += [_chunk({"content": WORDS[i % len(WORDS)]}) for i in range(n)]
+    return ("".join(parts) + _tail("stop")).encode()
+
+
+def tool_body(fragments: int) -> bytes:
+    args = json.dumps({"path": "notes/plan.md",
+                       "content": " ".join(f"line {i}" for i in range(fragments * 2))})
+    size = -(-len(args) // fragments)
+    pieces = [args[i:i + size] for i in range(0, len(args), size)]
+    parts = [_chunk({"tool_calls": [{"index": 0, "id": "call_1", "type": "function",
+                                     "function": {"name": "write", "arguments": pieces[0]}}]})]
+    parts += [_chunk({"tool_calls": [{"index": 0, "function": {"arguments": p}}]})
+              for p in pieces[1:]]
+    return ("".join(parts) + _tail("tool_calls")).encode()
+
+
+# --- server process ---------------------------------------------------------------------------
+
+def serve(text_files: list[str], tool_file: str, final_file: str) -> None:
+    """``/text<i>/`` serves text file i; ``/rt/`` alternates tool call, final answer."""
+    from sse_server import Reply, ScriptedServer, chunked
+
+    def reply(path: str) -> Reply:
+        return Reply(chunks=chunked(Path(path).read_bytes(), 1 << 16))
+
+    class Server(ScriptedServer):
+        round_trip = [reply(tool_file), reply(final_file)]
+        served = 0
+
+        def _next_reply(self, path: str = "/") -> Reply:
+            if path.startswith("/rt/"):
+                with self.lock:
+                    chosen = self.round_trip[self.served % 2]
+                    self.served += 1
+                return chosen
+            return super()._next_reply(path)
+
+    server = Server()
+    for i, path in enumerate(text_files):
+        server.routes[f"/text{i}/"] = reply(path)
+    print(server.url, flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        server.close()
+
+
+# --- measurement ------------------------------------------------------------------------------
+
+async def floor_run(client: Any, url: str) -> int:
+    count = 0
+    async with client.stream("POST", url, json={"model": "bench-model", "stream": True}) as response:
+        async for line in response.aiter_lines():
+            if line.startswith("data: ") and line != "data: [DONE]":
+                json.loads(line[6:])
+                count += 1
+    return count
+
+
+def make_agent(base_url: str) -> Any:
+    from pi_notebook.agent import Agent, tool
+    from pi_notebook.ai.types import Model
+
+    @tool
+    def write(path: str, content: str) -> str:
+        """Write a text file."""
+        return f"wrote {len(content)} characters to {path}"
+
+    model = Model(id="bench-model", name="bench", api="openai-completions", provider="openai",
+                  base_url=base_url, context_window=128000, max_tokens=4096)
+    agent = Agent(initial_state={"model": model, "tools": [write]},
+                  get_api_key=lambda provider: "bench-key")
+    seen = [0]
+
+    async def subscriber(event: Any, signal: Any) -> None:
+        seen[0] += 1
+        _ = event.type  # read the event
+
+    agent.subscribe(subscriber)
+    agent.bench_seen = seen  # type: ignore[attr-defined]
+    return agent
+
+
+async def agent_run(agent: Any, expect_tool: bool) -> int:
+    agent.reset()
+    before = agent.bench_seen[0]
+    await agent.prompt("Tell me about the sea.")
+    messages = agent.state.messages
+    last = messages[-1]
+    assert last.role == "assistant" and last.stop_reason == "stop", last.error_message
+    assert any(m.role == "toolResult" and not m.is_error for m in messages) == expect_tool
+    return agent.bench_seen[0] - before
+
+
+async def stream_run(base_url: str, requests: int) -> int:
+    """The LLM layer alone: ``stream()`` consumed with ``async for`` (no loop, no Agent)."""
+    from pi_notebook.ai.stream import stream
+    from pi_notebook.ai.types import Context, Model, UserMessage
+
+    model = Model(id="bench-model", name="bench", api="openai-completions", provider="openai",
+                  base_url=base_url, context_window=128000, max_tokens=4096)
+    context = Context(messages=[UserMessage(content="Tell me about the sea.")])
+    count = 0
+    for _ in range(requests):
+        s = stream(model, context, api_key="bench-key")
+        async for _event in s:
+            count += 1
+        await s.result()
+    return count
+
+
+async def measure(base: str, reps: int) -> None:
+    import httpx
+
+    from pi_notebook.ai import _http
+
+    client = httpx.AsyncClient(timeout=60)
+    results: dict[str, tuple[float, float, float]] = {}
+
+    async def bench(label: str, base_url: str, requests: int, expect_tool: bool) -> None:
+        url = f"{base_url}/chat/completions"
+        agent = make_agent(base_url)
+        for _ in range(requests):  # warm up every path
+            await floor_run(client, url)
+        await stream_run(base_url, requests)
+        await agent_run(agent, expect_tool)
+        floor_times, stream_times, agent_times = [], [], []
+        for _ in range(reps):  # interleaved, so that load changes hit all three alike
+            t0 = time.process_time()
+            for _ in range(requests):
+                await floor_run(client, url)
+            floor_times.append(time.process_time() - t0)
+            t0 = time.process_time()
+            await stream_run(base_url, requests)
+            stream_times.append(time.process_time() - t0)
+            t0 = time.process_time()
+            await agent_run(agent, expect_tool)
+            agent_times.append(time.process_time() - t0)
+        results[label] = (statistics.median(floor_times), statistics.median(stream_times),
+                          statistics.median(agent_times))
+
+    await bench("text, 2,000 deltas", f"{base}/text0/v1", 1, False)
+    await bench("text, 20,000 deltas", f"{base}/text1/v1", 1, False)
+    # the round trip's floor and stream() make the same two requests (tool call, answer)
+    await bench("tool round trip (200 frag)", f"{base}/rt/v1", 2, True)
+    await client.aclose()
+    await _http.aclose_clients()
+
+    targets = {"text, 2,000 deltas": 1.3, "text, 20,000 deltas": 1.3,
+               "tool round trip (200 frag)": 2.0}
+    print("CPU time of the client process, median of", reps, "interleaved runs")
+    print(f"{'workload':<28}{'floor':>9}{'stream()':>10}{'Agent':>9}"
+          f"{'Agent/floor':>13}{'target':>8}{'stream()/floor':>16}{'Agent/stream()':>16}")
+    for label, (floor, alone, ours) in results.items():
+        print(f"{label:<28}{floor * 1000:>7.2f}ms{alone * 1000:>8.2f}ms{ours * 1000:>7.2f}ms"
+              f"{ours / floor:>13.2f}{targets[label]:>8.1f}{alone / floor:>16.2f}"
+              f"{ours / alone:>16.2f}")
+    small, large = results["text, 2,000 deltas"][2], results["text, 20,000 deltas"][2]
+    print(f"Agent 20k / 2k CPU time: {large / small:.2f} (linear = 10)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--reps", type=int, default=7)
+    parser.add_argument("--serve", nargs="+", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve:
+        *texts, tool_file, final_file = args.serve
+        serve(texts, tool_file, final_file)
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        bodies = [text_body(2000), text_body(20000), tool_body(200), text_body(50)]
+        files = []
+        for i, body in enumerate(bodies):
+            path = Path(tmp) / f"body{i}.sse"
+            path.write_bytes(body)
+            files.append(str(path))
+        server = subprocess.Popen([sys.executable, __file__, "--serve", *files],
+                                  stdout=subprocess.PIPE, text=True)
+        try:
+            assert server.stdout is not None
+            base = server.stdout.readline().strip()
+            if not base.startswith("http://127.0.0.1:"):
+                raise SystemExit(f"benchmark server did not start: {base!r}")
+            asyncio.run(measure(base, args.reps))
+        finally:
+            server.terminate()
+            server.wait(timeout=10)
+
+
+if __name__ == "__main__":
+    main()
