@@ -356,7 +356,9 @@ class ThinkingBlock(Block):
             return "Thinking (redacted by the provider)"
         if not self.frozen:
             return "Thinking…"
-        return f"Thought for {fmt_seconds(self.seconds or 0.0)}"
+        if not self.seconds or self.seconds < 0.1:  # not streamed: no meaningful duration
+            return "Thinking"
+        return f"Thought for {fmt_seconds(self.seconds)}"
 
     def sync(self) -> None:
         box = self.chunks.sync()
@@ -613,11 +615,15 @@ class ToolCard(Block):
     def _approval_widget(self) -> W.HBox:
         if self._approval is None:
             prompt = _html('<b>Run this code?</b> The agent wants to execute it in your kernel.')
-            run = W.Button(description="Run", button_style="success", icon="play",
-                           layout=W.Layout(width="auto"))
-            skip = W.Button(description="Skip", icon="ban", layout=W.Layout(width="auto"))
-            always = W.Button(description="Always for this run", icon="check-double",
-                              layout=W.Layout(width="auto"))
+            prompt.layout = W.Layout(flex="1 1 auto", min_width="0")
+
+            def button(description: str, icon: str, style: str = "") -> W.Button:
+                # flex none: the prompt text shrinks, the button labels never do
+                return W.Button(description=description, icon=icon, button_style=style,
+                                layout=W.Layout(width="auto", flex="0 0 auto"))
+            run = button("Run", "play", "success")
+            skip = button("Skip", "ban")
+            always = button("Always for this run", "check-double")
             for button, choice in ((run, "run"), (skip, "skip"), (always, "always")):
                 button.on_click(self._on_click(choice))
             self._approval_buttons = [run, skip, always]

@@ -149,6 +149,14 @@ _BASE_CSS = """
 .pi-agent .pi-queued { font-size: 12px; color: var(--jp-content-font-color2, #57606a); white-space: nowrap;
   overflow: hidden; text-overflow: ellipsis; }
 .pi-agent .pi-queued .pi-pill { background: #f1f3f4; color: #5f6368; margin-right: 6px; }
+/* dark theme: the light tinted boxes would glare */
+body[data-jp-theme-light="false"] .pi-agent pre.pi-stderr, body[data-jp-theme-light="false"] .pi-agent pre.pi-err {
+  background: #3b1f22; border-color: #5e2f33; color: #ffb3b3; }
+body[data-jp-theme-light="false"] .pi-agent .pi-approval { background: #3a3117; border-color: #66551f; }
+body[data-jp-theme-light="false"] .pi-agent .pi-approval .widget-html-content { color: #f2dc8c; }
+body[data-jp-theme-light="false"] .pi-agent .pi-notice.pi-warning { background: #3a3117; color: #f2dc8c; }
+body[data-jp-theme-light="false"] .pi-agent .pi-notice.pi-error { background: #3b1f22; color: #ffb3b3; }
+body[data-jp-theme-light="false"] .pi-agent .pi-pill { filter: saturate(.8) brightness(.92); }
 .pi-agent .pi-remove button, .pi-agent button.pi-remove { min-width: 0; }
 """
 

@@ -681,7 +681,7 @@ class AgentView(W.VBox):
                 pill_html(self._status, live=live).replace(
                     f">{escape_text(self._status)}</span>", f">{escape_text(status)}</span>")]
         running = self._ended is None and not self._finished
-        bits.append(f'<span class="pi-metric" title="elapsed">⏱ '
+        bits.append(f'<span class="pi-metric" title="elapsed">'
                     f"{fmt_seconds(self._elapsed(), precise=not running)}</span>")
         tin, tout, cost = self._usage_now()
         if tin or tout:

@@ -100,7 +100,7 @@ async def test_transcript_is_safe_and_complete(view, comms: CommLog):
     assert "Here is **bold**." in md
     assert "```python\nprint('</code></pre><img src=x onerror=alert(6)>')\n```" in md  # code verbatim
     assert "```text\n<script>alert(8)</script>\n```" in md  # tool output in a fence
-    assert "<details><summary>Thought for" in md
+    assert "<details><summary>Thinking</summary>" in md
     assert f"![output](data:image/png;base64,{PNG})" in md
     assert "· error ·" in md  # the tool card's status
 
