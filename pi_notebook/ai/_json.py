@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import re
+from json.decoder import scanstring as _scanstring  # the C scanner when available
 from typing import Any
 
 __all__ = ["parse_streaming_json", "parse_json_with_repair", "repair_json", "parse_partial_json",
@@ -180,6 +181,18 @@ class _PartialParser:
 
     def string(self) -> str:
         s, n, start = self.s, self.n, self.i
+        if s[start] == '"':
+            # Fast path: the C string scanner. A valid terminated literal decodes exactly
+            # as JSON.parse would; "Unterminated" means the text ends inside a clean
+            # literal (at most a dangling backslash). Anything else takes the exact path.
+            try:
+                value, self.i = _scanstring(s, start + 1, True)
+                return value
+            except json.JSONDecodeError as exc:
+                if exc.msg.startswith("Unterminated string"):
+                    self.i = n
+                    escape = (n - len(s.rstrip("\\"))) % 2
+                    return _strict_loads(s[start:n - escape] + '"')
         end = _STRING_BODY.match(s, start + 1).end()
         if end < n and s[end] == '"':
             self.i = end + 1
