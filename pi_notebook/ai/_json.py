@@ -10,8 +10,9 @@ tool-call delta, so the work per call must stay close to C speed. Three stages, 
 and ``{}`` when all of them fail.
 
 The partial stage is a Python port of the algorithm of npm ``partial-json`` 0.1.7, which
-pi uses, with string literals and numbers scanned by regular expressions (so a long
-string value costs one C-level scan, not a Python loop per character). The PyPI package
+pi uses. String literals go through the C scanner of the ``json`` module (a regular
+expression in the rare malformed cases) and numbers through a regex, so a long string
+value costs one C-level scan, not a Python step per character. The PyPI package
 ``partial-json-parser`` implements the same idea but differs from npm on exactly the
 cases pi's tests pin down: ``{"a": 123.`` (npm drops the key, the package keeps 123),
 ``[1, 2.`` (npm ``[1]``), ``1E`` with a capital E, trailing text after a complete value,
