@@ -35,13 +35,12 @@ from typing import Any
 
 from ..ai.abort import AbortController, AbortSignal
 from ..ai.types import (
-    AgentThinkingLevel, AssistantMessage, ImageContent, Model, TextContent, UserMessage, Usage,
-    now_ms,
+    AssistantMessage, ImageContent, Model, TextContent, UserMessage, Usage, now_ms,
 )
 from .loop import StreamFn, get_default_stream_fn, run_agent_loop, run_agent_loop_continue
 from .types import (
     AgentContext, AgentEndEvent, AgentEvent, AgentLoopConfig, AgentMessage, AgentState,
-    AgentTool, MessageEndEvent, MessageStartEvent, PrepareNextTurnContext, QueueMode,
+    MessageEndEvent, MessageStartEvent, PrepareNextTurnContext, QueueMode,
     ShouldStopAfterTurnContext, ToolExecution, TurnEndEvent, default_convert_to_llm,
     message_role,
 )

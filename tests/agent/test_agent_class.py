@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from agent_helpers import (
-    MODEL, MockStream, assistant, call, make_tool, message_text, roles, text, types, user,
+    MODEL, MockStream, assistant, call, make_tool, message_text, roles, text, user,
 )
 
 from pi_notebook.agent import AbortSignal, Agent, AgentStartEvent, AgentToolResult

@@ -19,7 +19,7 @@ from pi_notebook.agent import (
 from pi_notebook.agent import loop as loop_module
 from pi_notebook.ai.event_stream import AssistantMessageEventStream
 from pi_notebook.ai.types import (
-    DoneEvent, StartEvent, TextDeltaEvent, ToolResultMessage, Usage, UserMessage,
+    DoneEvent, TextDeltaEvent, ToolResultMessage, Usage, UserMessage,
 )
 
 
