@@ -63,8 +63,9 @@ def unload_ipython_extension(ip: Any) -> None:
                 if getattr(getattr(fn, "__self__", None), "runtime", None) is runtime:
                     del magics[kind][name]
         ip.magics_manager.registry.pop("PiNotebookMagics", None)
-        if runtime.settings in ip.configurables:
-            ip.configurables.remove(runtime.settings)
+        # register_magics also lists the Magics instance among the configurables
+        ip.configurables[:] = [c for c in ip.configurables
+                               if c is not runtime.settings and getattr(c, "runtime", None) is not runtime]
 
 
 def _install_capture(ip: Any) -> None:

@@ -171,7 +171,10 @@ class Runtime:
         self._session_path: Any = None
         self._pending_reset = False
         self._closed = False
+        # the latest run's task, first view and duration (status, tests, benchmarks)
         self.last_task: asyncio.Task[Any] | None = None
+        self.last_view: Any = None
+        self.last_run_seconds: float | None = None
 
     # --- loop hopping ---------------------------------------------------------------------
     def _get_loop(self) -> asyncio.AbstractEventLoop:
@@ -458,6 +461,7 @@ class Runtime:
         run.task = loop.create_task(self._run_body(run, text, new, previous, args),
                                     name="pi_notebook-run")
         self.last_task = run.task
+        self.last_view = view
         run.task.add_done_callback(self._task_done)
         return run
 
@@ -528,6 +532,7 @@ class Runtime:
         for view in run.views:
             if view is run.active_view or not getattr(view, "_pi_frozen", False):
                 self.freeze_view(view, status)
+        self.last_run_seconds = time.monotonic() - run.started
         if self.run is run:
             self.run = None
         if self._pending_reset:

@@ -191,7 +191,8 @@ class Kernel:
         comm_id = uuid.uuid4().hex
         message = self.kc.session.msg("comm_open", {"comm_id": comm_id,
                                                     "target_name": "jupyter.widget.control",
-                                                    "data": {}})
+                                                    "data": {}},
+                                   metadata={"version": "1.0.0"})  # control protocol version
         self.kc.shell_channel.send(message)
         return comm_id
 
