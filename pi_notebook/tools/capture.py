@@ -261,6 +261,15 @@ def _uninstall_locked() -> None:
     pub.__dict__["_pi_passthrough"] = True
     if shell is not None and shell.display_pub is pub:
         shell.display_pub = pub._pi_orig
+    # DisplayPublisher.__init__ registered the proxy's pre/post_execute trackers: drop them.
+    events = getattr(shell, "events", None)
+    for event, callback in (("post_execute", "_on_post_execute"), ("pre_execute", "_on_pre_execute")):
+        method = pub.__dict__.get(callback) or getattr(type(pub), callback, None)
+        if events is not None and method is not None:
+            try:
+                events.unregister(event, getattr(pub, callback))
+            except ValueError:
+                pass
     if threading.Thread.start is _thread_start and _state.thread_start is not None:
         threading.Thread.start = _state.thread_start  # type: ignore[method-assign]
     _state.__init__()  # type: ignore[misc]

@@ -227,7 +227,7 @@ class _Sink:
         if threading.get_ident() == self._loop_thread:
             self._schedule()
         else:
-            self._loop.call_soon_threadsafe(self._schedule)
+            self._hop(self._schedule)
 
     def display(self, data: dict, metadata: dict) -> None:
         bundle = {"data": _redact_bundle(data), "metadata": redact_data(metadata)}
@@ -241,7 +241,15 @@ class _Sink:
         if threading.get_ident() == self._loop_thread:
             self._emit_display(bundle)
         else:
-            self._loop.call_soon_threadsafe(self._emit_display, bundle)
+            self._hop(self._emit_display, bundle)
+
+    def _hop(self, fn: Callable[..., Any], *args: Any) -> None:
+        # From a thread the code started: the view is updated on the loop. A closed loop
+        # must not turn the thread's print() into an error; the text is kept regardless.
+        try:
+            self._loop.call_soon_threadsafe(fn, *args)
+        except RuntimeError:
+            pass
 
     def _emit_display(self, bundle: dict[str, Any]) -> None:
         self.flush()  # keep text that came before the display before it

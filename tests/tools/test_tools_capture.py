@@ -155,3 +155,13 @@ def test_foreign_patch_on_top_is_kept_working_after_uninstall() -> None:
         print("still works")
         sys.stdout = out
     assert out.getvalue() == "STILL WORKS\n"
+
+
+def test_reinstalling_does_not_pile_up_event_callbacks() -> None:
+    shell = get_shell()
+    before = {e: len(shell.events.callbacks[e]) for e in ("pre_execute", "post_execute")}
+    for _ in range(3):
+        with routed(shell):
+            pass
+    after = {e: len(shell.events.callbacks[e]) for e in ("pre_execute", "post_execute")}
+    assert after == before
