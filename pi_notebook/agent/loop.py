@@ -107,8 +107,8 @@ def _shallow_copy(message: Any) -> Any:
     """pi's ``{...partial}``: O(fields), never O(content).
 
     For pydantic models this is ``BaseModel.__copy__`` without the per-attribute
-    ``copy.copy`` dispatch (``model_copy()`` costs about 3 us, which is a large part
-    of the per-delta budget; this is well under 1 us).
+    ``copy.copy`` dispatch: measured at about 60% of ``model_copy()``, which matters
+    because it runs once per streamed delta.
     """
     if isinstance(message, BaseModel):
         cls = type(message)
@@ -126,8 +126,11 @@ def _shallow_copy(message: Any) -> Any:
 
 
 def _message_update(message: Any, event: Any) -> MessageUpdateEvent:
-    """A MessageUpdateEvent from already-typed values, without validation (per-delta path;
-    ``model_construct`` costs about 7 us, the validating constructor about 2 us)."""
+    """A MessageUpdateEvent from already-typed values, without validation.
+
+    Per-delta path: measured at about 1/5 of ``model_construct()`` and 3/4 of the
+    validating constructor (whose ``Any`` fields would not check anything anyway).
+    """
     update = MessageUpdateEvent.__new__(MessageUpdateEvent)
     _object_setattr(update, "__dict__", {"type": "message_update", "message": message,
                                          "assistant_message_event": event})
