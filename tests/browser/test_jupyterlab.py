@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -160,9 +159,9 @@ def test_agent_streams_renders_safely_and_aborts(lab):
         first = out2.inner_text()
         page.wait_for_timeout(700)
         assert len(out2.inner_text()) > len(first), "text did not stream"
+        page.screenshot(path=str(ARTIFACTS / "agentview-streaming.png"), full_page=True)
         out2.get_by_role("button", name="Abort").click()
         out2.get_by_text("aborted").first.wait_for(timeout=10_000)
         page.screenshot(path=str(ARTIFACTS / "agentview-aborted.png"), full_page=True)
         assert page.evaluate("() => window.__pwned") is None
         browser.close()
-    shutil.copy(ARTIFACTS / "agentview-aborted.png", ARTIFACTS / "agentview.png")
