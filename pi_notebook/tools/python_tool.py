@@ -51,7 +51,7 @@ from .capture import capture, install_capture
 from .format import IMAGE_MIMES, bundle_text, cut, prepare_image, strip_ansi, terminal_text, value_text
 from . import interrupt as _interrupt_module
 from .interrupt import ToolInterrupt, interrupt_main_for
-from .redact import redact, redact_data, split_unsafe_tail
+from .redact import redact, redact_data, split_unsafe_tail, strip_unsafe_head
 
 __all__ = [
     "ExecutionResult",
@@ -171,11 +171,14 @@ class _HeadTail:
             self.tail = (self.tail + text)[-self.cap:]
 
     def text(self) -> str:
+        """The kept text, redacted; a secret cut by the dropped middle leaves no fragment."""
         head = "".join(self.head)
         dropped = self.total - len(head) - len(self.tail)
         if dropped > 0:
-            return head + f"\n[... {dropped} characters not kept ...]\n" + self.tail
-        return head + self.tail
+            safe_head, _ = split_unsafe_tail(redact(head))
+            safe_tail = strip_unsafe_head(redact(self.tail))
+            return safe_head + f"\n[... {dropped} characters not kept ...]\n" + safe_tail
+        return redact(head + self.tail)
 
 
 def _redact_bundle(data: dict[str, Any]) -> dict[str, Any]:
@@ -297,7 +300,7 @@ class _Sink:
     def text(self, name: str) -> tuple[str, int]:
         with self._lock:
             ht = self._raw[name]
-            return redact(ht.text()), ht.total
+            return ht.text(), ht.total
 
 
 def _safe_call(fn: Callable[..., Any], *args: Any) -> None:

@@ -12,7 +12,8 @@ API:
   (dicts, lists, tuples); binary-looking image payloads are skipped by the caller.
 - ``split_unsafe_tail(text) -> (safe, held)``: for streaming: ``safe`` can be redacted and
   shown now, ``held`` is a suffix that may be the start of a secret split across two writes
-  and must wait for more text (or for the end of the stream).
+  and must wait for more text (or for the end of the stream). ``strip_unsafe_head(text)`` is
+  the mirror image, for text that starts in the middle of a stream.
 
 The matcher is one compiled alternation (longest value first), rebuilt only when the set of
 secret values in ``os.environ`` changes; the check costs one pass over ``os.environ``.
@@ -26,7 +27,14 @@ import re
 import threading
 from typing import Any
 
-__all__ = ["REDACTED", "redact", "redact_data", "secret_values", "split_unsafe_tail"]
+__all__ = [
+    "REDACTED",
+    "redact",
+    "redact_data",
+    "secret_values",
+    "split_unsafe_tail",
+    "strip_unsafe_head",
+]
 
 REDACTED = "[redacted]"
 MIN_SECRET_LEN = 8
@@ -133,3 +141,19 @@ def split_unsafe_tail(text: str) -> tuple[str, str]:
     if hold == 0:
         return text, ""
     return text[:-hold], text[-hold:]
+
+
+def strip_unsafe_head(text: str) -> str:
+    """Drop the longest prefix of ``text`` that is a proper suffix of a secret spelling.
+
+    For text that starts in the middle of a stream (the kept tail of a long output): its first
+    characters may be the end of a secret whose start was dropped.
+    """
+    spellings, _ = _matcher.current()
+    cut_at = 0
+    for secret in spellings:
+        for k in range(min(len(secret) - 1, len(text)), cut_at, -1):
+            if text.startswith(secret[-k:]):
+                cut_at = k
+                break
+    return text[cut_at:]

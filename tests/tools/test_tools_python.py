@@ -333,3 +333,18 @@ def test_make_notebook_tools_accepts_magics_like_settings() -> None:
     conf = PythonToolSettings.from_any(Conf())
     assert (conf.timeout_s, conf.max_output_chars, conf.max_value_chars, conf.max_images,
             conf.image_pixel_budget) == (12.0, 111, 222, 1, 333)
+
+
+async def test_kept_head_and_tail_leave_no_secret_fragment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EDGE_TOKEN", CANARY)
+    shell = get_shell()
+    # the secret straddles the end of the kept head (cap 1000) and the start of the kept tail
+    code = ("import os\nk = os.environ['EDGE_TOKEN']\n"
+            "print('a' * 990 + k + 'b' * 5000 + k[:5] + 'c' * 30 + k + 'z' * 10, end='')")
+    with routed():
+        result = await run_code(shell, code, max_detail_chars=1000)
+    assert "not kept" in result.stdout
+    for size in range(6, len(CANARY)):
+        for start in range(len(CANARY) - size + 1):
+            assert CANARY[start:start + size] not in result.stdout
+    assert result.stdout.endswith("[redacted]" + "z" * 10)

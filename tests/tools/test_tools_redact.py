@@ -72,3 +72,10 @@ def test_no_secrets_is_identity(monkeypatch: pytest.MonkeyPatch) -> None:
     assert secret_values() == ()
     assert redact("anything") == "anything"
     assert split_unsafe_tail("anything") == ("anything", "")
+
+
+def test_strip_unsafe_head(secret_env: str) -> None:
+    from pi_notebook.tools.redact import strip_unsafe_head
+
+    assert strip_unsafe_head(secret_env[-7:] + " rest") == " rest"
+    assert strip_unsafe_head("plain start") == "plain start"
