@@ -13,6 +13,9 @@ joined with ``\\n``; an event with no data line is not dispatched (the WHATWG ru
 defaults to ``"message"``; ``id`` is the last event id seen (it persists across events).
 Invalid UTF-8 is replaced with U+FFFD rather than failing the stream.
 
+``SSEDecoder(data_only=True)`` yields just the ``data`` strings (for APIs such as Chat
+Completions that ignore event names), saving an object per event on the hot path.
+
 This is the per-token hot path of every adapter, so it works on whole chunks with ``str.split``
 and keeps per-line work to a prefix test.
 """
@@ -20,6 +23,7 @@ and keeps per-line work to a prefix test.
 from __future__ import annotations
 
 import codecs
+from typing import Any
 
 __all__ = ["SSEEvent", "SSEDecoder"]
 
@@ -42,9 +46,11 @@ class SSEEvent:
 
 
 class SSEDecoder:
-    __slots__ = ("_utf8", "_parts", "_skip_lf", "_started", "_data", "_event", "_id", "_retry")
+    __slots__ = ("_utf8", "_parts", "_skip_lf", "_started", "_data", "_event", "_id", "_retry",
+                 "_data_only")
 
-    def __init__(self) -> None:
+    def __init__(self, data_only: bool = False) -> None:
+        self._data_only = data_only
         self._utf8 = codecs.getincrementaldecoder("utf-8")("replace")
         self._parts: list[str] = []       # pieces of the current, unterminated line
         self._skip_lf = False             # the last chunk ended in "\r": a leading "\n" belongs to it
@@ -58,17 +64,17 @@ class SSEDecoder:
     def last_event_id(self) -> str | None:
         return self._id
 
-    def feed(self, chunk: bytes) -> list[SSEEvent]:
+    def feed(self, chunk: bytes) -> list[Any]:
         text = self._utf8.decode(chunk)
         if not text:
             return []
         return self._feed_text(text)
 
-    def feed_text(self, text: str) -> list[SSEEvent]:
+    def feed_text(self, text: str) -> list[Any]:
         """Feed already-decoded text (same rules as :meth:`feed`)."""
         return self._feed_text(text) if text else []
 
-    def flush(self) -> list[SSEEvent]:
+    def flush(self) -> list[Any]:
         """End of stream: finish a last line and dispatch a last event lacking its blank line."""
         events = self._feed_text(self._utf8.decode(b"", True))
         if self._parts:
@@ -79,7 +85,7 @@ class SSEDecoder:
         return events
 
     # -- internals -----------------------------------------------------------------------
-    def _feed_text(self, text: str) -> list[SSEEvent]:
+    def _feed_text(self, text: str) -> list[Any]:
         if not self._started:
             self._started = True
             if text[0] == "\ufeff":
@@ -92,7 +98,7 @@ class SSEDecoder:
             if text[-1] == "\r":
                 self._skip_lf = True
             text = text.replace("\r\n", "\n").replace("\r", "\n")
-        events: list[SSEEvent] = []
+        events: list[Any] = []
         if "\n" not in text:
             if text:
                 self._parts.append(text)
@@ -106,12 +112,13 @@ class SSEDecoder:
         if tail:
             self._parts.append(tail)
         data = self._data
+        data_only = self._data_only
         for line in lines:
             if not line:
                 if data:
-                    events.append(SSEEvent(self._event or "message",
-                                           data[0] if len(data) == 1 else "\n".join(data),
-                                           self._id, self._retry))
+                    joined = data[0] if len(data) == 1 else "\n".join(data)
+                    events.append(joined if data_only else
+                                  SSEEvent(self._event or "message", joined, self._id, self._retry))
                     data.clear()
                 self._event = ""
             elif line[:6] == "data: ":
@@ -120,7 +127,7 @@ class SSEDecoder:
                 self._line(line, events)
         return events
 
-    def _line(self, line: str, events: list[SSEEvent]) -> None:
+    def _line(self, line: str, events: list[Any]) -> None:
         if not line:
             self._dispatch(events)
             return
@@ -141,9 +148,11 @@ class SSEDecoder:
                 self._retry = int(value)
         # any other field is ignored, as the standard says
 
-    def _dispatch(self, events: list[SSEEvent]) -> None:
+    def _dispatch(self, events: list[Any]) -> None:
         data = self._data
         if data:
-            events.append(SSEEvent(self._event or "message", "\n".join(data), self._id, self._retry))
+            joined = "\n".join(data)
+            events.append(joined if self._data_only else
+                          SSEEvent(self._event or "message", joined, self._id, self._retry))
             data.clear()
         self._event = ""

@@ -45,6 +45,25 @@ class EventStream(Generic[T, R]):
         self._queue.append(event)
         self._wake()
 
+    def push_many(self, events: list[T]) -> None:
+        """``push()`` each event in order, waking the consumer once.
+
+        Not in pi: a provider that maps a whole network read at a time hands its events over
+        in one call (the consumer cannot run before the provider yields anyway).
+        """
+        if self._done or not events:
+            return
+        is_complete = self._is_complete
+        queue = self._queue
+        for event in events:
+            if is_complete(event):
+                self._done = True
+                self._set_result(self._extract_result(event))
+                queue.append(event)
+                break
+            queue.append(event)
+        self._wake()
+
     def end(self, result: Any = _UNSET) -> None:
         self._done = True
         if result is not _UNSET and result is not None:

@@ -1071,3 +1071,53 @@ def test_assistant_tool_call_content_is_empty_string_not_null():
     messages = oc.convert_messages(model, Context(messages=history), oc.get_compat(model))
     assert messages[1]["content"] == ""  # llama-cpp-python rejects null (HTTP 500 fixture)
     assert re.fullmatch(r"call_\d", messages[1]["tool_calls"][0]["id"])
+
+
+# --- transport behaviour through the adapter --------------------------------------------------
+
+async def test_connections_are_reused_between_streams(scripted_server):
+    for text in ("one", "two", "three"):
+        serve(scripted_server, text_stream(text), size=64)
+    for text in ("one", "two", "three"):
+        _, message = await run_stream(make_model(scripted_server), ctx())
+        assert message.content[0].text == text
+    assert scripted_server.connections == 1
+
+
+async def test_server_that_stays_open_after_done_still_completes(scripted_server):
+    body = sse_body([chunk({"content": "finished"}), chunk({}, "stop")], done=True)
+    scripted_server.push(Reply(chunks=[body, HANG]))
+    events, message = await run_stream(make_model(scripted_server), ctx())
+    assert message.stop_reason == "stop" and message.content[0].text == "finished"
+    assert events[-1].type == "done"
+
+
+async def test_push_many_keeps_event_stream_rules():
+    from pi_notebook.ai.event_stream import AssistantMessageEventStream
+    from pi_notebook.ai.types import DoneEvent, StartEvent, TextStartEvent
+
+    s = AssistantMessageEventStream()
+    final = AssistantMessage(api="a", provider="p", model="m")
+    s.push_many([StartEvent(partial=final), TextStartEvent(content_index=0, partial=final),
+                 DoneEvent(reason="stop", message=final), TextStartEvent(content_index=1, partial=final)])
+    s.push_many([TextStartEvent(content_index=2, partial=final)])  # after done: ignored
+    assert [e.type for e in [e async for e in s]] == ["start", "text_start", "done"]
+    assert await s.result() is final
+
+
+async def test_fast_built_delta_events_behave_like_validated_ones(scripted_server):
+    from pi_notebook.ai.types import TextDeltaEvent, ThinkingDeltaEvent, ToolCallDeltaEvent
+
+    payloads = [chunk({"content": "a"}), chunk({"content": "b"}), chunk({"reasoning_content": "r"}),
+                chunk({"tool_calls": [tool_delta(0, "c", "f", "{}")]}), chunk({}, "tool_calls")]
+    serve(scripted_server, payloads)
+    events, message = await run_stream(make_model(scripted_server, reasoning=True), ctx())
+    deltas = [e for e in events if e.type.endswith("_delta")]
+    assert {type(e) for e in deltas} == {TextDeltaEvent, ThinkingDeltaEvent, ToolCallDeltaEvent}
+    for event in deltas:
+        twin = type(event)(content_index=event.content_index, delta=event.delta, partial=message)
+        assert event == twin
+        assert event.model_dump() == twin.model_dump()
+        assert event.model_fields_set == twin.model_fields_set
+        copy = event.model_copy(update={"delta": "changed"})
+        assert copy.delta == "changed" and event.delta != "changed"

@@ -21,6 +21,7 @@ order. The partial message is one live object mutated in place; per-delta work i
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import json
 import os
@@ -502,6 +503,25 @@ def _stream_error_message(error: Any) -> str:
     return error if isinstance(error, str) else _dumps(error)
 
 
+_new_object = object.__new__
+_set_slot = object.__setattr__
+
+
+def _delta_event(cls: Any, kind: str, index: int, delta: str, partial: AssistantMessage) -> Any:
+    """Build a ``*_delta`` event without re-validating values we just produced.
+
+    This is pydantic's ``model_construct`` minus its generic Python overhead: one of these is
+    made per token, so it matters (see bench/stream_overhead.py). The result is an ordinary,
+    fully populated instance of ``cls``.
+    """
+    event = _new_object(cls)
+    _set_slot(event, "__dict__", {"type": kind, "content_index": index, "delta": delta, "partial": partial})
+    _set_slot(event, "__pydantic_fields_set__", {"content_index", "delta", "partial"})
+    _set_slot(event, "__pydantic_extra__", None)
+    _set_slot(event, "__pydantic_private__", None)
+    return event
+
+
 class _ToolState:
     __slots__ = ("block", "index", "scratch", "dirty")
 
@@ -519,7 +539,11 @@ class _Mapper:
         self.model = model
         self.output = output
         self.content = output.content
-        self.push = stream.push
+        self.stream = stream
+        # Events of one network read are collected and handed over together (flush_events):
+        # the consumer cannot run before this task yields, so nothing observable changes.
+        self.pending: list[Any] = []
+        self.push = self.pending.append
         self.text_block: TextContent | None = None
         self.text_index = -1
         self.thinking_block: ThinkingContent | None = None
@@ -532,28 +556,22 @@ class _Mapper:
         self.finish_seen = False
         self.need_id = True
         self.need_model = True
+        self.need_meta = True
 
     # one parsed SSE payload
     def chunk(self, chunk: Any) -> None:
         if type(chunk) is not dict:
             return
-        if "error" in chunk and chunk["error"]:
-            raise ProviderStreamError(_stream_error_message(chunk["error"]))
-        if self.need_id:
-            cid = chunk.get("id")
-            if cid:
-                self.output.response_id = str(cid)
-                self.need_id = False
-        if self.need_model:
-            cmodel = chunk.get("model")
-            if cmodel:
-                self.need_model = False
-                if cmodel != self.model.id:
-                    self.output.response_model = str(cmodel)
-        usage = chunk.get("usage")
+        get = chunk.get
+        error = get("error")
+        if error:
+            raise ProviderStreamError(_stream_error_message(error))
+        if self.need_meta:
+            self._meta(chunk)
+        usage = get("usage")
         if usage:
             self.usage(usage)
-        choices = chunk.get("choices")
+        choices = get("choices")
         if not choices or type(choices) is not list:
             return
         choice = choices[0]
@@ -569,6 +587,46 @@ class _Mapper:
         delta = choice.get("delta")
         if not delta or type(delta) is not dict:
             return
+        if len(delta) == 1:
+            # The common token: {"content": "..."} alone (OpenAI, llama.cpp, vLLM, Ollama).
+            # This is text() inlined: it runs once per token.
+            text = delta.get("content")
+            if type(text) is str:
+                block = self.text_block
+                if text and block is not None:
+                    fields = block.__dict__
+                    current = fields["text"]
+                    fields["text"] = ""
+                    current += text
+                    fields["text"] = current
+                    event = _new_object(TextDeltaEvent)
+                    _set_slot(event, "__dict__", {"type": "text_delta", "content_index": self.text_index,
+                                                  "delta": text, "partial": self.output})
+                    _set_slot(event, "__pydantic_fields_set__", {"content_index", "delta", "partial"})
+                    _set_slot(event, "__pydantic_extra__", None)
+                    _set_slot(event, "__pydantic_private__", None)
+                    self.push(event)
+                elif text:
+                    self.text(text)
+                return
+        self.delta(delta)
+
+    def _meta(self, chunk: dict[str, Any]) -> None:
+        if self.need_id:
+            cid = chunk.get("id")
+            if cid:
+                self.output.response_id = str(cid)
+                self.need_id = False
+        if self.need_model:
+            cmodel = chunk.get("model")
+            if cmodel:
+                self.need_model = False
+                if cmodel != self.model.id:
+                    self.output.response_model = str(cmodel)
+        self.need_meta = self.need_id or self.need_model
+
+    def delta(self, delta: dict[str, Any]) -> None:
+        """Any delta: pi's fixed order is content, reasoning, tool calls, reasoning details."""
         text = delta.get("content")
         if text and type(text) is str:
             self.text(text)
@@ -600,7 +658,7 @@ class _Mapper:
         fields["text"] = ""
         text += delta
         fields["text"] = text
-        self.push(TextDeltaEvent(content_index=self.text_index, delta=delta, partial=self.output))
+        self.push(_delta_event(TextDeltaEvent, "text_delta", self.text_index, delta, self.output))
 
     def _ensure_thinking(self, field: str) -> ThinkingContent:
         block = self.thinking_block
@@ -618,7 +676,7 @@ class _Mapper:
         fields["thinking"] = ""
         text += delta
         fields["thinking"] = text
-        self.push(ThinkingDeltaEvent(content_index=self.thinking_index, delta=delta, partial=self.output))
+        self.push(_delta_event(ThinkingDeltaEvent, "thinking_delta", self.thinking_index, delta, self.output))
 
     def tool_call(self, call: dict[str, Any]) -> None:
         index = call.get("index")
@@ -663,7 +721,12 @@ class _Mapper:
             if not state.dirty:
                 state.dirty = True
                 self.dirty.append(state)
-        self.push(ToolCallDeltaEvent(content_index=state.index, delta=fragment, partial=self.output))
+        self.push(_delta_event(ToolCallDeltaEvent, "toolcall_delta", state.index, fragment, self.output))
+
+    def flush_events(self) -> None:
+        if self.pending:
+            self.stream.push_many(self.pending)
+            self.pending.clear()
 
     def parse_arguments(self) -> None:
         """Re-parse the arguments of the tool calls that grew since the last call.
@@ -752,6 +815,7 @@ class _Mapper:
                 if state is not None and state.scratch:
                     block.arguments = _as_arguments(parse_streaming_json(state.scratch))
                 self.push(ToolCallEndEvent(content_index=index, tool_call=block, partial=self.output))
+        self.flush_events()
 
 
 def _int(value: Any) -> int:
@@ -768,25 +832,51 @@ def _as_arguments(value: Any) -> dict[str, Any]:
 
 
 async def _consume(response: _http.StreamResponse, mapper: _Mapper) -> None:
-    decoder = SSEDecoder()
+    decoder = SSEDecoder(data_only=True)
     handle = mapper.chunk
+    scan = _scan_once
+    chunks = response.iter_bytes()
     try:
-        async for raw in response.iter_bytes():
-            for event in decoder.feed(raw):
-                data = event.data
-                if data == "[DONE]":
-                    return
-                handle(_parse_payload(data))
+        async for raw in chunks:
+            for data in decoder.feed(raw):
+                # _parse_payload, inlined: this loop runs once per token
+                try:
+                    value, end = scan(data, 0)
+                    if end != len(data):
+                        value = _parse_payload(data)
+                except (StopIteration, ValueError):
+                    if data == "[DONE]":
+                        await _drain(chunks)
+                        return
+                    value = _parse_payload(data)
+                handle(value)
             if mapper.dirty:
                 mapper.parse_arguments()
-        for event in decoder.flush():
-            data = event.data
+            mapper.flush_events()
+        for data in decoder.flush():
             if data == "[DONE]":
                 return
             handle(_parse_payload(data))
     finally:
         if mapper.dirty:
             mapper.parse_arguments()
+        mapper.flush_events()
+
+
+async def _drain(chunks: Any, timeout: float = 2.0) -> None:
+    """Read the (normally empty) rest of the body after ``[DONE]``.
+
+    Ending the HTTP response cleanly is what lets the connection go back to the pool; a
+    server that keeps the stream open after ``[DONE]`` only costs this bounded wait.
+    """
+    async def rest() -> None:
+        async for _ in chunks:
+            pass
+
+    try:
+        await asyncio.wait_for(rest(), timeout)
+    except (asyncio.TimeoutError, _http.HttpError, AbortError):
+        pass  # the message is complete; an abort is still seen by the caller's signal check
 
 
 def _new_output(model: Model) -> AssistantMessage:
@@ -900,8 +990,6 @@ def _error_stream(model: Model, message: str) -> AssistantMessageEventStream:
 
 
 def _spawn(coro: Any) -> None:
-    import asyncio
-
     task = asyncio.get_running_loop().create_task(coro)
     _tasks.add(task)  # keep a strong reference until it finishes
     task.add_done_callback(_tasks.discard)
