@@ -172,3 +172,15 @@ def test_captured_fixtures_decode_identically_in_any_chunk_size(path: Path):
     for event in whole:
         if event[1] != "[DONE]":
             json.loads(event[1])  # every data payload in the captures is a JSON document
+
+
+def test_data_only_mode_yields_the_same_payloads():
+    body = b"event: x\nid: 3\ndata: a\ndata: b\n\n: c\ndata: {\"k\": 1}\r\n\r\ndata: tail"
+    full = SSEDecoder()
+    events = full.feed(body) + full.flush()
+    fast = SSEDecoder(data_only=True)
+    datas = []
+    for i in range(0, len(body), 5):
+        datas += fast.feed(body[i:i + 5])
+    datas += fast.flush()
+    assert datas == [e.data for e in events] == ["a\nb", '{"k": 1}', "tail"]
