@@ -31,6 +31,7 @@ import asyncio
 import inspect
 from collections import deque
 from collections.abc import Callable, Coroutine, Generator, Iterable
+from types import CoroutineType
 from typing import Any
 
 from ..ai.abort import AbortController, AbortSignal
@@ -533,7 +534,10 @@ class Agent:
         if len(listeners) == 1:
             listener, arity = listeners[0]
             result = listener(event, signal) if arity == 2 else listener(event)
-            return result if result is not None and inspect.isawaitable(result) else None
+            if result is None:
+                return None
+            # the common async listener first: inspect.isawaitable is slow per delta
+            return result if type(result) is CoroutineType or inspect.isawaitable(result) else None
         return self._deliver(event, signal, listeners)
 
     async def _deliver(self, event: AgentEvent, signal: AbortSignal,

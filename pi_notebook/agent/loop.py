@@ -18,6 +18,7 @@ import dataclasses
 import inspect
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from types import CoroutineType
 from typing import Any
 
 from pydantic import BaseModel
@@ -405,7 +406,7 @@ async def stream_assistant_response(
                 partial = event.partial
                 transcript[-1] = partial
                 sent = emit(_message_update(_shallow_copy(partial), event))
-                if sent is not None and inspect.isawaitable(sent):
+                if sent is not None and (type(sent) is CoroutineType or inspect.isawaitable(sent)):
                     await sent
         elif kind == "start":
             partial = event.partial
