@@ -559,3 +559,20 @@ async def test_thinking_level_maps_to_reasoning():
     await agent.prompt("y")
     assert stream.calls[0]["options"]["reasoning"] == "medium"
     assert "reasoning" not in stream.calls[1]["options"]
+
+
+def test_public_names_are_exactly_the_architecture_contract():
+    import pi_notebook.agent as agent_package
+
+    events = {"AgentEvent", "AgentStartEvent", "AgentEndEvent", "TurnStartEvent", "TurnEndEvent",
+              "MessageStartEvent", "MessageUpdateEvent", "MessageEndEvent",
+              "ToolExecutionStartEvent", "ToolExecutionUpdateEvent", "ToolExecutionEndEvent"}
+    contract = {"Agent", "AgentState", "AgentContext", "AgentTool", "AgentToolResult",
+                "AgentLoopConfig", "BeforeToolCallResult", "AfterToolCallResult",
+                "AgentLoopTurnUpdate", "AbortController", "AbortSignal", "run_agent_loop",
+                "run_agent_loop_continue", "agent_loop", "agent_loop_continue", "tool"}
+    assert set(agent_package.__all__) == contract | events
+    for name in agent_package.__all__:
+        assert getattr(agent_package, name) is not None
+    from pi_notebook.ai import abort
+    assert agent_package.AbortController is abort.AbortController
