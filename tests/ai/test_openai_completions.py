@@ -1121,3 +1121,17 @@ async def test_fast_built_delta_events_behave_like_validated_ones(scripted_serve
         assert event.model_fields_set == twin.model_fields_set
         copy = event.model_copy(update={"delta": "changed"})
         assert copy.delta == "changed" and event.delta != "changed"
+
+
+def test_thinking_only_assistant_message_is_skipped():
+    model = Model(id="m", api="openai-completions", provider="openai", base_url="http://127.0.0.1:1/v1",
+                  reasoning=True)
+    history = [UserMessage(content="q", timestamp=1),
+               AssistantMessage(content=[ThinkingContent(thinking="hmm", thinking_signature="reasoning")],
+                                api="openai-completions", provider="openai", model="m", timestamp=2),
+               UserMessage(content="again", timestamp=3)]
+    messages = oc.convert_messages(model, Context(messages=history), oc.get_compat(model))
+    assert [m["role"] for m in messages] == ["user", "user"]
+    as_text = oc.convert_messages(model, Context(messages=history),
+                                  {**oc.get_compat(model), "requiresThinkingAsText": True})
+    assert as_text[1] == {"role": "assistant", "content": [{"type": "text", "text": "hmm"}]}

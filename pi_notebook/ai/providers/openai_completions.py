@@ -276,10 +276,11 @@ def _convert_assistant(msg: Any, compat: Mapping[str, Any]) -> dict[str, Any] | 
         elif kind == "toolCall":
             tool_calls.append({"id": _get(block, "id"), "type": "function", "function": {
                 "name": _get(block, "name"), "arguments": _dumps(_get(block, "arguments") or {})}})
-    if not texts and not thinking and not tool_calls:
-        return None
+    as_text = bool(compat.get("requiresThinkingAsText") and thinking)
+    if not texts and not as_text and not tool_calls:
+        return None  # pi skips a message with no content and no tool calls (thinking alone too)
     result: dict[str, Any] = {"role": "assistant"}
-    if compat.get("requiresThinkingAsText") and thinking:
+    if as_text:
         result["content"] = [{"type": "text", "text": t} for t in (*thinking, *texts)]
     else:
         # Some local servers (llama-cpp-python) reject a null content: send "" instead.
