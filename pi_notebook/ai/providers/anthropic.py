@@ -1,0 +1,675 @@
+"""The ``anthropic-messages`` wire API (spec 5.8): Anthropic's Messages API over SSE.
+
+Three layers, each testable on its own:
+
+- ``convert_messages`` / ``build_params`` / ``build_headers``: pi messages -> request;
+- ``AnthropicEventMapper``: one decoded SSE event at a time -> the live partial message
+  plus our stream events (pure, no I/O);
+- ``stream_anthropic_messages``: the HTTP request, retries, abort and the one terminal
+  event (spec 5.2 skeleton).
+
+Not ported on purpose: Claude-Code OAuth tokens (``sk-ant-oat``: Bearer auth, identity
+headers and renamed tools), Bedrock and Vertex transports, deferred responses and
+grammar-constrained tools. An OAuth token is sent like any other key, as ``x-api-key``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from .. import _http
+from .._json import parse_json_with_repair, parse_streaming_json
+from .._sse import SSEDecoder
+from ..abort import AbortError
+from ..env import get_env_api_key, missing_key_message, needs_api_key
+from ..event_stream import AssistantMessageEventStream
+from ..models import calculate_cost, clamp_thinking_level
+from ..options import (adjust_max_tokens_for_thinking, build_base_options,
+                       clamp_max_tokens_to_context, resolve_cache_retention)
+from ..stream import register_api_provider
+from ..transform import normalize_anthropic_tool_call_id, sanitize_surrogates, transform_messages
+from ..types import (
+    AssistantMessage, Context, DoneEvent, ErrorEvent, Model, StartEvent, TextContent,
+    TextDeltaEvent, TextEndEvent, TextStartEvent, ThinkingContent, ThinkingDeltaEvent,
+    ThinkingEndEvent, ThinkingStartEvent, ToolCall, ToolCallDeltaEvent, ToolCallEndEvent,
+    ToolCallStartEvent, Usage,
+)
+
+__all__ = [
+    "API", "convert_messages", "build_params", "build_headers", "AnthropicEventMapper",
+    "map_stop_reason", "stream_anthropic_messages", "stream_simple_anthropic_messages",
+    "register",
+]
+
+API = "anthropic-messages"
+AUTHENTICATED = "<authenticated>"
+ANTHROPIC_VERSION = "2023-06-01"
+INTERLEAVED_THINKING_BETA = "interleaved-thinking-2025-05-14"
+FINE_GRAINED_TOOL_STREAMING_BETA = "fine-grained-tool-streaming-2025-05-14"
+REDACTED_PLACEHOLDER = "[Reasoning redacted]"
+_AUTH_HEADERS = ("authorization", "x-api-key", "cf-aig-authorization")
+
+
+class ProviderStreamError(Exception):
+    """A failure reported by the provider inside an otherwise healthy stream."""
+
+
+def _append(block: Any, field: str, delta: str) -> None:
+    """``block.<field> += delta`` in amortised O(len(delta)).
+
+    Dropping the block's own reference first leaves the string with a single owner,
+    so CPython can grow it in place instead of copying the whole text per delta.
+    """
+    d = block.__dict__
+    text = d[field] or ""
+    d[field] = ""
+    text += delta
+    d[field] = text
+
+
+def _compat(model: Model) -> Mapping[str, Any]:
+    return model.compat or {}
+
+
+# --- request ---------------------------------------------------------------------------
+
+def _cache_control(retention: str) -> dict[str, Any] | None:
+    if retention == "none":
+        return None
+    control: dict[str, Any] = {"type": "ephemeral"}
+    if retention == "long":
+        control["ttl"] = "1h"
+    return control
+
+
+def _image_block(image: Any) -> dict[str, Any]:
+    return {"type": "image",
+            "source": {"type": "base64", "media_type": image.mime_type, "data": image.data}}
+
+
+def _user_blocks(content: Any) -> list[dict[str, Any]]:
+    if isinstance(content, str):
+        return [{"type": "text", "text": sanitize_surrogates(content)}] if content.strip() else []
+    blocks: list[dict[str, Any]] = []
+    for part in content or []:
+        if part.type == "text":
+            if part.text.strip():
+                blocks.append({"type": "text", "text": sanitize_surrogates(part.text)})
+        elif part.type == "image":
+            blocks.append(_image_block(part))
+    return blocks
+
+
+def _tool_result_content(content: list[Any]) -> str | list[dict[str, Any]]:
+    texts = [sanitize_surrogates(c.text) for c in content if c.type == "text"]
+    if not any(c.type == "image" for c in content):
+        return "\n".join(texts)
+    blocks: list[dict[str, Any]] = []
+    for part in content:
+        if part.type == "text":
+            blocks.append({"type": "text", "text": sanitize_surrogates(part.text)})
+        elif part.type == "image":
+            blocks.append(_image_block(part))
+    if not texts:
+        blocks.insert(0, {"type": "text", "text": "(see attached image)"})
+    return blocks
+
+
+def _assistant_blocks(message: AssistantMessage, model: Model) -> list[dict[str, Any]]:
+    allow_empty_signature = bool(_compat(model).get("allowEmptySignature"))
+    blocks: list[dict[str, Any]] = []
+    for part in message.content:
+        if part.type == "text":
+            if part.text.strip():
+                blocks.append({"type": "text", "text": sanitize_surrogates(part.text)})
+        elif part.type == "thinking":
+            signature = part.thinking_signature or ""
+            if part.redacted:
+                blocks.append({"type": "redacted_thinking", "data": signature})
+            elif signature.strip():
+                blocks.append({"type": "thinking", "thinking": sanitize_surrogates(part.thinking),
+                               "signature": signature})
+            elif not part.thinking.strip():
+                continue  # blank unsigned thinking carries nothing worth replaying
+            elif allow_empty_signature:
+                blocks.append({"type": "thinking", "thinking": sanitize_surrogates(part.thinking),
+                               "signature": ""})
+            else:
+                blocks.append({"type": "text", "text": sanitize_surrogates(part.thinking)})
+        elif part.type == "toolCall":
+            blocks.append({"type": "tool_use", "id": part.id, "name": part.name,
+                           "input": part.arguments or {}})
+    return blocks
+
+
+def convert_messages(messages: list[Any], model: Model) -> list[dict[str, Any]]:
+    """pi messages -> Anthropic ``messages`` (after the cross-provider transform, 5.5)."""
+    transformed = transform_messages(messages, model, normalize_anthropic_tool_call_id)
+    out: list[dict[str, Any]] = []
+    i = 0
+    while i < len(transformed):
+        message = transformed[i]
+        if message.role == "user":
+            blocks = _user_blocks(message.content)
+            if blocks:
+                out.append({"role": "user", "content": blocks})
+        elif message.role == "assistant":
+            blocks = _assistant_blocks(message, model)
+            if blocks:
+                out.append({"role": "assistant", "content": blocks})
+        elif message.role == "toolResult":
+            # A run of tool results is one user turn holding several tool_result blocks.
+            results: list[dict[str, Any]] = []
+            while i < len(transformed) and transformed[i].role == "toolResult":
+                result = transformed[i]
+                results.append({"type": "tool_result", "tool_use_id": result.tool_call_id,
+                                "content": _tool_result_content(result.content),
+                                "is_error": bool(result.is_error)})
+                i += 1
+            out.append({"role": "user", "content": results})
+            continue
+        i += 1
+    return out
+
+
+def _convert_tools(tools: list[Any], model: Model, cache_control: dict[str, Any] | None
+                   ) -> list[dict[str, Any]]:
+    compat = _compat(model)
+    eager = compat.get("supportsEagerToolInputStreaming") is not False
+    strict_ok = bool(compat.get("supportsStrictTools"))
+    out: list[dict[str, Any]] = []
+    for tool in tools:
+        schema = tool.parameters if isinstance(tool.parameters, dict) else {}
+        entry: dict[str, Any] = {
+            "name": tool.name,
+            "description": tool.description or "",
+            "input_schema": {"type": "object", "properties": schema.get("properties", {}),
+                             "required": schema.get("required", [])},
+        }
+        if eager:
+            entry["eager_input_streaming"] = True
+        sampling = getattr(tool, "constrained_sampling", None)
+        if strict_ok and isinstance(sampling, dict) and sampling.get("type") == "json_schema":
+            entry["strict"] = True
+        out.append(entry)
+    if out and cache_control:
+        out[-1]["cache_control"] = dict(cache_control)
+    return out
+
+
+def _thinking_enabled(options: Mapping[str, Any]) -> bool:
+    return bool(options.get("thinking_enabled"))
+
+
+def _uses_adaptive_thinking(model: Model) -> bool:
+    return bool(_compat(model).get("forceAdaptiveThinking"))
+
+
+def build_params(model: Model, context: Context, options: Mapping[str, Any]) -> dict[str, Any]:
+    """The JSON body of ``POST /v1/messages``."""
+    retention = resolve_cache_retention(options)
+    cache_control = _cache_control(retention)
+    messages = convert_messages(list(context.messages or []), model)
+    if cache_control and messages:
+        # Cache the whole prompt: mark the last block of the last user turn.
+        for message in reversed(messages):
+            if message["role"] == "user":
+                message["content"][-1]["cache_control"] = dict(cache_control)
+                break
+
+    params: dict[str, Any] = {
+        "model": model.id,
+        "messages": messages,
+        "max_tokens": options.get("max_tokens") or model.max_tokens,
+        "stream": True,
+    }
+    if context.system_prompt:
+        system: dict[str, Any] = {"type": "text", "text": sanitize_surrogates(context.system_prompt)}
+        if cache_control:
+            system["cache_control"] = dict(cache_control)
+        params["system"] = [system]
+
+    thinking_on = _thinking_enabled(options)
+    temperature = options.get("temperature")
+    if temperature is not None and not thinking_on and _compat(model).get("supportsTemperature", True) is not False:
+        params["temperature"] = temperature
+
+    if context.tools:
+        params["tools"] = _convert_tools(list(context.tools), model, cache_control)
+
+    display = options.get("thinking_display") or "summarized"
+    if model.reasoning and thinking_on:
+        if _uses_adaptive_thinking(model):
+            params["thinking"] = {"type": "adaptive", "display": display}
+            if options.get("effort"):
+                params["output_config"] = {"effort": options["effort"]}
+        else:
+            budget = options.get("thinking_budget_tokens") or 1024
+            max_tokens = params["max_tokens"]
+            params["thinking"] = {"type": "enabled",
+                                  "budget_tokens": min(budget, max(0, max_tokens - 1024)) or 1024,
+                                  "display": display}
+    elif model.reasoning and options.get("thinking_enabled") is False:
+        level_map = model.thinking_level_map or {}
+        if not ("off" in level_map and level_map["off"] is None):
+            params["thinking"] = {"type": "disabled"}
+
+    metadata = options.get("metadata") or {}
+    if isinstance(metadata, Mapping) and metadata.get("user_id"):
+        params["metadata"] = {"user_id": metadata["user_id"]}
+
+    tool_choice = options.get("tool_choice")
+    if isinstance(tool_choice, str):
+        params["tool_choice"] = {"type": tool_choice}
+    elif isinstance(tool_choice, Mapping):
+        params["tool_choice"] = dict(tool_choice)
+    return params
+
+
+def _has_header(headers: Mapping[str, Any] | None, names: tuple[str, ...]) -> bool:
+    return any(k.lower() in names and v for k, v in (headers or {}).items())
+
+
+def build_headers(model: Model, api_key: str | None, options: Mapping[str, Any],
+                  params: Mapping[str, Any]) -> dict[str, str]:
+    """Request headers; ``options.headers`` win, and a ``None`` value removes a header."""
+    betas: list[str] = []
+    if params.get("tools") and _compat(model).get("supportsEagerToolInputStreaming") is False:
+        betas.append(FINE_GRAINED_TOOL_STREAMING_BETA)
+    thinking = params.get("thinking") or {}
+    if thinking.get("type") == "enabled" and options.get("interleaved_thinking", True) is not False:
+        betas.append(INTERLEAVED_THINKING_BETA)
+
+    merged: dict[str, str | None] = {
+        "content-type": "application/json",
+        "accept": "text/event-stream",
+        "anthropic-version": ANTHROPIC_VERSION,
+    }
+    if api_key:
+        merged["x-api-key"] = api_key
+    if betas:
+        merged["anthropic-beta"] = ",".join(betas)
+    for source in (model.headers, options.get("headers")):
+        for key, value in (source or {}).items():
+            for existing in [k for k in merged if k.lower() == key.lower()]:
+                del merged[existing]
+            merged[key] = value
+    return {k: v for k, v in merged.items() if v is not None}
+
+
+# --- stream mapping --------------------------------------------------------------------
+
+_STOP_REASONS = {
+    "end_turn": "stop", "max_tokens": "length", "tool_use": "toolUse", "pause_turn": "stop",
+    "stop_sequence": "stop",
+}
+
+
+def map_stop_reason(reason: str, stop_details: Any = None) -> tuple[str, str | None]:
+    """Anthropic ``stop_reason`` -> (pi stop reason, error message or None)."""
+    if reason in _STOP_REASONS:
+        return _STOP_REASONS[reason], None
+    if reason == "refusal":
+        explanation = stop_details.get("explanation") if isinstance(stop_details, Mapping) else None
+        return "error", explanation or "The model refused to complete the request"
+    if reason == "sensitive":
+        return "error", "Provider stopped with: sensitive"
+    raise ProviderStreamError(f"Unhandled stop reason: {reason}")
+
+
+class AnthropicEventMapper:
+    """Applies decoded SSE events to the live partial message and pushes our events.
+
+    Streaming scratch (the wire block index, the raw tool JSON) lives here, never on
+    the content blocks, so the message stays clean whatever happens.
+    """
+
+    def __init__(self, model: Model, output: AssistantMessage, stream: AssistantMessageEventStream):
+        self.model = model
+        self.output = output
+        self.stream = stream
+        self._by_index: dict[int, int] = {}     # wire block index -> content index
+        self._partial_json: dict[int, str] = {}  # content index -> raw tool JSON so far
+        self.message_started = False
+        self.message_stopped = False
+        self.stop_reason_seen = False
+
+    # Each handler returns nothing; ``handle`` raises ProviderStreamError on provider errors.
+    def handle(self, event: str | None, data: Any) -> None:
+        kind = event if event and event != "message" else (
+            data.get("type") if isinstance(data, Mapping) else None)
+        if self.message_stopped:
+            return  # whatever follows message_stop (pings, unknown events) is ignored
+        if kind == "error":
+            raise ProviderStreamError(data if isinstance(data, str) else json.dumps(data))
+        if not isinstance(data, Mapping):
+            return
+        handler = getattr(self, "_on_" + str(kind), None) if kind in _EVENTS else None
+        if handler is not None:
+            handler(data)
+
+    def _on_message_start(self, data: Mapping[str, Any]) -> None:
+        self.message_started = True
+        message = data.get("message") or {}
+        if message.get("id"):
+            self.output.response_id = message["id"]
+        if message.get("model"):
+            self.output.model = message["model"]  # 0.85.1: server-side fallback model
+        usage = message.get("usage") or {}
+        u = self.output.usage
+        u.input = usage.get("input_tokens") or 0
+        u.output = usage.get("output_tokens") or 0
+        u.cache_read = usage.get("cache_read_input_tokens") or 0
+        u.cache_write = usage.get("cache_creation_input_tokens") or 0
+        one_hour = (usage.get("cache_creation") or {}).get("ephemeral_1h_input_tokens")
+        if one_hour is not None:
+            u.cache_write_1h = one_hour
+        self._recompute_usage()
+
+    def _recompute_usage(self) -> None:
+        u = self.output.usage
+        u.total_tokens = u.input + u.output + u.cache_read + u.cache_write
+        calculate_cost(self.model, u)
+
+    def _on_content_block_start(self, data: Mapping[str, Any]) -> None:
+        block = data.get("content_block") or {}
+        kind = block.get("type")
+        content = self.output.content
+        index = len(content)
+        if kind == "text":
+            content.append(TextContent(text=block.get("text") or ""))
+            self.stream.push(TextStartEvent(content_index=index, partial=self.output))
+        elif kind == "thinking":
+            content.append(ThinkingContent(thinking=block.get("thinking") or "",
+                                           thinking_signature=block.get("signature") or ""))
+            self.stream.push(ThinkingStartEvent(content_index=index, partial=self.output))
+        elif kind == "redacted_thinking":
+            content.append(ThinkingContent(thinking=REDACTED_PLACEHOLDER,
+                                           thinking_signature=block.get("data") or "",
+                                           redacted=True))
+            self.stream.push(ThinkingStartEvent(content_index=index, partial=self.output))
+        elif kind == "tool_use":
+            initial = block.get("input")
+            content.append(ToolCall(id=block.get("id") or "", name=block.get("name") or "",
+                                    arguments=initial if isinstance(initial, dict) else {}))
+            self._partial_json[index] = ""
+            self.stream.push(ToolCallStartEvent(content_index=index, partial=self.output))
+        elif kind == "fallback":
+            if content:
+                raise ProviderStreamError(
+                    "Anthropic sent a fallback block after content had already streamed")
+            return
+        else:
+            return  # server tools and other block kinds are not part of pi's model
+        self._by_index[data.get("index", index)] = index
+
+    def _block(self, data: Mapping[str, Any]) -> tuple[int, Any]:
+        index = self._by_index.get(data.get("index", -1))
+        if index is None:
+            return -1, None
+        return index, self.output.content[index]
+
+    def _on_content_block_delta(self, data: Mapping[str, Any]) -> None:
+        index, block = self._block(data)
+        if block is None:
+            return
+        delta = data.get("delta") or {}
+        kind = delta.get("type")
+        if kind == "text_delta" and block.type == "text":
+            text = delta.get("text") or ""
+            _append(block, "text", text)
+            self.stream.push(TextDeltaEvent(content_index=index, delta=text, partial=self.output))
+        elif kind == "thinking_delta" and block.type == "thinking":
+            text = delta.get("thinking") or ""
+            _append(block, "thinking", text)
+            self.stream.push(ThinkingDeltaEvent(content_index=index, delta=text, partial=self.output))
+        elif kind == "input_json_delta" and block.type == "toolCall":
+            fragment = delta.get("partial_json") or ""
+            raw = self._partial_json.get(index, "")
+            self._partial_json[index] = ""
+            raw += fragment
+            self._partial_json[index] = raw
+            block.arguments = parse_streaming_json(raw)
+            self.stream.push(ToolCallDeltaEvent(content_index=index, delta=fragment,
+                                                partial=self.output))
+        elif kind == "signature_delta" and block.type == "thinking":
+            _append(block, "thinking_signature", delta.get("signature") or "")  # no event (pi)
+
+    def _on_content_block_stop(self, data: Mapping[str, Any]) -> None:
+        index, block = self._block(data)
+        if block is None:
+            return
+        del self._by_index[data.get("index", -1)]
+        if block.type == "text":
+            self.stream.push(TextEndEvent(content_index=index, content=block.text, partial=self.output))
+        elif block.type == "thinking":
+            self.stream.push(ThinkingEndEvent(content_index=index, content=block.thinking,
+                                              partial=self.output))
+        elif block.type == "toolCall":
+            raw = self._partial_json.pop(index, "")
+            if raw:
+                block.arguments = parse_streaming_json(raw)
+            self.stream.push(ToolCallEndEvent(content_index=index, tool_call=block, partial=self.output))
+
+    def _on_message_delta(self, data: Mapping[str, Any]) -> None:
+        delta = data.get("delta") or {}
+        reason = delta.get("stop_reason")
+        if reason:
+            self.stop_reason_seen = True
+            self.output.raw_stop_reason = reason
+            stop, error = map_stop_reason(reason, delta.get("stop_details"))
+            self.output.stop_reason = stop
+            if error is not None:
+                self.output.error_message = error
+        usage = data.get("usage")
+        if not isinstance(usage, Mapping):
+            return  # no usage: keep what message_start reported
+        u = self.output.usage
+        if usage.get("input_tokens") is not None:
+            u.input = usage["input_tokens"]
+        if usage.get("output_tokens") is not None:
+            u.output = usage["output_tokens"]
+        if usage.get("cache_read_input_tokens") is not None:
+            u.cache_read = usage["cache_read_input_tokens"]
+        if usage.get("cache_creation_input_tokens") is not None:
+            u.cache_write = usage["cache_creation_input_tokens"]
+        one_hour = (usage.get("cache_creation") or {}).get("ephemeral_1h_input_tokens")
+        if one_hour is not None:
+            u.cache_write_1h = one_hour
+        thinking_tokens = (usage.get("output_tokens_details") or {}).get("thinking_tokens")
+        if thinking_tokens is not None:
+            u.reasoning = thinking_tokens
+        self._recompute_usage()
+
+    def _on_message_stop(self, data: Mapping[str, Any]) -> None:
+        self.message_stopped = True
+
+    def finish(self) -> None:
+        """End-of-stream checks (spec 5.8, last row)."""
+        if self.message_started and not self.message_stopped:
+            raise ProviderStreamError("Anthropic stream ended before message_stop")
+        if not self.stop_reason_seen:
+            raise ProviderStreamError("Anthropic stream ended without a stop reason")
+
+
+_EVENTS = frozenset({"message_start", "content_block_start", "content_block_delta",
+                     "content_block_stop", "message_delta", "message_stop"})
+
+
+# --- the stream ------------------------------------------------------------------------
+
+def _new_output(model: Model) -> AssistantMessage:
+    return AssistantMessage(content=[], api=model.api, provider=model.provider, model=model.id,
+                            usage=Usage(), stop_reason="pending")
+
+
+def _resolve_api_key(model: Model, options: Mapping[str, Any]) -> str | None:
+    key = options.get("api_key")
+    if not (isinstance(key, str) and key.strip()):
+        key = get_env_api_key(model.provider, options.get("env"))
+    return None if key == AUTHENTICATED else key  # ambient credentials: not a key to send
+
+
+async def _run(model: Model, context: Context, options: Mapping[str, Any],
+               stream: AssistantMessageEventStream) -> None:
+    output = _new_output(model)
+    signal = options.get("signal")
+    mapper = AnthropicEventMapper(model, output, stream)
+    api_key: str | None = None
+    try:
+        api_key = _resolve_api_key(model, options)
+        if not api_key and needs_api_key(model.provider) \
+                and not _has_header(options.get("headers"), _AUTH_HEADERS) \
+                and not _has_header(model.headers, _AUTH_HEADERS):
+            raise ProviderStreamError(missing_key_message(model.provider))
+        if signal is not None and signal.aborted:
+            raise AbortError("Request was aborted")
+        params = build_params(model, context, options)
+        on_payload = options.get("on_payload")
+        if on_payload is not None:
+            replaced = on_payload(params, model)
+            if asyncio.iscoroutine(replaced):
+                replaced = await replaced
+            if replaced is not None:
+                params = replaced
+        headers = build_headers(model, api_key, options, params)
+        url = model.base_url.rstrip("/") + "/v1/messages"
+        response = await _http.retry_provider_request(
+            lambda: _http.open_stream("POST", url, headers=headers, json_body=params, signal=signal,
+                                      timeout_ms=options.get("timeout_ms"), secrets=(api_key,)),
+            max_retries=options.get("max_retries") or 0,
+            max_retry_delay_ms=options.get("max_retry_delay_ms", 60000), signal=signal)
+        try:
+            on_response = options.get("on_response")
+            if on_response is not None:
+                res = on_response({"status": response.status, "headers": dict(response.headers)}, model)
+                if asyncio.iscoroutine(res):
+                    await res
+            stream.push(StartEvent(partial=output))
+            decoder = SSEDecoder()
+            async for chunk in response.iter_bytes():
+                for sse in decoder.feed(chunk):
+                    _dispatch(mapper, sse)
+                if mapper.message_stopped:
+                    break
+            else:
+                for sse in decoder.flush():
+                    _dispatch(mapper, sse)
+        finally:
+            await response.aclose()
+        if signal is not None and signal.aborted:
+            raise AbortError("Request was aborted")
+        mapper.finish()
+        if output.stop_reason in ("error", "aborted"):
+            raise ProviderStreamError(output.error_message or "An unknown error occurred")
+        stream.push(DoneEvent(reason=output.stop_reason, message=output))
+        stream.end()
+    except asyncio.CancelledError:
+        _fail(stream, output, "Request was aborted", aborted=True)
+        raise
+    except Exception as exc:  # every failure becomes the one terminal error event
+        aborted = bool(signal is not None and signal.aborted)
+        _fail(stream, output, "Request was aborted" if aborted else _error_text(exc, api_key), aborted)
+
+
+def _dispatch(mapper: AnthropicEventMapper, sse: Any) -> None:
+    data_text = sse.data
+    if not data_text:
+        return
+    try:
+        data = parse_json_with_repair(data_text)
+    except ValueError:
+        if sse.event == "error":
+            raise ProviderStreamError(data_text) from None
+        raise ProviderStreamError(f"Anthropic sent invalid JSON in an SSE event: {data_text[:200]}") from None
+    mapper.handle(sse.event, data)
+
+
+def _error_text(exc: BaseException, api_key: str | None) -> str:
+    if isinstance(exc, _http.HttpStatusError):
+        # The SDK's wording, "<status> <body>" (spec 5.3: Anthropic keeps the SDK message).
+        text = f"{exc.status} {exc.body}" if exc.body else f"{exc.status} status code (no body)"
+    else:
+        text = str(exc) or type(exc).__name__
+    return _http.redact(text, (api_key,))
+
+
+def _fail(stream: AssistantMessageEventStream, output: AssistantMessage, message: str,
+          aborted: bool) -> None:
+    output.stop_reason = "aborted" if aborted else "error"
+    output.error_message = message
+    stream.push(ErrorEvent(reason=output.stop_reason, error=output))
+    stream.end()
+
+
+_tasks: set[asyncio.Task[Any]] = set()
+
+
+def _start(coro_fn: Any, model: Model, context: Context, options: Mapping[str, Any]
+           ) -> AssistantMessageEventStream:
+    stream = AssistantMessageEventStream()
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        _fail(stream, _new_output(model), "stream() needs a running asyncio event loop", False)
+        return stream
+    task = loop.create_task(coro_fn(model, context, dict(options), stream))
+    _tasks.add(task)  # keep a strong reference until the request finishes
+    task.add_done_callback(_tasks.discard)
+    return stream
+
+
+def stream_anthropic_messages(model: Model, context: Context,
+                              options: Mapping[str, Any] | None = None) -> AssistantMessageEventStream:
+    """Provider options: the common ones plus ``thinking_enabled``, ``thinking_budget_tokens``,
+    ``effort``, ``thinking_display``, ``interleaved_thinking``, ``tool_choice``."""
+    return _start(_run, model, context, options or {})
+
+
+_EFFORT = {"minimal": "low", "low": "low", "medium": "medium", "high": "high"}
+
+
+def simple_options(model: Model, context: Context, options: Mapping[str, Any],
+                   api_key: str | None) -> dict[str, Any]:
+    """``SimpleStreamOptions`` -> Anthropic options (spec 5.4)."""
+    base = dict(build_base_options(model, context, options, api_key))
+    for key in ("tool_choice", "thinking_display", "interleaved_thinking"):
+        if options.get(key) is not None:
+            base[key] = options[key]
+    level = options.get("reasoning")
+    if level and model.reasoning:
+        level = clamp_thinking_level(model, level)
+    if not level or level == "off" or not model.reasoning:
+        base["thinking_enabled"] = False
+        return base
+    base["thinking_enabled"] = True
+    if _uses_adaptive_thinking(model):
+        mapped = (model.thinking_level_map or {}).get(level)
+        base["effort"] = mapped if isinstance(mapped, str) else _EFFORT.get(level, "high")
+        return base
+    adjusted = adjust_max_tokens_for_thinking(base.get("max_tokens") or 0, model.max_tokens, level,
+                                              options.get("thinking_budgets"))
+    max_tokens, budget = adjusted
+    base["max_tokens"] = clamp_max_tokens_to_context(model, context, max_tokens)
+    base["thinking_budget_tokens"] = budget
+    return base
+
+
+def stream_simple_anthropic_messages(model: Model, context: Context,
+                                     options: Mapping[str, Any] | None = None
+                                     ) -> AssistantMessageEventStream:
+    options = options or {}
+    try:
+        mapped = simple_options(model, context, options, _resolve_api_key(model, options))
+    except Exception as exc:  # bad options end the stream, they never raise
+        stream = AssistantMessageEventStream()
+        _fail(stream, _new_output(model), str(exc) or type(exc).__name__, False)
+        return stream
+    return stream_anthropic_messages(model, context, mapped)
+
+
+def register() -> None:
+    register_api_provider(API, stream_anthropic_messages, stream_simple_anthropic_messages)

@@ -1,0 +1,726 @@
+"""The ``openai-responses`` wire API (spec 5.7): OpenAI's Responses API over SSE.
+
+- ``convert_input`` / ``build_params`` / ``build_headers``: pi messages -> request body;
+- ``ResponsesEventMapper``: one decoded stream event at a time -> the live partial
+  message plus our events (pure, no I/O);
+- ``stream_openai_responses``: HTTP, retries, abort, the single terminal event (5.2).
+
+Tool-call ids are compound, ``"<call_id>|<item_id>"``: the function-call item id must be
+replayed with the call id for reasoning models to accept the history. Reasoning items are
+replayed verbatim from ``thinkingSignature`` (the JSON of the whole item, with its
+encrypted content), and text carries a ``{"v":1,"id":...,"phase":...}`` signature.
+
+Not ported: Azure / Codex / Copilot variants, the websocket transport, deferred
+(background) responses and grammar-constrained tools.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from .. import _http
+from .._json import parse_streaming_json
+from .._sse import SSEDecoder
+from ..abort import AbortError
+from ..env import get_env_api_key, missing_key_message, needs_api_key
+from ..errors import describe_provider_error
+from ..event_stream import AssistantMessageEventStream
+from ..models import calculate_cost, clamp_thinking_level
+from ..options import build_base_options, resolve_cache_retention
+from ..stream import register_api_provider
+from ..transform import sanitize_surrogates, short_hash, transform_messages
+from ..types import (
+    AssistantMessage, Context, DoneEvent, ErrorEvent, Model, StartEvent, TextContent,
+    TextDeltaEvent, TextEndEvent, TextStartEvent, ThinkingContent, ThinkingDeltaEvent,
+    ThinkingEndEvent, ThinkingStartEvent, ToolCall, ToolCallDeltaEvent, ToolCallEndEvent,
+    ToolCallStartEvent, Usage,
+)
+
+__all__ = [
+    "API", "convert_input", "build_params", "build_headers", "normalize_tool_call_id",
+    "ResponsesEventMapper", "stream_openai_responses", "stream_simple_openai_responses",
+    "register",
+]
+
+API = "openai-responses"
+AUTHENTICATED = "<authenticated>"
+ERROR_PREFIX = "OpenAI API error"
+ENDED_EARLY = "OpenAI Responses stream ended before a terminal response event"
+_ID_PROVIDERS = frozenset({"openai", "openai-codex", "opencode"})
+_AUTH_HEADERS = ("authorization", "cf-aig-authorization")
+_UNSAFE = re.compile(r"[^a-zA-Z0-9_-]")
+
+
+class ProviderStreamError(Exception):
+    """A failure reported by the provider inside an otherwise healthy stream."""
+
+
+def _append(block: Any, field: str, delta: str) -> None:
+    """``block.<field> += delta`` in amortised O(len(delta)) (see anthropic._append)."""
+    d = block.__dict__
+    text = d[field] or ""
+    d[field] = ""
+    text += delta
+    d[field] = text
+
+
+def _compat(model: Model) -> Mapping[str, Any]:
+    return model.compat or {}
+
+
+# --- ids -------------------------------------------------------------------------------
+
+def _sanitize_id_part(part: str) -> str:
+    return _UNSAFE.sub("_", part)[:64].rstrip("_")
+
+
+def normalize_tool_call_id(id: str, model: Model, source: Any = None) -> str:
+    """Rewrite a tool-call id from another model for this one (spec 5.7).
+
+    ``source`` is the assistant message the call came from (``provider``/``api``); for
+    the openai providers a foreign item id becomes ``fc_<hash>`` and every item id
+    starts with ``fc_``; other providers only get the characters sanitised.
+    """
+    call_id, sep, item_id = id.partition("|")
+    call = _sanitize_id_part(call_id)
+    if not sep:
+        return call
+    if model.provider not in _ID_PROVIDERS:
+        return f"{call}|{_sanitize_id_part(item_id)}"
+    foreign = source is not None and (getattr(source, "provider", model.provider) != model.provider
+                                      or getattr(source, "api", model.api) != model.api)
+    item = f"fc_{short_hash(item_id)}" if foreign else _sanitize_id_part(item_id)
+    if not item.startswith("fc_"):
+        item = _sanitize_id_part("fc_" + item)
+    return f"{call}|{item}"
+
+
+def _message_item_id(signature: str | None, msg_index: int, k: int) -> tuple[str, str | None]:
+    """(item id, phase) for a replayed assistant text block."""
+    item_id: str | None = None
+    phase: str | None = None
+    if signature:
+        if signature.startswith("{"):
+            try:
+                parsed = json.loads(signature)
+            except ValueError:
+                parsed = None
+            if isinstance(parsed, dict) and parsed.get("v") == 1:
+                item_id = parsed.get("id") or None
+                phase = parsed.get("phase") or None
+        else:
+            item_id = signature  # legacy: the plain message-item id
+    if not item_id:
+        item_id = f"msg_pi_{msg_index}" if k == 0 else f"msg_pi_{msg_index}_{k}"
+    if len(item_id) > 64:
+        item_id = f"msg_{short_hash(item_id)}"
+    return item_id, phase
+
+
+# --- request ---------------------------------------------------------------------------
+
+def _data_url(image: Any) -> str:
+    return f"data:{image.mime_type};base64,{image.data}"
+
+
+def _user_content(content: Any) -> list[dict[str, Any]]:
+    if isinstance(content, str):
+        return [{"type": "input_text", "text": sanitize_surrogates(content)}]
+    parts: list[dict[str, Any]] = []
+    for part in content or []:
+        if part.type == "text":
+            parts.append({"type": "input_text", "text": sanitize_surrogates(part.text)})
+        elif part.type == "image":
+            parts.append({"type": "input_image", "detail": "auto", "image_url": _data_url(part)})
+    return parts
+
+
+def _tool_output(content: list[Any], model: Model) -> str | list[dict[str, Any]]:
+    texts = [sanitize_surrogates(c.text) for c in content if c.type == "text"]
+    images = [c for c in content if c.type == "image"]
+    if images and "image" in (model.input or []):
+        parts: list[dict[str, Any]] = [{"type": "input_text", "text": t} for t in texts]
+        parts.extend({"type": "input_image", "detail": "auto", "image_url": _data_url(i)}
+                     for i in images)
+        return parts
+    if texts:
+        return "\n".join(texts)
+    return "(see attached image)" if images else "(no tool output)"
+
+
+def _assistant_items(message: AssistantMessage, msg_index: int, model: Model) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    k = 0
+    other_model_same_api = (message.provider == model.provider and message.api == model.api
+                            and message.model != model.id)
+    for part in message.content:
+        if part.type == "thinking":
+            if part.thinking_signature:
+                try:
+                    item = json.loads(part.thinking_signature)
+                except ValueError:
+                    continue  # not a Responses reasoning item: nothing to replay
+                if isinstance(item, dict):
+                    items.append(item)
+        elif part.type == "text":
+            item_id, phase = _message_item_id(part.text_signature, msg_index, k)
+            k += 1
+            entry: dict[str, Any] = {
+                "type": "message", "role": "assistant",
+                "content": [{"type": "output_text", "text": sanitize_surrogates(part.text),
+                             "annotations": []}],
+                "status": "completed", "id": item_id,
+            }
+            if phase:
+                entry["phase"] = phase
+            items.append(entry)
+        elif part.type == "toolCall":
+            call_id, _, item_id = part.id.partition("|")
+            entry = {"type": "function_call", "call_id": call_id, "name": part.name,
+                     "arguments": json.dumps(part.arguments or {}, ensure_ascii=False)}
+            # An item id only means something next to its own reasoning item.
+            if item_id and item_id.startswith("fc_") and not other_model_same_api:
+                entry["id"] = item_id
+            if part.namespace:
+                entry["namespace"] = part.namespace
+            items.append(entry)
+    return items
+
+
+def convert_input(model: Model, context: Context) -> list[dict[str, Any]]:
+    """pi context -> the Responses ``input`` list."""
+    normalize = normalize_tool_call_id
+    messages = transform_messages(list(context.messages or []), model, normalize)
+    items: list[dict[str, Any]] = []
+    if context.system_prompt:
+        developer = model.reasoning and _compat(model).get("supportsDeveloperRole") is not False
+        items.append({"role": "developer" if developer else "system",
+                      "content": sanitize_surrogates(context.system_prompt)})
+    for msg_index, message in enumerate(messages):
+        if message.role == "user":
+            content = _user_content(message.content)
+            if content:
+                items.append({"role": "user", "content": content})
+        elif message.role == "assistant":
+            items.extend(_assistant_items(message, msg_index, model))
+        elif message.role == "toolResult":
+            call_id = message.tool_call_id.partition("|")[0]
+            items.append({"type": "function_call_output", "call_id": call_id,
+                          "output": _tool_output(message.content, model)})
+    return items
+
+
+def _convert_tools(tools: list[Any], model: Model) -> list[dict[str, Any]]:
+    strict_supported = _compat(model).get("supportsStrictMode") is not False
+    out = []
+    for tool in tools:
+        entry: dict[str, Any] = {"type": "function", "name": tool.name,
+                                 "description": tool.description or "",
+                                 "parameters": tool.parameters}
+        if strict_supported:
+            sampling = getattr(tool, "constrained_sampling", None)
+            entry["strict"] = bool(isinstance(sampling, dict) and sampling.get("type") == "json_schema")
+        out.append(entry)
+    return out
+
+
+def build_params(model: Model, context: Context, options: Mapping[str, Any]) -> dict[str, Any]:
+    """The JSON body of ``POST {base_url}/responses``."""
+    params: dict[str, Any] = {
+        "model": model.id,
+        "input": convert_input(model, context),
+        "stream": True,
+        "store": False,
+    }
+    retention = resolve_cache_retention(options)
+    if options.get("session_id") and retention != "none":
+        params["prompt_cache_key"] = options["session_id"]
+        if retention == "long":
+            params["prompt_cache_retention"] = "24h"
+    if options.get("max_tokens"):
+        params["max_output_tokens"] = max(int(options["max_tokens"]), 16)
+    if options.get("temperature") is not None:
+        params["temperature"] = options["temperature"]
+    if options.get("service_tier"):
+        params["service_tier"] = options["service_tier"]
+    if context.tools:
+        params["tools"] = _convert_tools(list(context.tools), model)
+        if options.get("tool_choice"):
+            params["tool_choice"] = options["tool_choice"]
+
+    effort = options.get("reasoning_effort")
+    summary = options.get("reasoning_summary")
+    if model.reasoning and (effort or summary):
+        params["reasoning"] = {"effort": effort or "medium", "summary": summary or "auto"}
+        params["include"] = ["reasoning.encrypted_content"]
+    elif model.reasoning and model.provider != "github-copilot":
+        level_map = model.thinking_level_map or {}
+        if not ("off" in level_map and level_map["off"] is None):
+            params["reasoning"] = {"effort": level_map.get("off") or "none"}
+
+    sampling = {**(model.sampling_params or {}), **(options.get("sampling_params") or {})}
+    params.update(sampling)
+    return params
+
+
+def _has_header(headers: Mapping[str, Any] | None, names: tuple[str, ...]) -> bool:
+    return any(k.lower() in names and v for k, v in (headers or {}).items())
+
+
+def build_headers(model: Model, api_key: str | None, options: Mapping[str, Any]) -> dict[str, str]:
+    merged: dict[str, str | None] = {
+        "content-type": "application/json",
+        "accept": "text/event-stream",
+        "user-agent": _http.default_user_agent(),
+    }
+    if api_key:
+        merged["authorization"] = f"Bearer {api_key}"
+    for source in (model.headers, options.get("headers")):
+        for key, value in (source or {}).items():
+            for existing in [k for k in merged if k.lower() == key.lower()]:
+                del merged[existing]
+            merged[key] = value
+    return {k: v for k, v in merged.items() if v is not None}
+
+
+# --- stream mapping --------------------------------------------------------------------
+
+_TIER_FACTORS = {"flex": 0.5, "priority": 2.0}
+
+
+def _tier_factor(model: Model, tier: Any) -> float:
+    if tier == "priority" and model.id.startswith("gpt-5.5"):
+        return 2.5
+    return _TIER_FACTORS.get(tier, 1.0) if isinstance(tier, str) else 1.0
+
+
+class ResponsesEventMapper:
+    """Applies Responses stream events (dicts) to the live partial message."""
+
+    def __init__(self, model: Model, output: AssistantMessage, stream: AssistantMessageEventStream,
+                 service_tier: str | None = None):
+        self.model = model
+        self.output = output
+        self.stream = stream
+        self.service_tier = service_tier
+        self._by_output: dict[int, int] = {}    # output_index -> content index
+        self._scratch: dict[int, str] = {}      # content index -> raw arguments JSON
+        self._item_ids: dict[int, str] = {}     # content index -> item id (reasoning back-fill)
+        self.terminal = False
+
+    def handle(self, data: Any) -> None:
+        if not isinstance(data, Mapping):
+            return
+        kind = data.get("type")
+        handler = _HANDLERS.get(kind)
+        if handler is not None:
+            handler(self, data)
+
+    def _block(self, data: Mapping[str, Any], kind: str) -> tuple[int, Any]:
+        index = self._by_output.get(data.get("output_index", -1))
+        if index is None:
+            return -1, None
+        block = self.output.content[index]
+        return (index, block) if block.type == kind else (-1, None)
+
+    # -- events --
+    def _created(self, data: Mapping[str, Any]) -> None:
+        response = data.get("response") or {}
+        if response.get("id"):
+            self.output.response_id = response["id"]
+
+    def _item_added(self, data: Mapping[str, Any]) -> None:
+        item = data.get("item") or {}
+        kind = item.get("type")
+        content = self.output.content
+        index = len(content)
+        if kind == "reasoning":
+            content.append(ThinkingContent(thinking=""))
+            self.stream.push(ThinkingStartEvent(content_index=index, partial=self.output))
+        elif kind == "message":
+            content.append(TextContent(text=""))
+            if item.get("phase") == "final_answer":
+                self.output.stop_reason = "stop"
+            self.stream.push(TextStartEvent(content_index=index, partial=self.output))
+        elif kind == "function_call":
+            raw = item.get("arguments") or ""
+            call = ToolCall(id=f"{item.get('call_id', '')}|{item.get('id', '')}",
+                            name=item.get("name") or "",
+                            arguments=parse_streaming_json(raw) if raw else {})
+            if item.get("namespace"):
+                call.namespace = item["namespace"]
+            content.append(call)
+            self._scratch[index] = raw
+            self.stream.push(ToolCallStartEvent(content_index=index, partial=self.output))
+        else:
+            return
+        if item.get("id"):
+            self._item_ids[index] = item["id"]
+        self._by_output[data.get("output_index", index)] = index
+
+    def _thinking_delta(self, data: Mapping[str, Any]) -> None:
+        index, block = self._block(data, "thinking")
+        if block is not None:
+            delta = data.get("delta") or ""
+            _append(block, "thinking", delta)
+            self.stream.push(ThinkingDeltaEvent(content_index=index, delta=delta, partial=self.output))
+
+    def _summary_part_done(self, data: Mapping[str, Any]) -> None:
+        index, block = self._block(data, "thinking")
+        if block is not None:
+            _append(block, "thinking", "\n\n")
+            self.stream.push(ThinkingDeltaEvent(content_index=index, delta="\n\n", partial=self.output))
+
+    def _text_delta(self, data: Mapping[str, Any]) -> None:
+        index, block = self._block(data, "text")
+        if block is not None:
+            delta = data.get("delta") or ""
+            _append(block, "text", delta)
+            self.stream.push(TextDeltaEvent(content_index=index, delta=delta, partial=self.output))
+
+    def _args_delta(self, data: Mapping[str, Any]) -> None:
+        index, block = self._block(data, "toolCall")
+        if block is None:
+            return
+        delta = data.get("delta") or ""
+        raw = self._scratch.get(index, "")
+        self._scratch[index] = ""
+        raw += delta
+        self._scratch[index] = raw
+        block.arguments = parse_streaming_json(raw)
+        self.stream.push(ToolCallDeltaEvent(content_index=index, delta=delta, partial=self.output))
+
+    def _args_done(self, data: Mapping[str, Any]) -> None:
+        index, block = self._block(data, "toolCall")
+        if block is None:
+            return
+        final = data.get("arguments")
+        if not isinstance(final, str):
+            return
+        previous = self._scratch.get(index, "")
+        self._scratch[index] = final
+        block.arguments = parse_streaming_json(final)
+        if final.startswith(previous) and len(final) > len(previous):
+            self.stream.push(ToolCallDeltaEvent(content_index=index, delta=final[len(previous):],
+                                                partial=self.output))
+
+    def _item_done(self, data: Mapping[str, Any]) -> None:
+        item = data.get("item") or {}
+        kind = item.get("type")
+        wanted = {"reasoning": "thinking", "message": "text", "function_call": "toolCall"}.get(kind)
+        if wanted is None:
+            return
+        index, block = self._block(data, wanted)
+        if block is None:
+            return
+        if kind == "reasoning":
+            summary = [s.get("text", "") for s in item.get("summary") or [] if isinstance(s, Mapping)]
+            texts = [c.get("text", "") for c in item.get("content") or [] if isinstance(c, Mapping)]
+            if summary:
+                block.thinking = "\n\n".join(summary)
+            elif texts:
+                block.thinking = "\n\n".join(texts)
+            block.thinking_signature = json.dumps(item, ensure_ascii=False)
+            self.stream.push(ThinkingEndEvent(content_index=index, content=block.thinking,
+                                              partial=self.output))
+        elif kind == "message":
+            parts = item.get("content") or []
+            texts = [p.get("text") if p.get("type") == "output_text" else p.get("refusal")
+                     for p in parts if isinstance(p, Mapping) and p.get("type") in ("output_text", "refusal")]
+            if texts:
+                block.text = "".join(t or "" for t in texts)
+            signature: dict[str, Any] = {"v": 1, "id": item.get("id")}
+            if item.get("phase"):
+                signature["phase"] = item["phase"]
+            block.text_signature = json.dumps(signature)
+            self.stream.push(TextEndEvent(content_index=index, content=block.text, partial=self.output))
+        else:
+            raw = item.get("arguments") or self._scratch.get(index) or "{}"
+            self._scratch.pop(index, None)
+            block.arguments = parse_streaming_json(raw)
+            if item.get("namespace"):
+                block.namespace = item["namespace"]
+            self.stream.push(ToolCallEndEvent(content_index=index, tool_call=block, partial=self.output))
+
+    def _terminal(self, data: Mapping[str, Any]) -> None:
+        self.terminal = True
+        response = data.get("response") or {}
+        if response.get("id"):
+            self.output.response_id = response["id"]
+        self._apply_usage(response)
+        self._backfill_reasoning(response)
+        status = response.get("status")
+        reason = (response.get("incomplete_details") or {}).get("reason")
+        self.output.raw_stop_reason = f"{status}.{reason}" if status and reason else status
+        if status == "incomplete":
+            if reason == "max_output_tokens":
+                self.output.stop_reason = "length"
+            else:
+                self.output.stop_reason = "error"
+                self.output.error_message = (f"Response incomplete: {reason}" if reason
+                                             else "Response incomplete without a provider reason")
+        elif status in ("failed", "cancelled"):
+            self.output.stop_reason = "error"
+            self.output.error_message = _failure_text(response)
+        else:  # completed, in_progress, queued, or missing
+            self.output.stop_reason = "stop"
+        if self.output.stop_reason == "stop" and any(b.type == "toolCall" for b in self.output.content):
+            self.output.stop_reason = "toolUse"
+
+    def _failed(self, data: Mapping[str, Any]) -> None:
+        self.terminal = True
+        response = data.get("response") or {}
+        self._apply_usage(response)
+        self.output.raw_stop_reason = "failed"
+        raise ProviderStreamError(_failure_text(response))
+
+    def _error(self, data: Mapping[str, Any]) -> None:
+        code = data.get("code")
+        message = data.get("message")
+        if code is None and message is None and isinstance(data.get("error"), Mapping):
+            code, message = data["error"].get("code"), data["error"].get("message")
+        raise ProviderStreamError(f"Error Code {code}: {message}")
+
+    # -- helpers --
+    def _apply_usage(self, response: Mapping[str, Any]) -> None:
+        usage = response.get("usage")
+        if not isinstance(usage, Mapping):
+            return
+        cached = (usage.get("input_tokens_details") or {}).get("cached_tokens") or 0
+        cache_write = (usage.get("input_tokens_details") or {}).get("cache_write_tokens") or 0
+        u = self.output.usage
+        u.input = max(0, (usage.get("input_tokens") or 0) - cached - cache_write)
+        u.output = usage.get("output_tokens") or 0
+        u.cache_read = cached
+        u.cache_write = cache_write
+        reasoning = (usage.get("output_tokens_details") or {}).get("reasoning_tokens")
+        if reasoning is not None:
+            u.reasoning = reasoning
+        total = usage.get("total_tokens")
+        u.total_tokens = total if total is not None else u.input + u.output + u.cache_read + u.cache_write
+        cost = calculate_cost(self.model, u)
+        factor = _tier_factor(self.model, response.get("service_tier") or self.service_tier)
+        if factor != 1.0:
+            cost = u.cost
+            cost.input *= factor
+            cost.output *= factor
+            cost.cache_read *= factor
+            cost.cache_write *= factor
+            cost.total = cost.input + cost.output + cost.cache_read + cost.cache_write
+
+    def _backfill_reasoning(self, response: Mapping[str, Any]) -> None:
+        # Some deployments (Azure) only put encrypted_content on the final response.
+        encrypted = {item.get("id"): item for item in response.get("output") or []
+                     if isinstance(item, Mapping) and item.get("type") == "reasoning"
+                     and item.get("encrypted_content")}
+        if not encrypted:
+            return
+        for index, item_id in self._item_ids.items():
+            block = self.output.content[index]
+            if block.type != "thinking" or item_id not in encrypted:
+                continue
+            try:
+                stored = json.loads(block.thinking_signature) if block.thinking_signature else {}
+            except ValueError:
+                continue
+            if isinstance(stored, dict) and not stored.get("encrypted_content"):
+                stored = stored or dict(encrypted[item_id])
+                stored["encrypted_content"] = encrypted[item_id]["encrypted_content"]
+                block.thinking_signature = json.dumps(stored, ensure_ascii=False)
+
+    def finish(self) -> None:
+        if not self.terminal:
+            raise ProviderStreamError(ENDED_EARLY)
+
+
+def _failure_text(response: Mapping[str, Any]) -> str:
+    error = response.get("error")
+    if isinstance(error, Mapping) and (error.get("code") or error.get("message")):
+        return f"{error.get('code')}: {error.get('message')}"
+    reason = (response.get("incomplete_details") or {}).get("reason")
+    if reason:
+        return f"incomplete: {reason}"
+    return "Unknown error (no error details in response)"
+
+
+_HANDLERS = {
+    "response.created": ResponsesEventMapper._created,
+    "response.output_item.added": ResponsesEventMapper._item_added,
+    "response.reasoning_summary_text.delta": ResponsesEventMapper._thinking_delta,
+    "response.reasoning_text.delta": ResponsesEventMapper._thinking_delta,
+    "response.reasoning_summary_part.done": ResponsesEventMapper._summary_part_done,
+    "response.output_text.delta": ResponsesEventMapper._text_delta,
+    "response.refusal.delta": ResponsesEventMapper._text_delta,
+    "response.function_call_arguments.delta": ResponsesEventMapper._args_delta,
+    "response.function_call_arguments.done": ResponsesEventMapper._args_done,
+    "response.output_item.done": ResponsesEventMapper._item_done,
+    "response.completed": ResponsesEventMapper._terminal,
+    "response.incomplete": ResponsesEventMapper._terminal,
+    "response.failed": ResponsesEventMapper._failed,
+    "error": ResponsesEventMapper._error,
+}
+
+
+# --- the stream ------------------------------------------------------------------------
+
+def _new_output(model: Model) -> AssistantMessage:
+    return AssistantMessage(content=[], api=model.api, provider=model.provider, model=model.id,
+                            usage=Usage(), stop_reason="pending")
+
+
+def _resolve_api_key(model: Model, options: Mapping[str, Any]) -> str | None:
+    key = options.get("api_key")
+    if not (isinstance(key, str) and key.strip()):
+        key = get_env_api_key(model.provider, options.get("env"))
+    return None if key == AUTHENTICATED else key  # ambient credentials: not a key to send
+
+
+async def _maybe_await(value: Any) -> Any:
+    return await value if asyncio.iscoroutine(value) else value
+
+
+async def _run(model: Model, context: Context, options: Mapping[str, Any],
+               stream: AssistantMessageEventStream) -> None:
+    output = _new_output(model)
+    signal = options.get("signal")
+    mapper = ResponsesEventMapper(model, output, stream, options.get("service_tier"))
+    api_key: str | None = None
+    try:
+        api_key = _resolve_api_key(model, options)
+        if not api_key and needs_api_key(model.provider) \
+                and not _has_header(options.get("headers"), _AUTH_HEADERS) \
+                and not _has_header(model.headers, _AUTH_HEADERS):
+            raise ProviderStreamError(missing_key_message(model.provider))
+        if signal is not None and signal.aborted:
+            raise AbortError("Request was aborted")
+        params = build_params(model, context, options)
+        if options.get("on_payload") is not None:
+            replaced = await _maybe_await(options["on_payload"](params, model))
+            if replaced is not None:
+                params = replaced
+        headers = build_headers(model, api_key, options)
+        url = model.base_url.rstrip("/") + "/responses"
+        response = await _http.retry_provider_request(
+            lambda: _http.open_stream("POST", url, headers=headers, json_body=params, signal=signal,
+                                      timeout_ms=options.get("timeout_ms"), secrets=(api_key,)),
+            max_retries=options.get("max_retries") or 0,
+            max_retry_delay_ms=options.get("max_retry_delay_ms", 60000), signal=signal)
+        try:
+            if options.get("on_response") is not None:
+                await _maybe_await(options["on_response"](
+                    {"status": response.status, "headers": dict(response.headers)}, model))
+            stream.push(StartEvent(partial=output))
+            decoder = SSEDecoder()
+            async for chunk in response.iter_bytes():
+                for sse in decoder.feed(chunk):
+                    _dispatch(mapper, sse)
+                if mapper.terminal:
+                    break
+            else:
+                for sse in decoder.flush():
+                    _dispatch(mapper, sse)
+        finally:
+            await response.aclose()
+        if signal is not None and signal.aborted:
+            raise AbortError("Request was aborted")
+        mapper.finish()
+        if output.stop_reason in ("error", "aborted"):
+            raise ProviderStreamError(output.error_message or "An unknown error occurred")
+        if output.stop_reason == "pending":
+            raise ProviderStreamError(ENDED_EARLY)
+        stream.push(DoneEvent(reason=output.stop_reason, message=output))
+        stream.end()
+    except asyncio.CancelledError:
+        _fail(stream, output, "Request was aborted", aborted=True)
+        raise
+    except Exception as exc:  # every failure becomes the one terminal error event
+        aborted = bool(signal is not None and signal.aborted)
+        _fail(stream, output, "Request was aborted" if aborted else _error_text(exc, api_key), aborted)
+
+
+def _dispatch(mapper: ResponsesEventMapper, sse: Any) -> None:
+    data_text = sse.data
+    if not data_text or data_text == "[DONE]":
+        return
+    try:
+        data = json.loads(data_text)
+    except ValueError:
+        raise ProviderStreamError(
+            f"OpenAI Responses sent invalid JSON in an SSE event: {data_text[:200]}") from None
+    mapper.handle(data)
+
+
+def _error_text(exc: BaseException, api_key: str | None) -> str:
+    if isinstance(exc, _http.HttpStatusError):
+        text = describe_provider_error(exc, ERROR_PREFIX)
+    else:
+        text = str(exc) or type(exc).__name__
+    return _http.redact(text, (api_key,))
+
+
+def _fail(stream: AssistantMessageEventStream, output: AssistantMessage, message: str,
+          aborted: bool) -> None:
+    output.stop_reason = "aborted" if aborted else "error"
+    output.error_message = message
+    stream.push(ErrorEvent(reason=output.stop_reason, error=output))
+    stream.end()
+
+
+_tasks: set[asyncio.Task[Any]] = set()
+
+
+def _start(model: Model, context: Context, options: Mapping[str, Any]) -> AssistantMessageEventStream:
+    stream = AssistantMessageEventStream()
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        _fail(stream, _new_output(model), "stream() needs a running asyncio event loop", False)
+        return stream
+    task = loop.create_task(_run(model, context, dict(options), stream))
+    _tasks.add(task)  # keep a strong reference until the request finishes
+    task.add_done_callback(_tasks.discard)
+    return stream
+
+
+def stream_openai_responses(model: Model, context: Context,
+                            options: Mapping[str, Any] | None = None) -> AssistantMessageEventStream:
+    """Provider options: the common ones plus ``reasoning_effort``, ``reasoning_summary``,
+    ``service_tier`` and ``tool_choice``."""
+    return _start(model, context, options or {})
+
+
+def simple_options(model: Model, context: Context, options: Mapping[str, Any],
+                   api_key: str | None) -> dict[str, Any]:
+    """``SimpleStreamOptions`` -> Responses options (spec 5.4)."""
+    base = dict(build_base_options(model, context, options, api_key))
+    for key in ("tool_choice", "service_tier", "reasoning_summary"):
+        if options.get(key) is not None:
+            base[key] = options[key]
+    level = options.get("reasoning")
+    if level and model.reasoning:
+        level = clamp_thinking_level(model, level)
+        if level and level != "off":
+            mapped = (model.thinking_level_map or {}).get(level)
+            base["reasoning_effort"] = mapped if isinstance(mapped, str) else level
+    return base
+
+
+def stream_simple_openai_responses(model: Model, context: Context,
+                                   options: Mapping[str, Any] | None = None
+                                   ) -> AssistantMessageEventStream:
+    options = options or {}
+    try:
+        mapped = simple_options(model, context, options, _resolve_api_key(model, options))
+    except Exception as exc:  # bad options end the stream, they never raise
+        stream = AssistantMessageEventStream()
+        _fail(stream, _new_output(model), str(exc) or type(exc).__name__, False)
+        return stream
+    return stream_openai_responses(model, context, mapped)
+
+
+def register() -> None:
+    register_api_provider(API, stream_openai_responses, stream_simple_openai_responses)
