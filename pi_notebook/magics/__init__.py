@@ -39,7 +39,10 @@ def load_ipython_extension(ip: Any) -> None:
         pass  # terminal IPython between cells: the loop is found when a run starts
     ip.register_magics(PiNotebookMagics(ip, runtime))
     install_transformers(ip)
-    _install_capture(ip)
+    # The tools' output-capture proxies are installed with the agent (first run or
+    # get_agent()): importing the agent core at load time would cost seconds in
+    # environments where jsonschema pulls in slow optional format checkers.
+    runtime.on_agent_created = lambda: _install_capture(ip)
     _runtime = runtime
 
 
@@ -55,7 +58,8 @@ def unload_ipython_extension(ip: Any) -> None:
     finally:
         _runtime = None
         uninstall_transformers(ip)
-        _uninstall_capture(ip)
+        if runtime.capture_installed:
+            _uninstall_capture(ip)
         magics = ip.magics_manager.magics
         for kind, names in _MAGIC_NAMES.items():
             for name in names:

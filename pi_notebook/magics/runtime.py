@@ -172,6 +172,8 @@ class Runtime:
         self._pending_reset = False
         self._closed = False
         # the latest run's task, first view and duration (status, tests, benchmarks)
+        self.on_agent_created: Callable[[], None] | None = None
+        self.capture_installed = False
         self.last_task: asyncio.Task[Any] | None = None
         self.last_view: Any = None
         self.last_run_seconds: float | None = None
@@ -202,6 +204,9 @@ class Runtime:
         if self.agent is None:
             self.agent = self._make_agent()
             self._unsubscribe = self.agent.subscribe(self._on_event)
+            if self.on_agent_created is not None:
+                self.on_agent_created()
+                self.capture_installed = True
         return self.agent
 
     def _make_agent(self) -> Any:
@@ -235,8 +240,15 @@ class Runtime:
             from ..tools.approval import make_approval_hook
         except ImportError:
             return None
-        return make_approval_hook(self.current_policy, ask=self._ask_approval,
-                                  is_interactive=self.is_interactive)
+        self._approval_hook = make_approval_hook(self.current_policy, ask=self._ask_approval,
+                                                 is_interactive=self.is_interactive,
+                                                 notify=self._notify)
+        return self._approval_hook
+
+    def _notify(self, text: str) -> None:
+        run = self.run
+        if run is not None:
+            run.active_view.show_notice(text, "warning")
 
     def current_policy(self) -> str:
         run = self.run
@@ -457,6 +469,9 @@ class Runtime:
         run = Run(task=None, active_view=view, views=[view], interactive=interactive,
                   approve=approve)
         self.run = run
+        hook = getattr(self, "_approval_hook", None)
+        if hook is not None and hasattr(hook, "reset_run"):
+            hook.reset_run()  # "Always for this run" ends with the run
         view.add_user_message(text, kind)
         run.task = loop.create_task(self._run_body(run, text, new, previous, args),
                                     name="pi_notebook-run")

@@ -37,6 +37,7 @@ def shell(tmp_path, faux, monkeypatch):
     runtime = magics.current_runtime()
     runtime._view_factory = FakeView
     runtime._tools_factory = lambda rt: []
+    runtime.on_agent_created = None  # no output-capture proxies in the test process
     runtime.settings.session_dir = str(tmp_path / "sessions")
     runtime.settings.wait = "never"
     agent = runtime.get_agent()
