@@ -6,6 +6,7 @@ small chunks so that boundaries fall inside events, JSON and UTF-8 sequences.
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
@@ -608,3 +609,45 @@ async def test_dispatch_through_the_registry(server):
     server.push(Reply(chunks=[text_stream(["via registry"])]))
     msg = await complete(make_model(server.url), ctx(), {"api_key": KEY})
     assert msg.content[0].text == "via registry"
+
+
+async def test_second_turn_replays_thinking_signature_and_tool_call(server):
+    """Item 132: the first answer goes back in the context of the next request, as the API wants it."""
+    body = (message_start()
+            + block_start(0, {"type": "thinking", "thinking": "", "signature": ""})
+            + delta(0, {"type": "thinking_delta", "thinking": "Need the file."})
+            + delta(0, {"type": "signature_delta", "signature": "SIG=="}) + block_stop(0)
+            + block_start(1, {"type": "tool_use", "id": "toolu_9", "name": "read", "input": {}})
+            + delta(1, {"type": "input_json_delta", "partial_json": '{"path": "a.txt"}'}) + block_stop(1)
+            + message_delta("tool_use", {"output_tokens": 9}) + MESSAGE_STOP)
+    server.push(Reply(chunks=chunked(body, 17)), Reply(chunks=[text_stream(["It says hi."])]))
+    model = make_model(server.url)
+    context = ctx(tools=[Tool(name="read")])
+    _, first = await collect(stream_anthropic_messages(model, context, {"api_key": KEY}))
+    assert first.stop_reason == "toolUse"
+    context.messages += [first, ToolResultMessage(tool_call_id="toolu_9", tool_name="read",
+                                                  content=[TextContent(text="hi")])]
+    _, second = await collect(stream_anthropic_messages(model, context, {"api_key": KEY}))
+    assert second.stop_reason == "stop"
+    sent = server.requests[1].json["messages"]
+    assert sent[1] == {"role": "assistant", "content": [
+        {"type": "thinking", "thinking": "Need the file.", "signature": "SIG=="},
+        {"type": "tool_use", "id": "toolu_9", "name": "read", "input": {"path": "a.txt"}}]}
+    assert sent[2]["content"][0]["tool_use_id"] == "toolu_9"
+    assert sent[2]["content"][-1]["cache_control"] == {"type": "ephemeral"}
+
+
+async def test_abort_during_retry_wait(server):
+    server.push(Reply.json(529, {"type": "error", "error": {"type": "overloaded_error", "message": "busy"}},
+                           headers={"retry-after": "30"}))
+    controller = AbortController()
+    stream = stream_anthropic_messages(make_model(server.url), ctx(),
+                                       {"api_key": KEY, "signal": controller.signal, "max_retries": 3})
+    while not server.requests:  # the first attempt has failed once the server saw it
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(0.05)
+    controller.abort()
+    events, msg = await collect(stream)
+    assert [e.type for e in events] == ["error"]
+    assert msg.stop_reason == "aborted" and msg.error_message == "Request was aborted"
+    assert len(server.requests) == 1

@@ -375,3 +375,40 @@ def test_register():
     from pi_notebook.ai.stream import get_api_provider
     google.register()
     assert get_api_provider("google-generative-ai") is not None
+
+
+async def test_second_turn_replays_signatures_and_function_response(server):
+    chunks = [chunk([{"text": "Plan", "thought": True, "thoughtSignature": SIG}]),
+              chunk([{"functionCall": {"name": "read", "args": {"p": "a"}}, "thoughtSignature": SIG2}]),
+              chunk([], finish="STOP", usage=USAGE)]
+    server.push(Reply(chunks=chunked(body(chunks), 23)),
+                Reply(chunks=[body([chunk([{"text": "ok"}], finish="STOP")])]))
+    model = make_model(server.url)
+    context = ctx(tools=[Tool(name="read")])
+    _, first = await collect(stream_google_generative_ai(model, context, {"api_key": KEY}))
+    assert first.stop_reason == "toolUse"
+    context.messages += [first, ToolResultMessage(tool_call_id=first.content[1].id, tool_name="read",
+                                                  content=[TextContent(text="file")])]
+    _, second = await collect(stream_google_generative_ai(model, context, {"api_key": KEY}))
+    assert second.stop_reason == "stop"
+    sent = server.requests[1].json["contents"]
+    assert sent[1] == {"role": "model", "parts": [
+        {"thought": True, "text": "Plan", "thoughtSignature": SIG},
+        {"functionCall": {"name": "read", "args": {"p": "a"}}, "thoughtSignature": SIG2}]}
+    assert sent[2] == {"role": "user", "parts": [{"functionResponse": {"name": "read",
+                                                                       "response": {"output": "file"}}}]}
+
+
+async def test_abort_during_retry_wait(server):
+    import asyncio
+    server.push(Reply.json(503, {"error": {"message": "busy"}}, headers={"retry-after": "30"}))
+    controller = AbortController()
+    stream = stream_google_generative_ai(make_model(server.url), ctx(),
+                                         {"api_key": KEY, "signal": controller.signal, "max_retries": 3})
+    while not server.requests:
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(0.05)
+    controller.abort()
+    events, msg = await collect(stream)
+    assert [e.type for e in events] == ["error"] and msg.stop_reason == "aborted"
+    assert len(server.requests) == 1

@@ -459,3 +459,49 @@ def test_register():
     from pi_notebook.ai.stream import get_api_provider
     openai_responses.register()
     assert get_api_provider("openai-responses") is not None
+
+
+async def test_second_turn_replays_reasoning_text_and_call(server):
+    """Item 132: the streamed answer is sent back exactly as the Responses API needs it."""
+    reasoning = {"type": "reasoning", "id": "rs_7", "summary": [{"type": "summary_text", "text": "Plan"}],
+                 "encrypted_content": "ENC"}
+    body = CREATED + ev({"type": "response.output_item.added", "output_index": 0,
+                         "item": {"type": "reasoning", "id": "rs_7", "summary": []}})
+    body += ev({"type": "response.output_item.done", "output_index": 0, "item": reasoning})
+    body += message_item(["Checking."], out=1, item_id="msg_7", phase="commentary")
+    body += ev({"type": "response.output_item.added", "output_index": 2, "item": {
+        "type": "function_call", "id": "fc_7", "call_id": "call_7", "name": "read", "arguments": ""}})
+    body += ev({"type": "response.function_call_arguments.delta", "output_index": 2, "delta": '{"p": 1}'})
+    body += ev({"type": "response.output_item.done", "output_index": 2, "item": {
+        "type": "function_call", "id": "fc_7", "call_id": "call_7", "name": "read", "arguments": '{"p": 1}'}})
+    body += terminal()
+    server.push(Reply(chunks=chunked(body, 19)), Reply(chunks=[text_stream(["Done."])]))
+    model = make_model(server.url)
+    context = ctx(tools=[Tool(name="read")])
+    _, first = await collect(stream_openai_responses(model, context, {"api_key": KEY}))
+    assert first.stop_reason == "toolUse"
+    context.messages += [first, ToolResultMessage(tool_call_id=first.content[2].id, tool_name="read",
+                                                  content=[TextContent(text="data")])]
+    _, second = await collect(stream_openai_responses(model, context, {"api_key": KEY}))
+    assert second.stop_reason == "stop"
+    sent = server.requests[1].json["input"]
+    assert sent[2] == reasoning
+    assert sent[3]["id"] == "msg_7" and sent[3]["phase"] == "commentary"
+    assert sent[4] == {"type": "function_call", "id": "fc_7", "call_id": "call_7", "name": "read",
+                       "arguments": '{"p": 1}'}
+    assert sent[5] == {"type": "function_call_output", "call_id": "call_7", "output": "data"}
+
+
+async def test_abort_during_retry_wait(server):
+    import asyncio
+    server.push(Reply.json(429, {"error": {"message": "slow down"}}, headers={"retry-after": "30"}))
+    controller = AbortController()
+    stream = stream_openai_responses(make_model(server.url), ctx(),
+                                     {"api_key": KEY, "signal": controller.signal, "max_retries": 3})
+    while not server.requests:
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(0.05)
+    controller.abort()
+    events, msg = await collect(stream)
+    assert [e.type for e in events] == ["error"] and msg.stop_reason == "aborted"
+    assert len(server.requests) == 1

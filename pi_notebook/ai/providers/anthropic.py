@@ -145,9 +145,33 @@ def _assistant_blocks(message: AssistantMessage, model: Model) -> list[dict[str,
     return blocks
 
 
+def _is_dated_snapshot(requested: str, answered: str) -> bool:
+    # "claude-sonnet-4-5" is answered as "claude-sonnet-4-5-20250929"
+    return answered.startswith(requested + "-") and answered[len(requested) + 1:].isdigit()
+
+
+def _claim_snapshot_answers(messages: list[Any], model: Model) -> list[Any]:
+    """Give our own earlier answers back the requested model id before the transform.
+
+    pi 0.85.1 records the model named in ``message_start`` (a dated snapshot for an
+    alias), so ``transform_messages`` would see the previous turn as another model's and
+    turn its signed thinking into text; with thinking on, Anthropic then rejects the
+    tool-use continuation. Known upstream (earendil-works/pi#9188); only exact
+    ``<requested>-<date>`` snapshots of this provider and API are claimed.
+    """
+    out = []
+    for message in messages:
+        if (getattr(message, "role", None) == "assistant" and message.provider == model.provider
+                and message.api == model.api and _is_dated_snapshot(model.id, message.model)):
+            message = message.model_copy(update={"model": model.id})
+        out.append(message)
+    return out
+
+
 def convert_messages(messages: list[Any], model: Model) -> list[dict[str, Any]]:
     """pi messages -> Anthropic ``messages`` (after the cross-provider transform, 5.5)."""
-    transformed = transform_messages(messages, model, normalize_anthropic_tool_call_id)
+    transformed = transform_messages(_claim_snapshot_answers(messages, model), model,
+                                     normalize_anthropic_tool_call_id)
     out: list[dict[str, Any]] = []
     i = 0
     while i < len(transformed):
