@@ -22,6 +22,10 @@ API (called by the magics helper at extension load/unload):
   exits, late writes from leftovers (tasks, threads) go to the original streams again.
 - ``capture_active() -> bool``.
 
+Also routed: ``shell.ask_exit`` (what IPython's ``exit``/``quit`` call). Inside a capture it
+raises ``SystemExit`` instead, so agent code cannot shut the user's kernel down; the tool
+reports it as an error.
+
 Known leaks (documented, not fixable at the Python level): output written to OS file
 descriptor 1/2 directly (``os.system``, C extensions).
 """
@@ -198,6 +202,7 @@ class _InstallState:
         self.stderr: RoutedStream | None = None
         self.display_pub: RoutedDisplayPublisher | None = None
         self.thread_start: Callable[..., Any] | None = None
+        self.ask_exit: Callable[..., Any] | None = None
 
 
 _state = _InstallState()
@@ -237,7 +242,27 @@ def install_capture(shell: Any) -> None:
             _orig_thread_start = threading.Thread.start
         _state.thread_start = _orig_thread_start
         threading.Thread.start = _thread_start  # type: ignore[method-assign]
+        _install_exit_guard(shell)
         _state.installed = True
+
+
+EXIT_REFUSED = "exit() is not available to agent code: the user's kernel keeps running"
+
+
+def _install_exit_guard(shell: Any) -> None:
+    orig = getattr(shell, "ask_exit", None)
+    if orig is None:
+        return
+
+    def ask_exit(*args: Any, **kwargs: Any) -> Any:
+        if _active() is not None:
+            raise SystemExit(EXIT_REFUSED)
+        return orig(*args, **kwargs)
+
+    ask_exit._pi_orig = orig  # type: ignore[attr-defined]
+    ask_exit._pi_was_instance_attr = "ask_exit" in shell.__dict__  # type: ignore[attr-defined]
+    shell.ask_exit = ask_exit  # instance attribute shadows the method
+    _state.ask_exit = ask_exit
 
 
 def uninstall_capture(shell: Any = None) -> None:
@@ -270,6 +295,12 @@ def _uninstall_locked() -> None:
                 events.unregister(event, getattr(pub, callback))
             except ValueError:
                 pass
+    guard = _state.ask_exit
+    if guard is not None and shell is not None and shell.__dict__.get("ask_exit") is guard:
+        if guard._pi_was_instance_attr:  # type: ignore[attr-defined]
+            shell.__dict__["ask_exit"] = guard._pi_orig  # type: ignore[attr-defined]
+        else:
+            del shell.__dict__["ask_exit"]
     if threading.Thread.start is _thread_start and _state.thread_start is not None:
         threading.Thread.start = _state.thread_start  # type: ignore[method-assign]
     _state.__init__()  # type: ignore[misc]

@@ -167,6 +167,16 @@ def test_dataframe_summary_and_error(k: Kernel) -> None:
     assert not [m for m in k.messages() if m["msg_type"] == "error"]
 
 
+def test_exit_in_tool_code_does_not_stop_the_kernel(k: Kernel) -> None:
+    k.ok("start_tool('exit', 'exit()')")
+    data = result(k, "exit")
+    assert data["result"]["details"]["error"]["ename"] == "SystemExit"
+    time.sleep(0.3)  # ipykernel would stop its loop 0.1 s after exit_now is set
+    assert k.ev("get_ipython().exit_now") is False
+    reply = k.ok("'still alive'")
+    assert "still alive" in k.text_of(reply["msg_id"])
+
+
 # --- interrupts -------------------------------------------------------------------------------
 
 def _interrupted(k: Kernel, key: str) -> dict[str, Any]:

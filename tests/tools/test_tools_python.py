@@ -348,3 +348,22 @@ async def test_kept_head_and_tail_leave_no_secret_fragment(monkeypatch: pytest.M
         for start in range(len(CANARY) - size + 1):
             assert CANARY[start:start + size] not in result.stdout
     assert result.stdout.endswith("[redacted]" + "z" * 10)
+
+
+async def test_exit_cannot_stop_the_kernel() -> None:
+    shell = get_shell()
+    asked: list[int] = []
+
+    def ask_exit() -> None:  # what ipykernel's shell does: schedules the kernel's stop
+        asked.append(1)
+
+    shell.ask_exit = ask_exit  # the plain InteractiveShell has none
+    try:
+        with routed(shell):
+            result = await run_code(shell, "get_ipython().ask_exit()")
+            shell.ask_exit()  # outside agent code it still works
+        assert asked == [1]
+        assert result.error["ename"] == "SystemExit" and "keeps running" in result.error["evalue"]
+        assert shell.__dict__["ask_exit"] is ask_exit  # the guard left with the proxies
+    finally:
+        del shell.ask_exit
