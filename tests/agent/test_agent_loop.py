@@ -878,3 +878,31 @@ async def test_partial_message_is_in_live_transcript_during_streaming():
                                   MockStream(assistant("abc"), streaming=True))
     assert seen and all(seen)
     assert messages[-1].stop_reason == "stop" and len(messages) == 2
+
+
+async def test_one_abort_signal_reaches_stream_fn_hooks_and_tools():
+    controller = AbortController()
+    seen: dict[str, Any] = {}
+
+    async def transform(messages, signal):
+        seen["transform_context"] = signal
+        return messages
+
+    async def execute(tool_call_id, params, signal, on_update):
+        seen["execute"] = signal
+        return AgentToolResult(content=[text("ok")])
+
+    def before(context, signal):
+        seen["before_tool_call"] = signal
+
+    def after(context, signal):
+        seen["after_tool_call"] = signal
+
+    stream = MockStream(assistant([call("t1", "echo", {"value": "a"})]), assistant("done"))
+    await run([user("go")], ctx(tools=[make_tool(execute=execute)]),
+              cfg(transform_context=transform, before_tool_call=before, after_tool_call=after),
+              stream, controller.signal)
+    seen["stream_fn"] = stream.calls[0]["options"]["signal"]
+    assert set(seen) == {"transform_context", "execute", "before_tool_call", "after_tool_call",
+                         "stream_fn"}
+    assert all(signal is controller.signal for signal in seen.values())
