@@ -7,8 +7,10 @@ approval.
 ``make_approval_hook(get_policy, ask, is_interactive, *, tools=..., notify=None)`` returns an
 :class:`ApprovalHook`, usable as ``before_tool_call(ctx, signal)``:
 
-- ``ask(ApprovalRequest) -> Awaitable["run" | "skip" | "always"]`` is called for ``ask``; any
-  other answer (e.g. ``"deny"``) counts as skip. The wait never blocks the kernel: it awaits a
+- ``ask(ApprovalRequest) -> Awaitable["run" | "skip" | "always"]`` is called for ``ask`` (a
+  coroutine, a Future, or a plain string); any other answer (e.g. ``"deny"``) counts as skip.
+  ``ApprovalRequest`` has ``tool_call_id``, ``tool_name``, ``args`` and ``code`` (the python
+  code, to show in the card). The wait never blocks the kernel: it awaits a
   future on the loop, so the view resolves it from a button handler (hopping to the loop with
   ``call_soon_threadsafe`` itself).
 - ``"always"`` approves the rest of the run; the magics call ``hook.reset_run()`` when a run
@@ -25,6 +27,7 @@ approval.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import os
 import threading
 from collections.abc import Awaitable, Callable, Iterable
@@ -161,7 +164,10 @@ class ApprovalHook:
     async def _wait(self, request: ApprovalRequest, signal: Any) -> str | None:
         assert self._ask is not None
         loop = asyncio.get_running_loop()
-        answer = asyncio.ensure_future(self._ask(request))
+        pending = self._ask(request)
+        if not inspect.isawaitable(pending):
+            return pending  # a synchronous answer
+        answer = asyncio.ensure_future(pending)
         if signal is None:
             return await answer
         aborted = loop.create_future()

@@ -52,9 +52,8 @@ def terminal_text(text: str) -> str:
     lines = []
     for line in text.split("\n"):
         if "\r" in line:
-            parts = [p for p in line.split("\r")]
             # "\r\n" line endings leave an empty last part: keep the last non-empty one.
-            line = next((p for p in reversed(parts) if p), "")
+            line = next((p for p in reversed(line.split("\r")) if p), "")
         lines.append(line)
     return "\n".join(lines)
 
@@ -63,13 +62,11 @@ def cut(text: str, budget: int) -> str:
     """Keep ``text`` within ``budget`` characters: head + note + tail."""
     if budget <= 0 or len(text) <= budget:
         return text
-    removed_lines = 0
     head_len = (budget * 2) // 3
     tail_len = budget - head_len
-    head, tail = text[:head_len], text[len(text) - tail_len:] if tail_len else ""
+    head, tail = text[:head_len], text[len(text) - tail_len:]
     middle = text[head_len:len(text) - tail_len]
-    removed_lines = middle.count("\n")
-    note = f"\n[... {len(middle)} characters ({removed_lines} lines) cut ...]\n"
+    note = f"\n[... {len(middle)} characters ({middle.count(chr(10))} line breaks) cut ...]\n"
     return head + note + tail
 
 

@@ -145,3 +145,10 @@ def test_default_policy(monkeypatch: pytest.MonkeyPatch) -> None:
     assert default_policy() == "auto"
     monkeypatch.setenv("PI_NOTEBOOK_APPROVAL", "yes-please")
     assert default_policy() == "ask"
+
+
+async def test_synchronous_answer_is_accepted() -> None:
+    hook = make_approval_hook(lambda: "ask", lambda request: "run", lambda: True)
+    assert await hook(ctx(), AbortController().signal) is None
+    hook = make_approval_hook(lambda: "ask", lambda request: "skip", lambda: True)
+    assert (await hook(ctx(), None)).block
