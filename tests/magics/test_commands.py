@@ -1,0 +1,135 @@
+"""%agent commands, model errors, sessions, and the terminal (no kernel) text mode."""
+
+from __future__ import annotations
+
+import types
+
+import pytest
+from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
+
+from pi_notebook.ai.providers.faux import faux_assistant_message, register_faux_provider
+
+from magics_helpers import FakeView, run_cell, runtime, settle
+
+
+async def test_missing_key_ends_run_with_error_naming_the_variable(shell, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    await run_cell(shell, "%%agent -m openai/gpt-4.1\nhello\n")
+    await settle()
+    rt = runtime()
+    view = FakeView.instances[-1]
+    assert view.kinds("finish") == [("finish", "error")]
+    last = rt.agent.state.messages[-1]
+    assert last.stop_reason == "error" and "OPENAI_API_KEY" in last.error_message
+    # the view got the failing message_end (it renders the error)
+    assert any(e.type == "message_end" and getattr(e.message, "error_message", None) for e in view.events)
+
+
+async def test_unknown_model_is_a_one_line_usage_error(shell):
+    result = await run_cell(shell, "%%agent -m opnai/gpt-4.1\nhello\n")
+    assert isinstance(result.error_in_exec, UsageError)
+    assert "openai/gpt-4.1" in str(result.error_in_exec) and "\n" not in str(result.error_in_exec)
+    assert runtime().run is None  # nothing started
+
+
+async def test_model_command_and_status(shell, capsys):
+    handle = register_faux_provider(provider="fauxcmd", models=[{"id": "m2", "context_window": 5000}])
+    try:
+        shell.run_line_magic("agent", "model fauxcmd/m2")
+        out = capsys.readouterr().out
+        assert "Model: fauxcmd/m2" in out
+        assert runtime().agent.state.model.id == "m2"
+        shell.run_line_magic("agent", "")
+        status = capsys.readouterr().out
+        assert "model: fauxcmd/m2" in status and "run: idle" in status
+    finally:
+        handle.unregister()
+
+
+async def test_help_history_and_sessions(shell, faux, capsys):
+    shell.run_line_magic("agent", "help")
+    assert "%steer TEXT" in capsys.readouterr().out
+    shell.run_line_magic("agent", "sessions")
+    assert "No saved sessions" in capsys.readouterr().out
+    faux.set_responses([faux_assistant_message("the reply")])
+    await run_cell(shell, "%%agent\nthe question\n")
+    await settle()
+    shell.run_line_magic("agent", "history")
+    history = capsys.readouterr().out
+    assert "user: the question" in history and "assistant: the reply" in history
+    shell.run_line_magic("agent", "sessions")
+    assert "2 messages" in capsys.readouterr().out
+
+
+async def test_resume_continues_newest_session_of_this_notebook(shell, faux):
+    faux.set_responses([faux_assistant_message("first reply"), faux_assistant_message("resumed reply")])
+    await run_cell(shell, "%%agent\nfirst\n")
+    await settle()
+    rt = runtime()
+    rt.reset()  # like a restart: the agent forgets, the session file stays
+    assert rt.agent.state.messages == []
+    await run_cell(shell, "%%agent --resume\ncontinue\n")
+    await settle()
+    roles = [m.role for m in rt.agent.state.messages]
+    assert roles == ["user", "assistant", "user", "assistant"]
+    assert rt.agent.state.messages[1].content[0].text == "first reply"
+
+
+async def test_resume_without_session_is_a_usage_error(shell):
+    result = await run_cell(shell, "%%agent --resume\nhi\n")
+    assert isinstance(result.error_in_exec, UsageError)
+    assert "no saved session" in str(result.error_in_exec)
+
+
+async def test_save_writes_a_session_and_refuses_outside_paths(shell, faux, tmp_path):
+    from pi_notebook.session.store import load_session
+
+    faux.set_responses([faux_assistant_message("kept")])
+    await run_cell(shell, "%%agent\nkeep this\n")
+    await settle()
+    shell.run_line_magic("agent", "save saved.jsonl")
+    loaded = load_session(tmp_path / "saved.jsonl")
+    assert [m.role for m in loaded.messages] == ["user", "assistant"]
+    result = await run_cell(shell, "%agent save /etc/evil.jsonl")
+    assert isinstance(result.error_in_exec, UsageError)
+    result = await run_cell(shell, "%agent save saved.jsonl")
+    assert isinstance(result.error_in_exec, UsageError)  # exists: nothing overwritten
+
+
+async def test_load_newer_format_version_is_refused(shell, tmp_path):
+    (tmp_path / "future.jsonl").write_text('{"type":"session","version":99,"startedAt":1}\n')
+    result = await run_cell(shell, "%agent load future.jsonl")
+    assert isinstance(result.error_in_exec, UsageError)
+    assert "\n" not in str(result.error_in_exec)
+
+
+async def test_terminal_ipython_streams_plain_text_and_blocks(tmp_path, monkeypatch, capsys):
+    """No kernel: %%agent always blocks (the loop only runs during a cell) and prints text."""
+    import pi_notebook.magics as magics
+
+    monkeypatch.chdir(tmp_path)
+    handle = register_faux_provider(provider="fauxterm")
+    ip = InteractiveShell.instance()
+    try:
+        ip.run_line_magic("load_ext", "pi_notebook")
+        rt = magics.current_runtime()
+        rt._tools_factory = lambda r: []
+        rt.settings.autosave = False
+        handle.set_responses([faux_assistant_message("Plain text answer.")])
+        result = await run_cell(ip, "%%agent -m fauxterm/faux-1\nhello terminal\n")
+        assert result.success
+        assert not rt.is_running()  # blocked until the run ended
+        out = capsys.readouterr().out
+        assert "Plain text answer." in out and "hello terminal" in out
+        assert [m.role for m in rt.agent.state.messages] == ["user", "assistant"]
+    finally:
+        ip.run_line_magic("unload_ext", "pi_notebook")
+        InteractiveShell.clear_instance()
+        handle.unregister()
+
+
+def test_get_agent_returns_the_kernels_agent(shell):
+    import pi_notebook
+
+    assert pi_notebook.get_agent() is runtime().agent
