@@ -342,9 +342,8 @@ class Agent:
                 "messages, or wait for completion."
             )
         messages = self._normalize_prompt(input, images)
-        return self._start_run(lambda signal, config: run_agent_loop(
-            messages, self._context_snapshot(), config, self._process_event, signal,
-            self.stream_function))
+        return self._start_run(lambda signal, config, context: run_agent_loop(
+            messages, context, config, self._process_event, signal, self.stream_function))
 
     def continue_(self) -> RunHandle:
         """Continue from the transcript (``continue`` is a Python keyword).
@@ -365,8 +364,8 @@ class Agent:
             if queued:
                 return self._start_prompt_messages(queued, skip_initial_steering_poll=False)
             raise ValueError("Cannot continue from message role: assistant")
-        return self._start_run(lambda signal, config: run_agent_loop_continue(
-            self._context_snapshot(), config, self._process_event, signal, self.stream_function))
+        return self._start_run(lambda signal, config, context: run_agent_loop_continue(
+            context, config, self._process_event, signal, self.stream_function))
 
     # --- internals ------------------------------------------------------------------------------
     def _normalize_prompt(self, input: Any, images: Iterable[ImageContent] | None
@@ -382,9 +381,8 @@ class Agent:
     def _start_prompt_messages(self, messages: list[AgentMessage], *,
                                skip_initial_steering_poll: bool) -> RunHandle:
         return self._start_run(
-            lambda signal, config: run_agent_loop(
-                messages, self._context_snapshot(), config, self._process_event, signal,
-                self.stream_function),
+            lambda signal, config, context: run_agent_loop(
+                messages, context, config, self._process_event, signal, self.stream_function),
             skip_initial_steering_poll=skip_initial_steering_poll)
 
     def _context_snapshot(self) -> AgentContext:
@@ -392,9 +390,11 @@ class Agent:
         return AgentContext(system_prompt=state.system_prompt, messages=list(state.messages),
                             tools=list(state.tools))
 
-    def _start_run(self, executor: Callable[[AbortSignal, AgentLoopConfig], Any], *,
-                   skip_initial_steering_poll: bool = False) -> RunHandle:
-        # Synchronous claim: nothing below may yield before the slot is taken.
+    def _start_run(self, executor: Callable[[AbortSignal, AgentLoopConfig, AgentContext], Any],
+                   *, skip_initial_steering_poll: bool = False) -> RunHandle:
+        # Synchronous claim: nothing below may yield before the slot is taken. The
+        # context snapshot and the loop config are taken now too, as in pi, so that
+        # state changes made right after prompt() returns do not leak into this run.
         if self._active_run is not None:
             raise RuntimeError("Agent is already processing.")
         run = _ActiveRun()
@@ -403,11 +403,12 @@ class Agent:
         state._is_streaming = True
         state.streaming_message = None
         state.error_message = None
+        context = self._context_snapshot()
+        config = self._create_loop_config(skip_initial_steering_poll)
 
         async def lifecycle() -> None:
             try:
-                config = self._create_loop_config(skip_initial_steering_poll)
-                await executor(run.signal, config)
+                await executor(run.signal, config, context)
             except Exception as error:
                 await self._handle_run_failure(error, run.signal.aborted)
             finally:

@@ -576,3 +576,14 @@ def test_public_names_are_exactly_the_architecture_contract():
         assert getattr(agent_package, name) is not None
     from pi_notebook.ai import abort
     assert agent_package.AbortController is abort.AbortController
+
+
+async def test_context_snapshot_is_taken_when_prompt_is_called():
+    stream = MockStream(assistant("a"))
+    agent = make_agent(stream, initial_state={"system_prompt": "before"})
+    handle = agent.prompt("hi")
+    agent.state.system_prompt = "after"  # too late for this run, as in pi
+    agent.state.messages.append(user("late"))
+    await handle
+    assert stream.calls[0]["system_prompt"] == "before"
+    assert [message_text(m) for m in stream.calls[0]["messages"]] == ["hi"]
