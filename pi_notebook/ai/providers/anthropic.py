@@ -355,6 +355,9 @@ class AnthropicEventMapper:
         self.model = model
         self.output = output
         self.stream = stream
+        # Events of one network read are handed over together (EventStream.push_many).
+        self.events: list[Any] = []
+        self._emit = self.events.append
         self._by_index: dict[int, int] = {}     # wire block index -> content index
         self._partial_json: dict[int, str] = {}  # content index -> raw tool JSON so far
         self.message_started = False
@@ -371,9 +374,9 @@ class AnthropicEventMapper:
             raise ProviderStreamError(data if isinstance(data, str) else json.dumps(data))
         if not isinstance(data, Mapping):
             return
-        handler = getattr(self, "_on_" + str(kind), None) if kind in _EVENTS else None
+        handler = _HANDLERS.get(kind)  # type: ignore[arg-type]
         if handler is not None:
-            handler(data)
+            handler(self, data)
 
     def _on_message_start(self, data: Mapping[str, Any]) -> None:
         self.message_started = True
@@ -405,22 +408,22 @@ class AnthropicEventMapper:
         index = len(content)
         if kind == "text":
             content.append(TextContent(text=block.get("text") or ""))
-            self.stream.push(TextStartEvent(content_index=index, partial=self.output))
+            self._emit(TextStartEvent(content_index=index, partial=self.output))
         elif kind == "thinking":
             content.append(ThinkingContent(thinking=block.get("thinking") or "",
                                            thinking_signature=block.get("signature") or ""))
-            self.stream.push(ThinkingStartEvent(content_index=index, partial=self.output))
+            self._emit(ThinkingStartEvent(content_index=index, partial=self.output))
         elif kind == "redacted_thinking":
             content.append(ThinkingContent(thinking=REDACTED_PLACEHOLDER,
                                            thinking_signature=block.get("data") or "",
                                            redacted=True))
-            self.stream.push(ThinkingStartEvent(content_index=index, partial=self.output))
+            self._emit(ThinkingStartEvent(content_index=index, partial=self.output))
         elif kind == "tool_use":
             initial = block.get("input")
             content.append(ToolCall(id=block.get("id") or "", name=block.get("name") or "",
                                     arguments=initial if isinstance(initial, dict) else {}))
             self._partial_json[index] = ""
-            self.stream.push(ToolCallStartEvent(content_index=index, partial=self.output))
+            self._emit(ToolCallStartEvent(content_index=index, partial=self.output))
         elif kind == "fallback":
             if content:
                 raise ProviderStreamError(
@@ -445,11 +448,11 @@ class AnthropicEventMapper:
         if kind == "text_delta" and block.type == "text":
             text = delta.get("text") or ""
             _append(block, "text", text)
-            self.stream.push(TextDeltaEvent(content_index=index, delta=text, partial=self.output))
+            self._emit(TextDeltaEvent(content_index=index, delta=text, partial=self.output))
         elif kind == "thinking_delta" and block.type == "thinking":
             text = delta.get("thinking") or ""
             _append(block, "thinking", text)
-            self.stream.push(ThinkingDeltaEvent(content_index=index, delta=text, partial=self.output))
+            self._emit(ThinkingDeltaEvent(content_index=index, delta=text, partial=self.output))
         elif kind == "input_json_delta" and block.type == "toolCall":
             fragment = delta.get("partial_json") or ""
             raw = self._partial_json.get(index, "")
@@ -457,7 +460,7 @@ class AnthropicEventMapper:
             raw += fragment
             self._partial_json[index] = raw
             block.arguments = parse_streaming_json(raw)
-            self.stream.push(ToolCallDeltaEvent(content_index=index, delta=fragment,
+            self._emit(ToolCallDeltaEvent(content_index=index, delta=fragment,
                                                 partial=self.output))
         elif kind == "signature_delta" and block.type == "thinking":
             _append(block, "thinking_signature", delta.get("signature") or "")  # no event (pi)
@@ -468,15 +471,15 @@ class AnthropicEventMapper:
             return
         del self._by_index[data.get("index", -1)]
         if block.type == "text":
-            self.stream.push(TextEndEvent(content_index=index, content=block.text, partial=self.output))
+            self._emit(TextEndEvent(content_index=index, content=block.text, partial=self.output))
         elif block.type == "thinking":
-            self.stream.push(ThinkingEndEvent(content_index=index, content=block.thinking,
+            self._emit(ThinkingEndEvent(content_index=index, content=block.thinking,
                                               partial=self.output))
         elif block.type == "toolCall":
             raw = self._partial_json.pop(index, "")
             if raw:
                 block.arguments = parse_streaming_json(raw)
-            self.stream.push(ToolCallEndEvent(content_index=index, tool_call=block, partial=self.output))
+            self._emit(ToolCallEndEvent(content_index=index, tool_call=block, partial=self.output))
 
     def _on_message_delta(self, data: Mapping[str, Any]) -> None:
         delta = data.get("delta") or {}
@@ -511,6 +514,12 @@ class AnthropicEventMapper:
     def _on_message_stop(self, data: Mapping[str, Any]) -> None:
         self.message_stopped = True
 
+    def flush(self) -> None:
+        """Hand the events mapped so far to the consumer, waking it once."""
+        if self.events:
+            self.stream.push_many(self.events)
+            self.events.clear()
+
     def finish(self) -> None:
         """End-of-stream checks (spec 5.8, last row)."""
         if self.message_started and not self.message_stopped:
@@ -519,8 +528,22 @@ class AnthropicEventMapper:
             raise ProviderStreamError("Anthropic stream ended without a stop reason")
 
 
-_EVENTS = frozenset({"message_start", "content_block_start", "content_block_delta",
-                     "content_block_stop", "message_delta", "message_stop"})
+_HANDLERS = {
+    "message_start": AnthropicEventMapper._on_message_start,
+    "content_block_start": AnthropicEventMapper._on_content_block_start,
+    "content_block_delta": AnthropicEventMapper._on_content_block_delta,
+    "content_block_stop": AnthropicEventMapper._on_content_block_stop,
+    "message_delta": AnthropicEventMapper._on_message_delta,
+    "message_stop": AnthropicEventMapper._on_message_stop,
+}  # any other event (ping, unknown kinds) is ignored
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"Unexpected token {name}")  # JSON.parse rejects NaN / Infinity
+
+
+# One decoder for the hot path (json.loads with options builds a new one per call).
+_decode = json.JSONDecoder(parse_constant=_reject_constant).decode
 
 
 # --- the stream ------------------------------------------------------------------------
@@ -577,6 +600,7 @@ async def _run(model: Model, context: Context, options: Mapping[str, Any],
             async for chunk in response.iter_bytes():
                 for sse in decoder.feed(chunk):
                     _dispatch(mapper, sse)
+                mapper.flush()
                 if mapper.message_stopped:
                     break
             else:
@@ -589,12 +613,15 @@ async def _run(model: Model, context: Context, options: Mapping[str, Any],
         mapper.finish()
         if output.stop_reason in ("error", "aborted"):
             raise ProviderStreamError(output.error_message or "An unknown error occurred")
+        mapper.flush()
         stream.push(DoneEvent(reason=output.stop_reason, message=output))
         stream.end()
     except asyncio.CancelledError:
+        mapper.flush()
         _fail(stream, output, "Request was aborted", aborted=True)
         raise
     except Exception as exc:  # every failure becomes the one terminal error event
+        mapper.flush()  # updates mapped before the failure still reach the consumer, in order
         aborted = bool(signal is not None and signal.aborted)
         _fail(stream, output, "Request was aborted" if aborted else _error_text(exc, api_key), aborted)
 
@@ -604,11 +631,18 @@ def _dispatch(mapper: AnthropicEventMapper, sse: Any) -> None:
     if not data_text:
         return
     try:
-        data = parse_json_with_repair(data_text)
+        data = _decode(data_text)
     except ValueError:
+        data = None
+    if data is None:  # invalid escapes, raw control characters: repair, as pi does (item 120)
+        try:
+            data = parse_json_with_repair(data_text)
+        except ValueError:
+            data = None
+    if data is None:
         if sse.event == "error":
             raise ProviderStreamError(data_text) from None
-        raise ProviderStreamError(f"Anthropic sent invalid JSON in an SSE event: {data_text[:200]}") from None
+        raise ProviderStreamError(f"Anthropic sent invalid JSON in an SSE event: {data_text[:200]}")
     mapper.handle(sse.event, data)
 
 

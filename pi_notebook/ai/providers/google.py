@@ -278,6 +278,9 @@ class GoogleChunkMapper:
         self.model = model
         self.output = output
         self.stream = stream
+        # Events of one network read are handed over together (EventStream.push_many).
+        self.events: list[Any] = []
+        self._emit = self.events.append
         self._current: int | None = None  # index of the open text/thinking block
         self._ids: set[str] = set()
 
@@ -317,14 +320,14 @@ class GoogleChunkMapper:
             if thinking:
                 if text:
                     _append(block, "thinking", text)
-                    self.stream.push(ThinkingDeltaEvent(content_index=index, delta=text,
+                    self._emit(ThinkingDeltaEvent(content_index=index, delta=text,
                                                         partial=self.output))
                 if signature:
                     block.thinking_signature = signature
             else:
                 if text:
                     _append(block, "text", text)
-                    self.stream.push(TextDeltaEvent(content_index=index, delta=text,
+                    self._emit(TextDeltaEvent(content_index=index, delta=text,
                                                     partial=self.output))
                 if signature:
                     block.text_signature = signature
@@ -343,11 +346,11 @@ class GoogleChunkMapper:
             content = self.output.content
             index = len(content)
             content.append(block)
-            self.stream.push(ToolCallStartEvent(content_index=index, partial=self.output))
-            self.stream.push(ToolCallDeltaEvent(content_index=index,
+            self._emit(ToolCallStartEvent(content_index=index, partial=self.output))
+            self._emit(ToolCallDeltaEvent(content_index=index,
                                                 delta=json.dumps(block.arguments, ensure_ascii=False),
                                                 partial=self.output))
-            self.stream.push(ToolCallEndEvent(content_index=index, tool_call=block, partial=self.output))
+            self._emit(ToolCallEndEvent(content_index=index, tool_call=block, partial=self.output))
 
     def _open(self, kind: str) -> Any:
         content = self.output.content
@@ -357,10 +360,10 @@ class GoogleChunkMapper:
         index = len(content)
         if kind == "thinking":
             content.append(ThinkingContent(thinking=""))
-            self.stream.push(ThinkingStartEvent(content_index=index, partial=self.output))
+            self._emit(ThinkingStartEvent(content_index=index, partial=self.output))
         else:
             content.append(TextContent(text=""))
-            self.stream.push(TextStartEvent(content_index=index, partial=self.output))
+            self._emit(TextStartEvent(content_index=index, partial=self.output))
         self._current = index
         return content[index]
 
@@ -371,10 +374,10 @@ class GoogleChunkMapper:
         self._current = None
         block = self.output.content[index]
         if block.type == "thinking":
-            self.stream.push(ThinkingEndEvent(content_index=index, content=block.thinking,
+            self._emit(ThinkingEndEvent(content_index=index, content=block.thinking,
                                               partial=self.output))
         else:
-            self.stream.push(TextEndEvent(content_index=index, content=block.text, partial=self.output))
+            self._emit(TextEndEvent(content_index=index, content=block.text, partial=self.output))
 
     def _usage(self, usage: Mapping[str, Any]) -> None:
         u = self.output.usage
@@ -389,12 +392,26 @@ class GoogleChunkMapper:
         u.total_tokens = total if total is not None else u.input + u.output + u.cache_read
         calculate_cost(self.model, u)
 
+    def flush(self) -> None:
+        """Hand the events mapped so far to the consumer, waking it once."""
+        if self.events:
+            self.stream.push_many(self.events)
+            self.events.clear()
+
     def finish(self) -> None:
         """Close the open block (also on failures, so partial blocks get their end event)."""
         self._close()
 
 
 # --- the stream ------------------------------------------------------------------------
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"Unexpected token {name}")  # JSON.parse rejects NaN / Infinity
+
+
+# One decoder for the hot path (json.loads with options builds a new one per call).
+_decode = json.JSONDecoder(parse_constant=_reject_constant).decode
+
 
 def _new_output(model: Model) -> AssistantMessage:
     return AssistantMessage(content=[], api=model.api, provider=model.provider, model=model.id,
@@ -446,6 +463,7 @@ async def _run(model: Model, context: Context, options: Mapping[str, Any],
             async for chunk in response.iter_bytes():
                 for sse in decoder.feed(chunk):
                     _dispatch(mapper, sse)
+                mapper.flush()
             for sse in decoder.flush():
                 _dispatch(mapper, sse)
         finally:
@@ -457,12 +475,15 @@ async def _run(model: Model, context: Context, options: Mapping[str, Any],
             raise ProviderStreamError("Google stream ended without a finish reason")
         if output.stop_reason == "error":
             raise ProviderStreamError(f"Provider stopped with: {output.raw_stop_reason}")
+        mapper.flush()
         stream.push(DoneEvent(reason=output.stop_reason, message=output))
         stream.end()
     except asyncio.CancelledError:
+        mapper.flush()
         _fail(stream, output, "Request was aborted", aborted=True)
         raise
     except Exception as exc:  # every failure becomes the one terminal error event
+        mapper.flush()  # updates mapped before the failure still reach the consumer, in order
         aborted = bool(signal is not None and signal.aborted)
         _fail(stream, output, "Request was aborted" if aborted else _error_text(exc, api_key), aborted)
 
@@ -472,7 +493,7 @@ def _dispatch(mapper: GoogleChunkMapper, sse: Any) -> None:
     if not data_text:
         return
     try:
-        chunk = json.loads(data_text)
+        chunk = _decode(data_text)
     except ValueError:
         raise ProviderStreamError(f"Google sent invalid JSON in an SSE event: {data_text[:200]}") from None
     mapper.handle(chunk)

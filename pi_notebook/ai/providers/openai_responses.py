@@ -306,6 +306,9 @@ class ResponsesEventMapper:
         self.model = model
         self.output = output
         self.stream = stream
+        # Events of one network read are handed over together (EventStream.push_many).
+        self.events: list[Any] = []
+        self._emit = self.events.append
         self.service_tier = service_tier
         self._by_output: dict[int, int] = {}    # output_index -> content index
         self._scratch: dict[int, str] = {}      # content index -> raw arguments JSON
@@ -340,12 +343,12 @@ class ResponsesEventMapper:
         index = len(content)
         if kind == "reasoning":
             content.append(ThinkingContent(thinking=""))
-            self.stream.push(ThinkingStartEvent(content_index=index, partial=self.output))
+            self._emit(ThinkingStartEvent(content_index=index, partial=self.output))
         elif kind == "message":
             content.append(TextContent(text=""))
             if item.get("phase") == "final_answer":
                 self.output.stop_reason = "stop"
-            self.stream.push(TextStartEvent(content_index=index, partial=self.output))
+            self._emit(TextStartEvent(content_index=index, partial=self.output))
         elif kind == "function_call":
             raw = item.get("arguments") or ""
             call = ToolCall(id=f"{item.get('call_id', '')}|{item.get('id', '')}",
@@ -355,7 +358,7 @@ class ResponsesEventMapper:
                 call.namespace = item["namespace"]
             content.append(call)
             self._scratch[index] = raw
-            self.stream.push(ToolCallStartEvent(content_index=index, partial=self.output))
+            self._emit(ToolCallStartEvent(content_index=index, partial=self.output))
         else:
             return
         if item.get("id"):
@@ -367,20 +370,20 @@ class ResponsesEventMapper:
         if block is not None:
             delta = data.get("delta") or ""
             _append(block, "thinking", delta)
-            self.stream.push(ThinkingDeltaEvent(content_index=index, delta=delta, partial=self.output))
+            self._emit(ThinkingDeltaEvent(content_index=index, delta=delta, partial=self.output))
 
     def _summary_part_done(self, data: Mapping[str, Any]) -> None:
         index, block = self._block(data, "thinking")
         if block is not None:
             _append(block, "thinking", "\n\n")
-            self.stream.push(ThinkingDeltaEvent(content_index=index, delta="\n\n", partial=self.output))
+            self._emit(ThinkingDeltaEvent(content_index=index, delta="\n\n", partial=self.output))
 
     def _text_delta(self, data: Mapping[str, Any]) -> None:
         index, block = self._block(data, "text")
         if block is not None:
             delta = data.get("delta") or ""
             _append(block, "text", delta)
-            self.stream.push(TextDeltaEvent(content_index=index, delta=delta, partial=self.output))
+            self._emit(TextDeltaEvent(content_index=index, delta=delta, partial=self.output))
 
     def _args_delta(self, data: Mapping[str, Any]) -> None:
         index, block = self._block(data, "toolCall")
@@ -392,7 +395,7 @@ class ResponsesEventMapper:
         raw += delta
         self._scratch[index] = raw
         block.arguments = parse_streaming_json(raw)
-        self.stream.push(ToolCallDeltaEvent(content_index=index, delta=delta, partial=self.output))
+        self._emit(ToolCallDeltaEvent(content_index=index, delta=delta, partial=self.output))
 
     def _args_done(self, data: Mapping[str, Any]) -> None:
         index, block = self._block(data, "toolCall")
@@ -405,7 +408,7 @@ class ResponsesEventMapper:
         self._scratch[index] = final
         block.arguments = parse_streaming_json(final)
         if final.startswith(previous) and len(final) > len(previous):
-            self.stream.push(ToolCallDeltaEvent(content_index=index, delta=final[len(previous):],
+            self._emit(ToolCallDeltaEvent(content_index=index, delta=final[len(previous):],
                                                 partial=self.output))
 
     def _item_done(self, data: Mapping[str, Any]) -> None:
@@ -425,7 +428,7 @@ class ResponsesEventMapper:
             elif texts:
                 block.thinking = "\n\n".join(texts)
             block.thinking_signature = json.dumps(item, ensure_ascii=False)
-            self.stream.push(ThinkingEndEvent(content_index=index, content=block.thinking,
+            self._emit(ThinkingEndEvent(content_index=index, content=block.thinking,
                                               partial=self.output))
         elif kind == "message":
             parts = item.get("content") or []
@@ -437,14 +440,14 @@ class ResponsesEventMapper:
             if item.get("phase"):
                 signature["phase"] = item["phase"]
             block.text_signature = json.dumps(signature)
-            self.stream.push(TextEndEvent(content_index=index, content=block.text, partial=self.output))
+            self._emit(TextEndEvent(content_index=index, content=block.text, partial=self.output))
         else:
             raw = item.get("arguments") or self._scratch.get(index) or "{}"
             self._scratch.pop(index, None)
             block.arguments = parse_streaming_json(raw)
             if item.get("namespace"):
                 block.namespace = item["namespace"]
-            self.stream.push(ToolCallEndEvent(content_index=index, tool_call=block, partial=self.output))
+            self._emit(ToolCallEndEvent(content_index=index, tool_call=block, partial=self.output))
 
     def _terminal(self, data: Mapping[str, Any]) -> None:
         self.terminal = True
@@ -532,6 +535,12 @@ class ResponsesEventMapper:
                 stored["encrypted_content"] = encrypted[item_id]["encrypted_content"]
                 block.thinking_signature = json.dumps(stored, ensure_ascii=False)
 
+    def flush(self) -> None:
+        """Hand the events mapped so far to the consumer, waking it once."""
+        if self.events:
+            self.stream.push_many(self.events)
+            self.events.clear()
+
     def finish(self) -> None:
         if not self.terminal:
             raise ProviderStreamError(ENDED_EARLY)
@@ -566,6 +575,14 @@ _HANDLERS = {
 
 
 # --- the stream ------------------------------------------------------------------------
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"Unexpected token {name}")  # JSON.parse rejects NaN / Infinity
+
+
+# One decoder for the hot path (json.loads with options builds a new one per call).
+_decode = json.JSONDecoder(parse_constant=_reject_constant).decode
+
 
 def _new_output(model: Model) -> AssistantMessage:
     return AssistantMessage(content=[], api=model.api, provider=model.provider, model=model.id,
@@ -618,6 +635,7 @@ async def _run(model: Model, context: Context, options: Mapping[str, Any],
             async for chunk in response.iter_bytes():
                 for sse in decoder.feed(chunk):
                     _dispatch(mapper, sse)
+                mapper.flush()
                 if mapper.terminal:
                     break
             else:
@@ -632,12 +650,15 @@ async def _run(model: Model, context: Context, options: Mapping[str, Any],
             raise ProviderStreamError(output.error_message or "An unknown error occurred")
         if output.stop_reason == "pending":
             raise ProviderStreamError(ENDED_EARLY)
+        mapper.flush()
         stream.push(DoneEvent(reason=output.stop_reason, message=output))
         stream.end()
     except asyncio.CancelledError:
+        mapper.flush()
         _fail(stream, output, "Request was aborted", aborted=True)
         raise
     except Exception as exc:  # every failure becomes the one terminal error event
+        mapper.flush()  # updates mapped before the failure still reach the consumer, in order
         aborted = bool(signal is not None and signal.aborted)
         _fail(stream, output, "Request was aborted" if aborted else _error_text(exc, api_key), aborted)
 
@@ -647,7 +668,7 @@ def _dispatch(mapper: ResponsesEventMapper, sse: Any) -> None:
     if not data_text or data_text == "[DONE]":
         return
     try:
-        data = json.loads(data_text)
+        data = _decode(data_text)
     except ValueError:
         raise ProviderStreamError(
             f"OpenAI Responses sent invalid JSON in an SSE event: {data_text[:200]}") from None
