@@ -130,8 +130,10 @@ def value_text(obj: Any, data: dict[str, Any]) -> str | None:
 # --- images -----------------------------------------------------------------------------------
 
 def _decode(b64: str | bytes) -> bytes | None:
+    if isinstance(b64, str):
+        b64 = "".join(b64.split()).encode("ascii", "replace")
     try:
-        return base64.b64decode(b64, validate=False)
+        return base64.b64decode(b64, validate=True) or None
     except (binascii.Error, ValueError):
         return None
 
@@ -168,8 +170,10 @@ def prepare_image(b64: str | bytes, mime: str, pixel_budget: int) -> tuple[str, 
     if raw is None:
         return f"[{mime} image could not be decoded]"
     size = image_size(raw, mime)
-    label = f"{size[0]}x{size[1]}" if size else "unknown size"
-    if size is None or pixel_budget <= 0 or size[0] * size[1] <= pixel_budget:
+    if size is None:  # not what it claims to be: the model would reject it
+        return f"[{mime} image could not be decoded]"
+    label = f"{size[0]}x{size[1]}"
+    if pixel_budget <= 0 or size[0] * size[1] <= pixel_budget:
         data = b64 if isinstance(b64, str) else b64.decode("ascii")
         return "".join(data.split()), mime, label
     try:
