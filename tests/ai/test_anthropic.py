@@ -651,3 +651,22 @@ async def test_abort_during_retry_wait(server):
     assert [e.type for e in events] == ["error"]
     assert msg.stop_reason == "aborted" and msg.error_message == "Request was aborted"
     assert len(server.requests) == 1
+
+
+def test_pydantic_tool_parameters_become_json_schema():
+    from types import SimpleNamespace
+
+    from pydantic import BaseModel
+
+    class Inner(BaseModel):
+        x: int
+
+    class Args(BaseModel):
+        path: str
+        inner: Inner
+
+    tool = SimpleNamespace(name="edit", description="Edit a file", parameters=Args, constrained_sampling=None)
+    schema = build_params(make_model("http://x"), ctx(tools=[tool]), {})["tools"][0]["input_schema"]
+    assert schema["type"] == "object" and set(schema["required"]) == {"path", "inner"}
+    assert schema["properties"]["path"]["type"] == "string"
+    assert "Inner" in schema["$defs"]

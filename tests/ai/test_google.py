@@ -412,3 +412,16 @@ async def test_abort_during_retry_wait(server):
     events, msg = await collect(stream)
     assert [e.type for e in events] == ["error"] and msg.stop_reason == "aborted"
     assert len(server.requests) == 1
+
+
+def test_pydantic_tool_parameters_become_json_schema():
+    from types import SimpleNamespace
+
+    from pydantic import BaseModel
+
+    class Args(BaseModel):
+        query: str
+
+    tool = SimpleNamespace(name="search", description="", parameters=Args, constrained_sampling=None)
+    sent = build_params(make_model("http://x"), ctx(tools=[tool]), {})["tools"][0]["functionDeclarations"][0]
+    assert sent["parametersJsonSchema"]["properties"]["query"]["type"] == "string"

@@ -199,6 +199,14 @@ def convert_messages(messages: list[Any], model: Model) -> list[dict[str, Any]]:
     return out
 
 
+def _tool_schema(tool: Any) -> dict[str, Any]:
+    """A tool's JSON Schema; AgentTools may carry a pydantic model class instead of a dict."""
+    params = getattr(tool, "parameters", None)
+    if hasattr(params, "model_json_schema"):
+        return params.model_json_schema()
+    return dict(params) if isinstance(params, Mapping) else {"type": "object", "properties": {}}
+
+
 def _convert_tools(tools: list[Any], model: Model, cache_control: dict[str, Any] | None
                    ) -> list[dict[str, Any]]:
     compat = _compat(model)
@@ -206,13 +214,15 @@ def _convert_tools(tools: list[Any], model: Model, cache_control: dict[str, Any]
     strict_ok = bool(compat.get("supportsStrictTools"))
     out: list[dict[str, Any]] = []
     for tool in tools:
-        schema = tool.parameters if isinstance(tool.parameters, dict) else {}
+        schema = _tool_schema(tool)
         entry: dict[str, Any] = {
             "name": tool.name,
             "description": tool.description or "",
             "input_schema": {"type": "object", "properties": schema.get("properties", {}),
                              "required": schema.get("required", [])},
         }
+        if "$defs" in schema:  # nested pydantic models refer to these
+            entry["input_schema"]["$defs"] = schema["$defs"]
         if eager:
             entry["eager_input_streaming"] = True
         sampling = getattr(tool, "constrained_sampling", None)

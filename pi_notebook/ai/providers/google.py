@@ -219,6 +219,14 @@ def _thinking_config(model: Model, thinking: Mapping[str, Any] | None) -> dict[s
     return config or None
 
 
+def _tool_schema(tool: Any) -> dict[str, Any]:
+    """A tool's JSON Schema; AgentTools may carry a pydantic model class instead of a dict."""
+    params = getattr(tool, "parameters", None)
+    if hasattr(params, "model_json_schema"):
+        return params.model_json_schema()
+    return dict(params) if isinstance(params, Mapping) else {"type": "object", "properties": {}}
+
+
 def build_params(model: Model, context: Context, options: Mapping[str, Any]) -> dict[str, Any]:
     """The REST body of ``streamGenerateContent``."""
     params: dict[str, Any] = {"contents": convert_contents(model, context)}
@@ -236,7 +244,7 @@ def build_params(model: Model, context: Context, options: Mapping[str, Any]) -> 
         params["generationConfig"] = generation
     if context.tools:
         declarations = [{"name": t.name, "description": t.description or "",
-                         "parametersJsonSchema": t.parameters} for t in context.tools]
+                         "parametersJsonSchema": _tool_schema(t)} for t in context.tools]
         params["tools"] = [{"functionDeclarations": declarations}]
         choice = options.get("tool_choice")
         strict = _is_gemini3_or_later(model.id) and any(

@@ -214,13 +214,21 @@ def convert_input(model: Model, context: Context) -> list[dict[str, Any]]:
     return items
 
 
+def _tool_schema(tool: Any) -> dict[str, Any]:
+    """A tool's JSON Schema; AgentTools may carry a pydantic model class instead of a dict."""
+    params = getattr(tool, "parameters", None)
+    if hasattr(params, "model_json_schema"):
+        return params.model_json_schema()
+    return dict(params) if isinstance(params, Mapping) else {"type": "object", "properties": {}}
+
+
 def _convert_tools(tools: list[Any], model: Model) -> list[dict[str, Any]]:
     strict_supported = _compat(model).get("supportsStrictMode") is not False
     out = []
     for tool in tools:
         entry: dict[str, Any] = {"type": "function", "name": tool.name,
                                  "description": tool.description or "",
-                                 "parameters": tool.parameters}
+                                 "parameters": _tool_schema(tool)}
         if strict_supported:
             sampling = getattr(tool, "constrained_sampling", None)
             entry["strict"] = bool(isinstance(sampling, dict) and sampling.get("type") == "json_schema")
