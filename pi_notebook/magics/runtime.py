@@ -17,14 +17,16 @@ meter.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import itertools
 import os
+import sys
 import threading
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from IPython.core.error import UsageError
 
@@ -366,6 +368,7 @@ class Runtime:
 
         display_id = uuid.uuid4().hex
         view._pi_display_id = display_id
+        view._pi_parent = _current_parent(self.shell)
         target = getattr(view, "widget", view)
         display(target, display_id=display_id)
 
@@ -388,8 +391,9 @@ class Runtime:
             markdown = f"*(transcript unavailable: {type(exc).__name__})*"
         from IPython.display import update_display
 
-        update_display({"text/markdown": markdown, "text/plain": markdown}, raw=True,
-                       display_id=display_id)
+        with _parent_of(self.shell, getattr(view, "_pi_parent", None)):
+            update_display({"text/markdown": markdown, "text/plain": markdown}, raw=True,
+                           display_id=display_id)
 
     # --- starting and queueing ------------------------------------------------------------------
     def is_running(self) -> bool:
@@ -749,6 +753,46 @@ class Runtime:
             self._unsubscribe()
             self._unsubscribe = None
         self._close_writer()
+
+
+def _current_parent(shell: Any) -> Any:
+    kernel = getattr(shell, "kernel", None)
+    try:
+        return kernel.get_parent("shell") if kernel is not None else None
+    except Exception:
+        return None
+
+
+@contextlib.contextmanager
+def _parent_of(shell: Any, parent: Any) -> Iterator[None]:
+    """Publish as a reply to the cell that showed the view.
+
+    ipykernel 7 keeps the parent in a context variable, so the run task already has the
+    ``%%agent`` cell's parent. ipykernel 6 has one global parent, the *latest* request,
+    which would attach the final transcript to whatever cell ran last; there the
+    publisher's parent is swapped for the duration of the call (synchronous, on the
+    loop thread, so no other output can slip in between).
+    """
+    publisher = getattr(shell, "display_pub", None)
+    major = _ipykernel_major()
+    if not parent or major is None or major >= 7 or not hasattr(publisher, "set_parent"):
+        yield
+        return
+    saved = getattr(publisher, "parent_header", None)
+    publisher.set_parent(parent)
+    try:
+        yield
+    finally:
+        publisher.parent_header = saved
+
+
+def _ipykernel_major() -> int | None:
+    module = sys.modules.get("ipykernel")  # imported already when there is a kernel
+    info = getattr(module, "version_info", None)
+    try:
+        return int(info[0]) if info else None
+    except (TypeError, ValueError):
+        return None
 
 
 def _env_api_key(provider: str) -> str | None:

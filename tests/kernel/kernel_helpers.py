@@ -37,11 +37,12 @@ faux = register_faux_provider(tokens_per_second={tps})
 """
 
 
-def make_kernelspec(directory: Path, python: str = KERNEL_PYTHON, env: dict[str, str] | None = None) -> str:
+def make_kernelspec(directory: Path, python: str = KERNEL_PYTHON, env: dict[str, str] | None = None,
+                    extra_args: list[str] | None = None) -> str:
     """A kernelspec ``pitest`` in ``directory`` (returns its name)."""
     spec_dir = directory / "kernels" / "pitest"
     spec_dir.mkdir(parents=True, exist_ok=True)
-    spec = {"argv": [python, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+    spec = {"argv": [python, "-m", "ipykernel_launcher", "-f", "{connection_file}", *(extra_args or [])],
             "display_name": "pi_notebook test kernel", "language": "python",
             "env": {"PYTHONPATH": str(REPO), **(env or {})}}
     (spec_dir / "kernel.json").write_text(json.dumps(spec))
@@ -51,12 +52,13 @@ def make_kernelspec(directory: Path, python: str = KERNEL_PYTHON, env: dict[str,
 class Kernel:
     """One real kernel plus a client; ``shutdown()`` when done."""
 
-    def __init__(self, cwd: str | os.PathLike[str] | None = None, env: dict[str, str] | None = None) -> None:
+    def __init__(self, cwd: str | os.PathLike[str] | None = None, env: dict[str, str] | None = None,
+                 extra_args: list[str] | None = None) -> None:
         self._tmp = tempfile.TemporaryDirectory(prefix="pi-kernel-")
         root = Path(self._tmp.name)
         self.cwd = Path(cwd) if cwd is not None else root / "work"
         self.cwd.mkdir(parents=True, exist_ok=True)
-        name = make_kernelspec(root, env=env)
+        name = make_kernelspec(root, env=env, extra_args=extra_args)
         self.km = KernelManager(kernel_name=name,
                                 kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(root / "kernels")]))
         started = time.monotonic()

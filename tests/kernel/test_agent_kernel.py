@@ -277,3 +277,34 @@ def test_unload_leaves_no_task_hook_or_proxy(kernel):
     # the tools' routing proxies are gone: plain ipykernel streams and publisher again
     assert all("Routed" not in name for name in state["streams"]), state["streams"]
     assert kernel.ok("print('still fine')")["status"] == "ok"
+
+
+def test_final_transcript_is_addressed_to_the_agent_cell(kernel):
+    # other requests run while the agent streams (on ipykernel 6 the kernel's parent
+    # header is global and would point at the latest of them)
+    kernel.ok("faux.set_responses([faux_assistant_message('z ' * 400)])")
+    agent_cell = kernel.ok("%%agent\nwrite\n")["msg_id"]
+    kernel.ok("%steer one more thing")
+    run_ended(kernel)
+    finals = [m for m in kernel.messages() if m["msg_type"] == "update_display_data"]
+    assert finals
+    assert {m["parent_header"]["msg_id"] for m in finals} == {agent_cell}
+
+
+def test_extension_loaded_from_config_at_kernel_start():
+    kernel = Kernel(extra_args=["--InteractiveShellApp.extensions=pi_notebook"])
+    try:
+        assert kernel.ev(f"{RUNTIME} is not None") is True
+        kernel.ok("from pi_notebook.ai.providers.faux import register_faux_provider, faux_assistant_message\n"
+                  "faux = register_faux_provider()\n"
+                  "faux.set_responses([faux_assistant_message('configured hello')])\n"
+                  "%config AgentMagics.model = 'faux/faux-1'")
+        reply = kernel.ok("%%agent\nhi\n")  # headless here: the cell blocks until the end
+        assert "configured hello" in "".join(
+            m["content"]["data"].get("text/markdown", "") for m in kernel.messages()
+            if m["msg_type"] == "update_display_data")
+        assert kernel.ev("[m.role for m in __import__('pi_notebook').get_agent().state.messages]") == [
+            "user", "assistant"]
+        assert reply["status"] == "ok"
+    finally:
+        kernel.shutdown()
