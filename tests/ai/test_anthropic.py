@@ -670,3 +670,18 @@ def test_pydantic_tool_parameters_become_json_schema():
     assert schema["type"] == "object" and set(schema["required"]) == {"path", "inner"}
     assert schema["properties"]["path"]["type"] == "string"
     assert "Inner" in schema["$defs"]
+
+
+async def test_oauth_tokens_are_refused_clearly_or_skipped_for_an_api_key(server, monkeypatch):
+    oauth = "sk-ant-oat01-SECRET-TOKEN-value"
+    events, msg = await collect(stream_anthropic_messages(make_model(server.url), ctx(), {"api_key": oauth}))
+    assert [e.type for e in events] == ["error"]
+    assert "not supported" in msg.error_message and "ANTHROPIC_API_KEY" in msg.error_message
+    assert oauth not in msg.error_message and server.requests == []
+
+    monkeypatch.setenv("ANTHROPIC_OAUTH_TOKEN", oauth)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "plain-api-key")
+    server.push(Reply(chunks=[text_stream(["ok"])]))
+    _, msg = await collect(stream_anthropic_messages(make_model(server.url), ctx(), {}))
+    assert msg.stop_reason == "stop"
+    assert server.requests[0].headers["x-api-key"] == "plain-api-key"

@@ -10,7 +10,8 @@ Three layers, each testable on its own:
 
 Not ported on purpose: Claude-Code OAuth tokens (``sk-ant-oat``: Bearer auth, identity
 headers and renamed tools), Bedrock and Vertex transports, deferred responses and
-grammar-constrained tools. An OAuth token is sent like any other key, as ``x-api-key``.
+grammar-constrained tools. An OAuth token given explicitly ends the stream with a clear
+error; one found in ``ANTHROPIC_OAUTH_TOKEN`` gives way to ``ANTHROPIC_API_KEY`` when set.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from .. import _http
 from .._json import parse_json_with_repair, parse_streaming_json
 from .._sse import SSEDecoder
 from ..abort import AbortError
-from ..env import get_env_api_key, missing_key_message, needs_api_key
+from ..env import get_env_api_key, get_provider_env_value, missing_key_message, needs_api_key
 from ..event_stream import AssistantMessageEventStream
 from ..models import calculate_cost, clamp_thinking_level
 from ..options import (adjust_max_tokens_for_thinking, build_base_options,
@@ -257,7 +258,7 @@ def build_params(model: Model, context: Context, options: Mapping[str, Any]) -> 
     params: dict[str, Any] = {
         "model": model.id,
         "messages": messages,
-        "max_tokens": options.get("max_tokens") or model.max_tokens,
+        "max_tokens": options.get("max_tokens") or model.max_tokens or 4096,  # the API requires one
         "stream": True,
     }
     if context.system_prompt:
@@ -563,10 +564,18 @@ def _new_output(model: Model) -> AssistantMessage:
                             usage=Usage(), stop_reason="pending")
 
 
+OAUTH_UNSUPPORTED = ("Claude OAuth tokens (sk-ant-oat...) are not supported by pi_notebook; "
+                     "set ANTHROPIC_API_KEY to an Anthropic API key instead")
+
+
 def _resolve_api_key(model: Model, options: Mapping[str, Any]) -> str | None:
     key = options.get("api_key")
     if not (isinstance(key, str) and key.strip()):
         key = get_env_api_key(model.provider, options.get("env"))
+        if key and "sk-ant-oat" in key and model.provider == "anthropic":
+            # ANTHROPIC_OAUTH_TOKEN wins in pi's lookup, but the OAuth flow is not ported:
+            # fall back to a plain API key when one is set.
+            key = get_provider_env_value("ANTHROPIC_API_KEY", options.get("env")) or key
     return None if key == AUTHENTICATED else key  # ambient credentials: not a key to send
 
 
@@ -582,6 +591,8 @@ async def _run(model: Model, context: Context, options: Mapping[str, Any],
                 and not _has_header(options.get("headers"), _AUTH_HEADERS) \
                 and not _has_header(model.headers, _AUTH_HEADERS):
             raise ProviderStreamError(missing_key_message(model.provider))
+        if api_key and "sk-ant-oat" in api_key:
+            raise ProviderStreamError(OAUTH_UNSUPPORTED)
         if signal is not None and signal.aborted:
             raise AbortError("Request was aborted")
         params = build_params(model, context, options)
