@@ -143,8 +143,8 @@ df.head()
         md("""
 ## The scripted model
 
-`register_faux_provider` makes `faux/faux-1` usable from the magics. `tokens_per_second=25` paces
-the stream (about 100 characters per second). Each reply is consumed by one model call, in order;
+`register_faux_provider` makes `faux/faux-1` usable from the magics. `tokens_per_second=20` paces
+the stream (about 80 characters per second), so the first reply takes a few seconds. Each reply is consumed by one model call, in order;
 a reply can also be a function of the conversation so far, which is how the second reply reacts
 to the steering message it received.
 """),
@@ -152,7 +152,7 @@ to the steering message it received.
 from pi_notebook.ai.providers.faux import (faux_assistant_message, faux_text, faux_tool_call,
                                            register_faux_provider)
 
-faux = register_faux_provider(tokens_per_second=25)
+faux = register_faux_provider(tokens_per_second=20)
 
 
 def last_user_text(context):
@@ -172,7 +172,9 @@ faux.set_responses([
     # 1. a long-ish explanation (streams for a few seconds), then a tool call
     faux_assistant_message(
         [faux_text("I will total the revenue of each region over the whole period. Summing is the "
-                   "natural choice for revenue; it tells us which region brought in more money."),
+                   "natural choice for revenue: it tells us which region brought in more money "
+                   "over the year, and the table has one row per month and region, so a group-by "
+                   "on the region column does it in one line."),
          faux_tool_call("python", {"code": "by_region = df.groupby('region')['revenue'].sum()\\nby_region"})],
         stop_reason="toolUse"),
     # 2. after the tool result the steering message arrives; this reply reacts to it
@@ -193,6 +195,10 @@ faux.set_responses([
 
 `--no-wait` makes the cell return as soon as the run has started, even headless, so the next
 cells can talk to the running agent. (In JupyterLab every `%%agent` cell returns at once anyway.)
+
+Run this cell and the next two in quick succession (Shift+Enter, or *Run All*): they must reach
+the agent while its first reply is still streaming. If the run has already ended, `%steer` and
+`%followup` simply start a new one.
 """),
         code("""
 %%agent -m faux/faux-1 --approve auto --no-wait

@@ -16,6 +16,8 @@ import json
 import os
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +29,7 @@ from make_notebooks import NOTEBOOKS, render
 
 NOTEBOOKS_DIR = Path(__file__).resolve().parents[2] / "notebooks"
 ALL_NOTEBOOKS = sorted(p.name for p in NOTEBOOKS_DIR.glob("*.ipynb")
-                       if not p.name.endswith(".executed.ipynb"))
+                       if not p.name.endswith((".executed.ipynb", "-executed.ipynb")))
 SALES = pd.read_csv(NOTEBOOKS_DIR / "data" / "sales.csv")
 
 _PROBE_MARK = "@@pi-notebook-probe@@"
@@ -127,7 +129,7 @@ def execute(name: str, tmp_path: Path, timeout: int = 600) -> Executed:
     workdir = tmp_path / "notebooks"
     shutil.copytree(NOTEBOOKS_DIR, workdir,
                     ignore=shutil.ignore_patterns(".pi_notebook", ".ipynb_checkpoints",
-                                                  "*.executed.ipynb"))
+                                                  "*.executed.ipynb", "*-executed.ipynb"))
     nb = nbformat.read(workdir / name, as_version=4)
     client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
                             resources={"metadata": {"path": str(workdir)}})
@@ -176,17 +178,21 @@ def check_common(run: Executed) -> None:
     # The saved outputs hold the agent's final answers (the full transcript, not a stub).
     for final in finals:
         assert _normalise(final) in _normalise(texts), f"final answer missing from the outputs: {final!r}"
-    # A blocking %%agent cell keeps a static transcript of its run: the prompt and the status.
     for _, cell in run.agent_cells():
-        if "--no-wait" in cell.source.splitlines()[0]:
-            continue
-        markdown = [o.data["text/markdown"] for o in cell.outputs
-                    if o.output_type in ("display_data", "execute_result") and "text/markdown" in o.get("data", {})]
-        assert markdown, f"no Markdown transcript under {cell.source.splitlines()[0]!r}"
-        prompt = _normalise(cell.source.split("\n", 1)[1])
-        assert any(prompt in _normalise(m) for m in markdown), markdown
-        header = markdown[-1].splitlines()[0]
-        assert " done " in f" {header} ".replace("·", " "), header
+        check_agent_cell(cell)
+
+
+def check_agent_cell(cell: nbformat.NotebookNode) -> None:
+    """A blocking %%agent cell keeps a static transcript of its run: the prompt and the status."""
+    if "--no-wait" in cell.source.splitlines()[0]:
+        return  # its run ends after the cell: nbclient ignores the late display update
+    markdown = [o.data["text/markdown"] for o in cell.outputs
+                if o.output_type in ("display_data", "execute_result") and "text/markdown" in o.get("data", {})]
+    assert markdown, f"no Markdown transcript under {cell.source.splitlines()[0]!r}"
+    prompt = _normalise(cell.source.split("\n", 1)[1])
+    assert any(prompt in _normalise(m) for m in markdown), markdown
+    header = markdown[-1].splitlines()[0]
+    assert " done " in f" {header} ".replace("·", " "), header
 
 
 # --- every notebook -------------------------------------------------------------------------
@@ -268,6 +274,27 @@ def test_providers_without_keys(tmp_path_factory: pytest.TempPathFactory) -> Non
     assert "['thinking', 'text']" in output_text(cell)
     _, cell = run.cell("from pi_notebook.ai import Usage")
     assert "= $0.0570" in output_text(cell)  # 12k in @3 + 30k cache read @0.3 + 800 out @15, per M
+
+
+@pytest.mark.kernel
+def test_jupyter_execute_cli(tmp_path: Path) -> None:
+    """The command a user types: ``jupyter execute`` on the notebooks that need no local model."""
+    names = [n for n in ALL_NOTEBOOKS if not _uses_local_model(n)]
+    assert names
+    workdir = tmp_path / "notebooks"
+    shutil.copytree(NOTEBOOKS_DIR, workdir, ignore=shutil.ignore_patterns(
+        ".pi_notebook", ".ipynb_checkpoints", "*.executed.ipynb", "*-executed.ipynb"))
+    done = subprocess.run(
+        [sys.executable, "-m", "jupyter", "execute", "--output={notebook_name}-executed", *names],
+        cwd=workdir, env=_kernel_env(), capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-4000:]
+    for name in names:
+        nb = nbformat.read(workdir / name.replace(".ipynb", "-executed.ipynb"), as_version=4)
+        run = Executed(nb, [])
+        agent_cells = run.agent_cells()
+        assert agent_cells, name
+        for _, cell in agent_cells:
+            check_agent_cell(cell)
 
 
 # --- the committed files -------------------------------------------------------------------
