@@ -195,7 +195,7 @@ async def test_parallel_tool_calls_arguments_split_across_chunks(server):
 
 
 def test_partial_arguments_parse_as_they_stream():
-    """The pure mapper: after every fragment the live block holds the best parse so far."""
+    """The pure mapper: after every read the live block holds the best parse so far."""
     from pi_notebook.ai.event_stream import AssistantMessageEventStream
     from pi_notebook.ai.providers.anthropic import AnthropicEventMapper
 
@@ -207,6 +207,7 @@ def test_partial_arguments_parse_as_they_stream():
     for frag in ['{"a": "hel', 'lo", "b": [1,', ' 2]}']:
         mapper.handle("content_block_delta", {"index": 0, "delta": {"type": "input_json_delta",
                                                                      "partial_json": frag}})
+        mapper.flush()  # one network read
         seen.append(dict(output.content[0].arguments))
     assert seen == [{"a": "hel"}, {"a": "hello", "b": [1]}, {"a": "hello", "b": [1, 2]}]
 

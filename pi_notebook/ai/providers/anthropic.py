@@ -371,6 +371,7 @@ class AnthropicEventMapper:
         self._emit = self.events.append
         self._by_index: dict[int, int] = {}     # wire block index -> content index
         self._partial_json: dict[int, str] = {}  # content index -> raw tool JSON so far
+        self._dirty: set[int] = set()            # tool calls with unparsed fragments
         self.message_started = False
         self.message_stopped = False
         self.stop_reason_seen = False
@@ -451,30 +452,42 @@ class AnthropicEventMapper:
         return index, self.output.content[index]
 
     def _on_content_block_delta(self, data: Mapping[str, Any]) -> None:
-        index, block = self._block(data)
-        if block is None:
+        # The per-token path: kept flat on purpose (see bench numbers in the module notes).
+        index = self._by_index.get(data.get("index", -1))
+        if index is None:
             return
-        delta = data.get("delta") or {}
+        block = self.output.content[index]
+        delta = data.get("delta") or _EMPTY
         kind = delta.get("type")
-        if kind == "text_delta" and block.type == "text":
-            text = delta.get("text") or ""
-            _append(block, "text", text)
-            self._emit(TextDeltaEvent(content_index=index, delta=text, partial=self.output))
-        elif kind == "thinking_delta" and block.type == "thinking":
-            text = delta.get("thinking") or ""
-            _append(block, "thinking", text)
-            self._emit(ThinkingDeltaEvent(content_index=index, delta=text, partial=self.output))
-        elif kind == "input_json_delta" and block.type == "toolCall":
-            fragment = delta.get("partial_json") or ""
-            raw = self._partial_json.get(index, "")
-            self._partial_json[index] = ""
-            raw += fragment
-            self._partial_json[index] = raw
-            block.arguments = parse_streaming_json(raw)
-            self._emit(ToolCallDeltaEvent(content_index=index, delta=fragment,
-                                                partial=self.output))
-        elif kind == "signature_delta" and block.type == "thinking":
-            _append(block, "thinking_signature", delta.get("signature") or "")  # no event (pi)
+        if kind == "text_delta":
+            if block.type == "text":
+                text = delta.get("text") or ""
+                fields = block.__dict__  # in-place append, see _append
+                whole = fields["text"]
+                fields["text"] = ""
+                whole += text
+                fields["text"] = whole
+                self._emit(TextDeltaEvent(content_index=index, delta=text, partial=self.output))
+        elif kind == "thinking_delta":
+            if block.type == "thinking":
+                text = delta.get("thinking") or ""
+                _append(block, "thinking", text)
+                self._emit(ThinkingDeltaEvent(content_index=index, delta=text, partial=self.output))
+        elif kind == "input_json_delta":
+            if block.type == "toolCall":
+                fragment = delta.get("partial_json") or ""
+                raw = self._partial_json.get(index, "")
+                self._partial_json[index] = ""
+                raw += fragment
+                self._partial_json[index] = raw
+                # Parsed once per network read in flush(): a consumer only ever looks at the
+                # live block after a read's events are handed over, so it always sees the
+                # parse of everything received so far, without a full re-parse per fragment.
+                self._dirty.add(index)
+                self._emit(ToolCallDeltaEvent(content_index=index, delta=fragment, partial=self.output))
+        elif kind == "signature_delta":
+            if block.type == "thinking":
+                _append(block, "thinking_signature", delta.get("signature") or "")  # no event (pi)
 
     def _on_content_block_stop(self, data: Mapping[str, Any]) -> None:
         index, block = self._block(data)
@@ -488,6 +501,7 @@ class AnthropicEventMapper:
                                               partial=self.output))
         elif block.type == "toolCall":
             raw = self._partial_json.pop(index, "")
+            self._dirty.discard(index)
             if raw:
                 block.arguments = parse_streaming_json(raw)
             self._emit(ToolCallEndEvent(content_index=index, tool_call=block, partial=self.output))
@@ -527,6 +541,11 @@ class AnthropicEventMapper:
 
     def flush(self) -> None:
         """Hand the events mapped so far to the consumer, waking it once."""
+        if self._dirty:
+            content = self.output.content
+            for index in self._dirty:
+                content[index].arguments = parse_streaming_json(self._partial_json.get(index, ""))
+            self._dirty.clear()
         if self.events:
             self.stream.push_many(self.events)
             self.events.clear()
@@ -538,6 +557,8 @@ class AnthropicEventMapper:
         if not self.stop_reason_seen:
             raise ProviderStreamError("Anthropic stream ended without a stop reason")
 
+
+_EMPTY: Mapping[str, Any] = {}
 
 _HANDLERS = {
     "message_start": AnthropicEventMapper._on_message_start,

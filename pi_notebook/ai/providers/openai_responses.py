@@ -320,6 +320,7 @@ class ResponsesEventMapper:
         self.service_tier = service_tier
         self._by_output: dict[int, int] = {}    # output_index -> content index
         self._scratch: dict[int, str] = {}      # content index -> raw arguments JSON
+        self._dirty: set[int] = set()           # tool calls with unparsed fragments
         self._item_ids: dict[int, str] = {}     # content index -> item id (reasoning back-fill)
         self.terminal = False
 
@@ -402,7 +403,7 @@ class ResponsesEventMapper:
         self._scratch[index] = ""
         raw += delta
         self._scratch[index] = raw
-        block.arguments = parse_streaming_json(raw)
+        self._dirty.add(index)  # parsed once per network read, in flush() (see anthropic.py)
         self._emit(ToolCallDeltaEvent(content_index=index, delta=delta, partial=self.output))
 
     def _args_done(self, data: Mapping[str, Any]) -> None:
@@ -414,6 +415,7 @@ class ResponsesEventMapper:
             return
         previous = self._scratch.get(index, "")
         self._scratch[index] = final
+        self._dirty.discard(index)
         block.arguments = parse_streaming_json(final)
         if final.startswith(previous) and len(final) > len(previous):
             self._emit(ToolCallDeltaEvent(content_index=index, delta=final[len(previous):],
@@ -452,6 +454,7 @@ class ResponsesEventMapper:
         else:
             raw = item.get("arguments") or self._scratch.get(index) or "{}"
             self._scratch.pop(index, None)
+            self._dirty.discard(index)
             block.arguments = parse_streaming_json(raw)
             if item.get("namespace"):
                 block.namespace = item["namespace"]
@@ -545,6 +548,11 @@ class ResponsesEventMapper:
 
     def flush(self) -> None:
         """Hand the events mapped so far to the consumer, waking it once."""
+        if self._dirty:
+            content = self.output.content
+            for index in self._dirty:
+                content[index].arguments = parse_streaming_json(self._scratch.get(index, ""))
+            self._dirty.clear()
         if self.events:
             self.stream.push_many(self.events)
             self.events.clear()
