@@ -211,6 +211,19 @@ def test_abort_interrupts_busy_loop(k: Kernel) -> None:
     _next_cell_is_normal(k)
 
 
+def test_abort_interrupts_awaiting_code(k: Kernel) -> None:
+    # the loop is free while the code awaits: a plain execute request delivers the abort
+    k.ok("start_tool('waiting', 'import asyncio\\nawait asyncio.sleep(60)')")
+    time.sleep(0.3)
+    k.ok("abort('waiting')")
+    data = _interrupted(k, "waiting")
+    assert "await asyncio.sleep(60)" in data["result"]["details"]["error"]["traceback"]
+    latency = k.ev("MARKS['waiting:end'] - MARKS['waiting:abort']")
+    print(f"\n[measured] abort -> awaiting tool code stopped: {latency * 1000:.0f} ms")
+    assert latency < HANG_BOUND_S
+    _next_cell_is_normal(k)
+
+
 def test_kernel_interrupt_stops_tool_code(k: Kernel) -> None:
     k.ok("start_tool('stop', 'import time\\nwhile True:\\n    time.sleep(0.01)')")
     time.sleep(0.5)
