@@ -425,3 +425,12 @@ def test_pydantic_tool_parameters_become_json_schema():
     tool = SimpleNamespace(name="search", description="", parameters=Args, constrained_sampling=None)
     sent = build_params(make_model("http://x"), ctx(tools=[tool]), {})["tools"][0]["functionDeclarations"][0]
     assert sent["parametersJsonSchema"]["properties"]["query"]["type"] == "string"
+
+
+async def test_blocked_prompt_is_an_error_stop(server):
+    server.push(Reply(chunks=[body([{"promptFeedback": {"blockReason": "PROHIBITED_CONTENT"},
+                                     "usageMetadata": {"promptTokenCount": 5, "totalTokenCount": 5}}])]))
+    events, msg = await collect(stream_google_generative_ai(make_model(server.url), ctx(), {"api_key": KEY}))
+    assert events[-1].type == "error"
+    assert msg.error_message == "Provider stopped with: PROHIBITED_CONTENT"
+    assert msg.usage.input == 5

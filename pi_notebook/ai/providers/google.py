@@ -303,6 +303,11 @@ class GoogleChunkMapper:
             self.output.response_id = chunk["responseId"]
         candidates = chunk.get("candidates") or []
         candidate = candidates[0] if candidates and isinstance(candidates[0], Mapping) else None
+        feedback = chunk.get("promptFeedback")
+        if candidate is None and isinstance(feedback, Mapping) and feedback.get("blockReason"):
+            # The prompt itself was refused: no candidate will ever come.
+            self.output.raw_stop_reason = feedback["blockReason"]
+            self.output.stop_reason = "error"
         if candidate is not None:
             for part in (candidate.get("content") or {}).get("parts") or []:
                 if isinstance(part, Mapping):
