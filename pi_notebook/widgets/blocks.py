@@ -37,7 +37,7 @@ __all__ = [
 USER_LABELS = {"prompt": "You", "steer": "Steer", "followup": "Follow-up", "user": "You"}
 CURSOR_HTML = '<span class="pi-cursor"></span>'
 # A live tail longer than this is split at a safe point and its head frozen.
-CHUNK_CHARS = 2000
+CHUNK_CHARS = 6000
 # Per tool card: output shown in the view beyond this is counted, not displayed
 # (the model gets its own, budgeted summary from the tool; the browser stays fast).
 MAX_OUTPUT_CHARS = 200_000

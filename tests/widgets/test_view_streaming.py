@@ -48,7 +48,7 @@ async def test_1000_deltas_per_second_are_coalesced_and_final_text_is_exact(view
     assert block.text == expected
     widgets = block.chunks.widgets
     pieces = block.chunks.pieces
-    assert len(widgets) > 3, "long text should have been split into frozen chunks"
+    assert len(widgets) >= 2, "long text should have been split into frozen chunks"
     assert "".join(pieces) == expected
     for widget, piece in zip(widgets, pieces):
         # What the frontend last received for each widget is the final rendering.
@@ -61,8 +61,10 @@ async def test_1000_deltas_per_second_are_coalesced_and_final_text_is_exact(view
     assert updates >= 5, "the text should have been streamed, not sent once at the end"
     # the whole view: one flush per 50 ms, never one per delta
     assert view.flush_count <= 25 * elapsed + 5
+    # every state update of every widget of the view (header, chunks, layout, ...):
+    # still within 25/s, plus a handful for the end of the run
     total_updates = sum(1 for _c, t, d in comms.messages if t == "comm_msg" and d.get("method") == "update")
-    assert total_updates < len(deltas) / 5
+    assert total_updates <= 25 * elapsed + 6, (total_updates, elapsed)
 
 
 async def test_frozen_chunks_and_finished_blocks_are_not_resent(view, comms: CommLog):
@@ -76,8 +78,8 @@ async def test_frozen_chunks_and_finished_blocks_are_not_resent(view, comms: Com
     mark = comms.mark()
 
     second = stream.text_start()
-    deltas = [f"word{i} " + ("\n\n" if i % 50 == 49 else "") for i in range(800)]
-    await _stream_deltas(stream, second, deltas, per_sleep=20)
+    deltas = [f"word{i} " + ("\n\n" if i % 50 == 49 else "") for i in range(2500)]
+    await _stream_deltas(stream, second, deltas, per_sleep=50)
     second_block = _text_block(view)
     frozen_chunks = second_block.chunks.widgets[:-1]
     assert frozen_chunks, "the long block should have frozen chunks by now"
