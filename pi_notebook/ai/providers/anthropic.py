@@ -670,7 +670,7 @@ async def _run(model: Model, context: Context, options: Mapping[str, Any],
 
 def _dispatch(mapper: AnthropicEventMapper, sse: Any) -> None:
     data_text = sse.data
-    if not data_text:
+    if not data_text or data_text == "[DONE]":  # some proxies end the stream OpenAI-style
         return
     try:
         data = _decode(data_text)
