@@ -5,6 +5,8 @@ OpenAI-compatible SSE bodies shaped like llama-server's chunks:
 
 * 2,000 text deltas, * 20,000 text deltas, * one tool call whose arguments arrive in 200 fragments.
 
+(plus a tiny body used to compare the shared per-loop client with a new client per request).
+
 For each, in one run and interleaved, it measures ``time.process_time()`` of
 
 * the floor: raw ``httpx`` (a shared AsyncClient) + ``json.loads`` of every ``data:`` line
@@ -91,6 +93,19 @@ async def stream_run(model: Model, context: Context) -> int:
     return count
 
 
+async def _requests(url: str, n: int, fresh: bool) -> tuple[float, float]:
+    cpu, wall = time.process_time(), time.perf_counter()
+    for _ in range(n):
+        if fresh:
+            async with httpx.AsyncClient() as one_off:
+                async with one_off.stream("POST", url, json={}) as response:
+                    await response.aread()
+        else:
+            async with _http.open_stream("POST", url, json_body={}) as response:
+                await response.read_text()
+    return time.process_time() - cpu, time.perf_counter() - wall
+
+
 async def measure(base: str, reps: int) -> None:
     context = Context(messages=[UserMessage(content="Tell me about the sea.")])
     client = httpx.AsyncClient(timeout=60)
@@ -113,6 +128,10 @@ async def measure(base: str, reps: int) -> None:
             await stream_run(model, context)
             ours_times.append(time.process_time() - t0)
         results[label] = (statistics.median(floor_times), statistics.median(ours_times))
+    # Connection reuse: the shared per-loop client vs a new client (new TCP connection) per request.
+    small = f"{base}/3/v1/chat/completions"
+    shared_cpu, shared_wall = await _requests(small, 100, fresh=False)
+    fresh_cpu, fresh_wall = await _requests(small, 100, fresh=True)
     await client.aclose()
     await _http.aclose_clients()
 
@@ -122,6 +141,8 @@ async def measure(base: str, reps: int) -> None:
     small, large = results["2,000 text deltas"][1], results["20,000 text deltas"][1]
     print(f"stream() 20k / 2k CPU time: {large / small:.2f} (linear = 10)")
     print("target: ratio <= 1.15 for each workload")
+    print(f"100 small requests, shared client: {shared_cpu * 10:.2f} ms CPU / {shared_wall * 10:.2f} ms wall "
+          f"per request; new client each time: {fresh_cpu * 10:.2f} ms CPU / {fresh_wall * 10:.2f} ms wall")
 
 
 def main() -> None:
@@ -130,7 +151,7 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         files = []
-        for i, body in enumerate([text_body(2000), text_body(20000), tool_body(200)]):
+        for i, body in enumerate([text_body(2000), text_body(20000), tool_body(200), text_body(3)]):
             path = Path(tmp) / f"body{i}.sse"
             path.write_bytes(body)
             files.append(str(path))

@@ -117,6 +117,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def setup(self) -> None:
         super().setup()
+        # Send every scripted write at once: without this, Nagle's algorithm holds a small write
+        # until the client's delayed ACK (~40 ms), merging chunks and slowing every test.
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         with self.server.owner.lock:
             self.server.owner.connections += 1
 
