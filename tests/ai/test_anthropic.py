@@ -686,3 +686,10 @@ async def test_oauth_tokens_are_refused_clearly_or_skipped_for_an_api_key(server
     _, msg = await collect(stream_anthropic_messages(make_model(server.url), ctx(), {}))
     assert msg.stop_reason == "stop"
     assert server.requests[0].headers["x-api-key"] == "plain-api-key"
+
+
+def test_stream_without_a_running_loop_ends_with_an_error_event():
+    stream = stream_anthropic_messages(make_model("http://127.0.0.1:9"), ctx(), {"api_key": KEY})
+    events, msg = asyncio.run(collect(stream))
+    assert [e.type for e in events] == ["error"]
+    assert "running asyncio event loop" in msg.error_message
