@@ -169,6 +169,9 @@ class AgentView(W.VBox):
     def set_status(self, status: str, detail: str = "") -> None:
         if self._finished and status not in FINAL_STATUSES:
             return
+        if status == "aborting" or status in FINAL_STATUSES:
+            # Nobody may be left waiting for a click once the run is stopping.
+            self.cancel_approvals()
         self._status = status
         self._status_detail = detail
         self._header_dirty = True
@@ -192,15 +195,19 @@ class AgentView(W.VBox):
     async def request_approval(self, request: Any) -> str:
         """Show Run / Skip / Always on the call's card and wait for a click.
 
-        Returns ``"run"``, ``"skip"`` or ``"always"``. Abort, ``finish`` or a
-        repeated request for the same call resolve it with ``"skip"``. If the
-        awaiting task itself is cancelled, the panel is hidden and the
-        ``CancelledError`` propagates (swallowing it would break the cancellation).
+        ``request`` has ``tool_call_id``, ``tool_name``, ``code`` and optionally
+        ``signal`` (an AbortSignal). Returns ``"run"``, ``"skip"`` or ``"always"``.
+        Abort (button, ``set_status("aborting")``, the signal), ``finish``,
+        ``cancel_approvals`` or a repeated request for the same call resolve it with
+        ``"skip"`` and hide the panel. If the awaiting task itself is cancelled, the
+        panel is hidden and the ``CancelledError`` propagates (swallowing it would
+        break the task's cancellation).
         """
         tool_call_id = str(field(request, "tool_call_id", "") or "")
         tool_name = str(field(request, "tool_name", "") or "python")
         code = field(request, "code")
-        if self._finished:
+        signal = field(request, "signal")
+        if self._finished or self._abort_requested or getattr(signal, "aborted", False):
             return "skip"
         card = self._card(tool_call_id, tool_name)
         card.request_approval(code if isinstance(code, str) else None)
@@ -210,19 +217,40 @@ class AgentView(W.VBox):
             previous.set_result("skip")
         future: asyncio.Future[str] = self._loop.create_future()
         self._approvals[tool_call_id] = future
+        remove_listener = None
+        if signal is not None and hasattr(signal, "add_listener"):
+            # The signal may fire on any thread: hop onto the loop.
+            remove_listener = signal.add_listener(
+                lambda *_a: self._hop(self._resolve_approval, tool_call_id, "skip"))
         self._mark(card)
         self.set_status("waiting for approval", tool_name)
         outcome = "skip"
         try:
-            outcome = await future
+            try:
+                outcome = await future
+            except asyncio.CancelledError:
+                task = asyncio.current_task()
+                cancelling = getattr(task, "cancelling", None)
+                if future.cancelled() and not (cancelling() if cancelling else False):
+                    return "skip"  # only the future was cancelled, not the waiting task
+                raise
             return outcome
         finally:
+            if callable(remove_listener):
+                with contextlib.suppress(Exception):
+                    remove_listener()
             if self._approvals.get(tool_call_id) is future:
                 del self._approvals[tool_call_id]
             card.resolve_approval(outcome)
             self._mark(card)
             if self._status == "waiting for approval" and not self._approvals:
                 self.set_status("running tool" if outcome != "skip" else "thinking", tool_name)
+
+    def cancel_approvals(self) -> None:
+        """Resolve every pending approval with ``"skip"`` (e.g. the run is aborting)."""
+        for future in list(self._approvals.values()):
+            if not future.done():
+                future.set_result("skip")
 
     def finish(self, status: str | None = None) -> None:
         """End of the run: final status, clock stopped, pending approvals skipped,
@@ -242,9 +270,7 @@ class AgentView(W.VBox):
     def close(self) -> None:
         self._scheduler.close()
         self._cancel_tick()
-        for future in self._approvals.values():
-            if not future.done():
-                future.set_result("skip")
+        self.cancel_approvals()
         super().close()
 
     def to_markdown(self) -> str:
@@ -536,9 +562,7 @@ class AgentView(W.VBox):
         blocks frozen."""
         if self._ended is None:
             self._ended = time.monotonic()
-        for future in list(self._approvals.values()):
-            if not future.done():
-                future.set_result("skip")
+        self.cancel_approvals()
         for card in self._cards.values():
             if not card.frozen:
                 card.abort()
@@ -577,10 +601,7 @@ class AgentView(W.VBox):
             return
         self._abort_requested = True
         self._abort_button.disabled = True
-        self.set_status("aborting")
-        for future in list(self._approvals.values()):
-            if not future.done():
-                future.set_result("skip")
+        self.set_status("aborting")  # also answers pending approvals with "skip"
         self._on_abort()
 
     def _remove_clicked(self, token: object) -> None:

@@ -197,3 +197,52 @@ async def test_clicks_after_the_loop_closed_are_ignored(comms: CommLog):
     view._cancel_tick()
     other.close()
     view.abort_button.click()  # must not raise although the loop is gone
+
+
+async def test_runtime_abort_status_answers_pending_approval(view, comms: CommLog):
+    task, card = await _show_approval(view)
+    view.set_status("aborting")  # what %agent abort does through the runtime
+    assert await asyncio.wait_for(task, 2) == "skip"
+    view.flush()
+    assert not card.approval_pending
+
+
+async def test_abort_signal_answers_pending_approval_from_another_thread(view, comms: CommLog):
+    from pi_notebook.ai.abort import AbortController
+
+    controller = AbortController()
+    view.handle_event(AgentStartEvent())
+    request = {**_request("sig-1"), "signal": controller.signal}
+    task = asyncio.ensure_future(view.request_approval(request))
+    await asyncio.sleep(0.02)
+    assert not task.done()
+    thread = threading.Thread(target=controller.abort)
+    thread.start()
+    thread.join()
+    assert await asyncio.wait_for(task, 2) == "skip"
+    # an already-aborted signal: no panel at all
+    assert await view.request_approval({**_request("sig-2"), "signal": controller.signal}) == "skip"
+    assert view.tool_card("sig-2") is None
+
+
+async def test_cancel_approvals_and_repeated_request(view, comms: CommLog):
+    task, card = await _show_approval(view, "r1")
+    second = asyncio.ensure_future(view.request_approval(_request("r1")))
+    assert await asyncio.wait_for(task, 2) == "skip"  # superseded by the new request
+    await asyncio.sleep(0.01)
+    assert not second.done()
+    view.cancel_approvals()
+    assert await asyncio.wait_for(second, 2) == "skip"
+
+
+async def test_signal_listener_is_removed_after_a_click(view, comms: CommLog):
+    from pi_notebook.ai.abort import AbortController
+
+    controller = AbortController()
+    view.handle_event(AgentStartEvent())
+    task = asyncio.ensure_future(view.request_approval({**_request("L1"), "signal": controller.signal}))
+    await asyncio.sleep(0.08)
+    assert len(controller.signal._listeners) == 1
+    click_on_other_thread(view.tool_card("L1").approval_buttons["run"])
+    assert await asyncio.wait_for(task, 2) == "run"
+    assert controller.signal._listeners == []
