@@ -1135,3 +1135,34 @@ def test_thinking_only_assistant_message_is_skipped():
     as_text = oc.convert_messages(model, Context(messages=history),
                                   {**oc.get_compat(model), "requiresThinkingAsText": True})
     assert as_text[1] == {"role": "assistant", "content": [{"type": "text", "text": "hmm"}]}
+
+
+async def test_abort_at_any_moment_always_ends_with_one_terminal_event(scripted_server):
+    import random
+    import threading
+
+    rng = random.Random(7)
+    body = sse_body([chunk({"content": "a"}), chunk({"content": "b"}), chunk({}, "stop")])
+    pieces = chunked(body, 40)
+    for attempt in range(25):
+        chunks = []
+        for piece in pieces:
+            chunks += [piece, (DELAY, 0.004)]
+        scripted_server.push(Reply(chunks=chunks))
+        controller = AbortController()
+        delay = rng.uniform(0, 0.03)
+        if attempt % 2:
+            threading.Timer(delay, controller.abort).start()
+        else:
+            asyncio.get_running_loop().call_later(delay, controller.abort)
+        s = stream_openai_completions(make_model(scripted_server), ctx(),
+                                      {"api_key": KEY, "signal": controller.signal})
+        events = [e async for e in s]
+        message = await s.result()
+        terminal = [e for e in events if e.type in ("done", "error")]
+        assert len(terminal) == 1 and events[-1] is terminal[0], attempt
+        assert message.stop_reason in ("stop", "aborted"), (attempt, message.error_message)
+        if message.stop_reason == "aborted":
+            assert message.error_message == "Request was aborted"
+        await asyncio.sleep(0.035)  # let a late timer fire before the next attempt
+    assert getattr(asyncio.current_task(), "cancelling", lambda: 0)() == 0

@@ -862,6 +862,7 @@ async def _consume(response: _http.StreamResponse, mapper: _Mapper) -> None:
         if mapper.dirty:
             mapper.parse_arguments()
         mapper.flush_events()
+        await chunks.aclose()
 
 
 async def _drain(chunks: Any, timeout: float = 2.0) -> None:
