@@ -69,13 +69,20 @@ class Capture:
         self.on_display = on_display
         self.closed = False
 
+    # The token dance is _suspended() inlined: this runs for every print of agent code.
     def write(self, name: str, text: str) -> None:
-        with _suspended():
+        token = _current.set(None)
+        try:
             self.on_stream(name, text)
+        finally:
+            _current.reset(token)
 
     def display(self, data: dict, metadata: dict) -> None:
-        with _suspended():
+        token = _current.set(None)
+        try:
             self.on_display(data, metadata)
+        finally:
+            _current.reset(token)
 
 
 def _active() -> Capture | None:

@@ -38,7 +38,6 @@ import io
 import itertools
 import linecache
 import sys
-import threading
 import time
 import traceback as _traceback
 from collections.abc import Callable
@@ -51,7 +50,8 @@ from .capture import capture, install_capture
 from .format import IMAGE_MIMES, bundle_text, cut, prepare_image, strip_ansi, terminal_text, value_text
 from . import interrupt as _interrupt_module
 from .interrupt import ToolInterrupt, interrupt_main_for
-from .redact import redact, redact_data, split_unsafe_tail, strip_unsafe_head
+from .redact import redact, redact_data
+from .sink import OutputSink, redact_bundle
 
 __all__ = [
     "ExecutionResult",
@@ -61,8 +61,6 @@ __all__ = [
     "run_code",
 ]
 
-_BINARY_MIMES = frozenset(("image/png", "image/jpeg", "image/gif", "image/webp", "image/bmp"))
-_MAX_DISPLAYS = 50
 _cell_numbers = itertools.count(1)
 _INTERRUPT_FILE = _interrupt_module.__file__
 
@@ -146,169 +144,6 @@ class ExecutionResult:
             "interrupted": self.interrupted,
             "timed_out": self.timed_out,
         }
-
-
-# --- output sink ------------------------------------------------------------------------------
-
-class _HeadTail:
-    """Keeps the first and last ``cap`` characters of a long stream, and the total length."""
-
-    def __init__(self, cap: int) -> None:
-        self.cap = max(cap, 1)
-        self.head: list[str] = []
-        self.head_len = 0
-        self.tail = ""
-        self.total = 0
-
-    def add(self, text: str) -> None:
-        self.total += len(text)
-        if self.head_len < self.cap:
-            take = text[: self.cap - self.head_len]
-            self.head.append(take)
-            self.head_len += len(take)
-            text = text[len(take):]
-        if text:
-            self.tail = (self.tail + text)[-self.cap:]
-
-    def text(self) -> str:
-        """The kept text, redacted; a secret cut by the dropped middle leaves no fragment."""
-        head = "".join(self.head)
-        dropped = self.total - len(head) - len(self.tail)
-        if dropped > 0:
-            safe_head, _ = split_unsafe_tail(redact(head))
-            safe_tail = strip_unsafe_head(redact(self.tail))
-            return safe_head + f"\n[... {dropped} characters not kept ...]\n" + safe_tail
-        return redact(head + self.tail)
-
-
-def _redact_bundle(data: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for mime, value in data.items():
-        if isinstance(value, bytes):
-            value = base64.b64encode(value).decode("ascii")  # what ipykernel would send
-            out[mime] = value if mime in _BINARY_MIMES else redact(value)
-        elif mime in _BINARY_MIMES:
-            out[mime] = value
-        else:
-            out[mime] = redact_data(value)
-    return out
-
-
-class _Sink:
-    """Receives captured writes (any thread), keeps the full text, emits coalesced updates."""
-
-    def __init__(
-        self,
-        loop: asyncio.AbstractEventLoop,
-        on_stream: Callable[[str, str], Any] | None,
-        on_display: Callable[[dict, dict], Any] | None,
-        interval: float,
-        detail_cap: int,
-    ) -> None:
-        self._loop = loop
-        self._loop_thread = threading.get_ident()
-        self._on_stream = on_stream
-        self._on_display = on_display
-        self._interval = interval
-        self._lock = threading.RLock()
-        self._raw = {"stdout": _HeadTail(detail_cap), "stderr": _HeadTail(detail_cap)}
-        self._pending: list[tuple[str, str]] = []  # (name, text) not yet emitted
-        self._held = {"stdout": "", "stderr": ""}  # possible secret prefixes
-        self._last_flush = 0.0
-        self._timer: asyncio.TimerHandle | None = None
-        self.displays: list[dict[str, Any]] = []
-        self.displays_dropped = 0
-        self.closed = False
-
-    # called by the capture proxies, on whatever thread the code wrote from
-    def stream(self, name: str, text: str) -> None:
-        with self._lock:
-            self._raw[name].add(text)
-            if self.closed or self._on_stream is None:
-                return
-            self._pending.append((name, text))
-        if threading.get_ident() == self._loop_thread:
-            self._schedule()
-        else:
-            self._hop(self._schedule)
-
-    def display(self, data: dict, metadata: dict) -> None:
-        bundle = {"data": _redact_bundle(data), "metadata": redact_data(metadata)}
-        with self._lock:
-            if len(self.displays) < _MAX_DISPLAYS:
-                self.displays.append(bundle)
-            else:
-                self.displays_dropped += 1
-        if self._on_display is None or self.closed:
-            return
-        if threading.get_ident() == self._loop_thread:
-            self._emit_display(bundle)
-        else:
-            self._hop(self._emit_display, bundle)
-
-    def _hop(self, fn: Callable[..., Any], *args: Any) -> None:
-        # From a thread the code started: the view is updated on the loop. A closed loop
-        # must not turn the thread's print() into an error; the text is kept regardless.
-        try:
-            self._loop.call_soon_threadsafe(fn, *args)
-        except RuntimeError:
-            pass
-
-    def _emit_display(self, bundle: dict[str, Any]) -> None:
-        self.flush()  # keep text that came before the display before it
-        if self._on_display is not None and not self.closed:
-            _safe_call(self._on_display, bundle["data"], bundle["metadata"])
-
-    def _schedule(self) -> None:
-        if self.closed:
-            return
-        now = time.monotonic()
-        if now - self._last_flush >= self._interval:
-            self.flush()
-        elif self._timer is None:
-            self._timer = self._loop.call_later(self._interval - (now - self._last_flush), self.flush)
-
-    def flush(self, final: bool = False) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        with self._lock:
-            pending, self._pending = self._pending, []
-        self._last_flush = time.monotonic()
-        merged: list[list[str]] = []
-        for name, text in pending:
-            if merged and merged[-1][0] == name:
-                merged[-1][1] += text
-            else:
-                merged.append([name, text])
-        for name in ("stdout", "stderr") if final else ():
-            if self._held[name] and not any(m[0] == name for m in merged):
-                merged.append([name, ""])
-        for name, text in merged:
-            buffered = redact(self._held[name] + text)
-            if final:
-                safe, self._held[name] = buffered, ""
-            else:
-                safe, self._held[name] = split_unsafe_tail(buffered)
-            if safe and self._on_stream is not None:
-                _safe_call(self._on_stream, name, safe)
-
-    def close(self) -> None:
-        self.flush(final=True)
-        self.closed = True
-
-    def text(self, name: str) -> tuple[str, int]:
-        with self._lock:
-            ht = self._raw[name]
-            return ht.text(), ht.total
-
-
-def _safe_call(fn: Callable[..., Any], *args: Any) -> None:
-    # A broken view must not break the tool code that happens to be printing.
-    try:
-        fn(*args)
-    except Exception:
-        pass
 
 
 # --- execution --------------------------------------------------------------------------------
@@ -411,7 +246,7 @@ def _clear_our_cancel(run: ToolInterrupt) -> None:
         task.uncancel()
 
 
-async def _execute(shell: Any, code: str, sink: _Sink, run: ToolInterrupt) -> _Outcome:
+async def _execute(shell: Any, code: str, sink: OutputSink, run: ToolInterrupt) -> _Outcome:
     out = _Outcome()
     filename = "<agent-code>"
     plt = sys.modules.get("matplotlib.pyplot")
@@ -441,7 +276,7 @@ async def _execute(shell: Any, code: str, sink: _Sink, run: ToolInterrupt) -> _O
                         data, metadata = shell.display_formatter.format(value)
                         text = value_text(value, data) if data else None
                     if data:
-                        out.value = {"data": _redact_bundle(data), "metadata": redact_data(metadata)}
+                        out.value = {"data": redact_bundle(data), "metadata": redact_data(metadata)}
                         out.value_text = redact(text) if text is not None else None
         except asyncio.CancelledError:
             if not run.requested:
@@ -488,7 +323,7 @@ async def run_code(
         raise TypeError(f"code must be a string, not {type(code).__name__}")
     install_capture(shell)
     loop = asyncio.get_running_loop()
-    sink = _Sink(loop, on_stream, on_display, stream_interval_s, max_detail_chars)
+    sink = OutputSink(loop, on_stream, on_display, stream_interval_s, max_detail_chars)
     started = time.monotonic()
     with interrupt_main_for(signal, timeout_s=timeout_s, loop=loop) as run:
         task = loop.create_task(_execute(shell, code, sink, run), name="pi-notebook-python-tool")

@@ -367,3 +367,17 @@ async def test_exit_cannot_stop_the_kernel() -> None:
         assert shell.__dict__["ask_exit"] is ask_exit  # the guard left with the proxies
     finally:
         del shell.ask_exit
+
+
+async def test_huge_output_is_bounded_live_and_in_details() -> None:
+    chunks: list[str] = []
+    code = "for i in range(200_000):\n    print('some output line', i)"
+    with routed():
+        result = await run_code(get_shell(), code, on_stream=lambda n, t: chunks.append(t),
+                                max_detail_chars=50_000)
+    live = "".join(chunks)
+    assert len(live) < 50_200 and "not shown live" in live
+    assert len(result.stdout) < 100_200 and "not kept" in result.stdout
+    assert result.stdout.startswith("some output line 0\n")
+    assert result.stdout.endswith("some output line 199999\n")
+    assert result.stdout_total > 4_000_000

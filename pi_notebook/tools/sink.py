@@ -1,0 +1,239 @@
+"""Where captured output goes during one execution of agent code.
+
+``OutputSink`` receives the writes and displays of the routed capture (on any thread), keeps
+the whole text for the result (``HeadTail``: first and last ``cap`` characters of a long
+stream), and forwards the view's updates:
+
+- stream text is coalesced to at most one update per ``interval`` (a first write goes out at
+  once), redacted, and a possible start of a secret is held back until the next write shows
+  whether it completes one (``redact.split_unsafe_tail``);
+- the live text per stream stops (with a note) after the detail cap, so a runaway print loop
+  cannot flood the view;
+- displays go out at once (after any pending text, to keep the order), with redacted text;
+- callbacks always run on the loop thread (writes from other threads hop with
+  ``call_soon_threadsafe``), and an exception in a callback never reaches the code that printed.
+
+``redact_bundle(data)`` redacts a mimebundle (text types; base64 images are left alone).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from .redact import redact, redact_data, split_unsafe_tail, strip_unsafe_head
+
+__all__ = ["HeadTail", "OutputSink", "redact_bundle"]
+
+_BINARY_MIMES = frozenset(("image/png", "image/jpeg", "image/gif", "image/webp", "image/bmp"))
+_MAX_DISPLAYS = 50
+
+
+class HeadTail:
+    """Keeps the first and last ``cap`` characters of a long stream, and the total length.
+
+    Amortised O(len(text)) per ``add``: the tail is a deque of chunks trimmed from the left.
+    """
+
+    def __init__(self, cap: int) -> None:
+        self.cap = max(cap, 1)
+        self.head: list[str] = []
+        self.head_len = 0
+        self._tail: deque[str] = deque()
+        self._tail_len = 0
+        self.total = 0
+
+    def add(self, text: str) -> None:
+        self.total += len(text)
+        if self.head_len < self.cap:
+            take = text[: self.cap - self.head_len]
+            self.head.append(take)
+            self.head_len += len(take)
+            text = text[len(take):]
+        if not text:
+            return
+        self._tail.append(text)
+        self._tail_len += len(text)
+        while self._tail_len - len(self._tail[0]) >= self.cap:
+            self._tail_len -= len(self._tail.popleft())
+
+    @property
+    def tail(self) -> str:
+        joined = "".join(self._tail)
+        return joined[-self.cap:] if len(joined) > self.cap else joined
+
+    def text(self) -> str:
+        """The kept text, redacted; a secret cut by the dropped middle leaves no fragment."""
+        head, tail = "".join(self.head), self.tail
+        dropped = self.total - len(head) - len(tail)
+        if dropped > 0:
+            safe_head, _ = split_unsafe_tail(redact(head))
+            safe_tail = strip_unsafe_head(redact(tail))
+            return safe_head + f"\n[... {dropped} characters not kept ...]\n" + safe_tail
+        return redact(head + tail)
+
+
+def redact_bundle(data: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for mime, value in data.items():
+        if isinstance(value, bytes):
+            value = base64.b64encode(value).decode("ascii")  # what ipykernel would send
+            out[mime] = value if mime in _BINARY_MIMES else redact(value)
+        elif mime in _BINARY_MIMES:
+            out[mime] = value
+        else:
+            out[mime] = redact_data(value)
+    return out
+
+
+class OutputSink:
+    """Receives captured writes (any thread), keeps the full text, emits coalesced updates."""
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        on_stream: Callable[[str, str], Any] | None,
+        on_display: Callable[[dict, dict], Any] | None,
+        interval: float,
+        detail_cap: int,
+    ) -> None:
+        self._loop = loop
+        self._loop_thread = threading.get_ident()
+        self._on_stream = on_stream
+        self._on_display = on_display
+        self._interval = interval
+        self._lock = threading.RLock()
+        self._raw = {"stdout": HeadTail(detail_cap), "stderr": HeadTail(detail_cap)}
+        # The live view gets at most this much per stream; the result keeps head and tail.
+        self._live_cap = max(detail_cap, 1)
+        self._live_sent = {"stdout": 0, "stderr": 0}
+        self._pending: list[tuple[str, str]] = []  # (name, text) not yet emitted
+        self._held = {"stdout": "", "stderr": ""}  # possible secret prefixes
+        self._last_flush = 0.0
+        self._timer: asyncio.TimerHandle | None = None
+        self._hop_scheduled = False
+        self.displays: list[dict[str, Any]] = []
+        self.displays_dropped = 0
+        self.closed = False
+
+    # Called by the capture proxies for every write, on whatever thread the code wrote from:
+    # only an append here; the text is processed in flush().
+    def stream(self, name: str, text: str) -> None:
+        with self._lock:
+            self._pending.append((name, text))
+        if threading.get_ident() == self._loop_thread:
+            self._schedule()
+        elif not self._hop_scheduled:
+            self._hop_scheduled = True
+            self._hop(self._schedule_from_hop)
+
+    def _schedule_from_hop(self) -> None:
+        self._hop_scheduled = False
+        self._schedule()
+
+    def display(self, data: dict, metadata: dict) -> None:
+        bundle = {"data": redact_bundle(data), "metadata": redact_data(metadata)}
+        with self._lock:
+            if len(self.displays) < _MAX_DISPLAYS:
+                self.displays.append(bundle)
+            else:
+                self.displays_dropped += 1
+        if self._on_display is None or self.closed:
+            return
+        if threading.get_ident() == self._loop_thread:
+            self._emit_display(bundle)
+        else:
+            self._hop(self._emit_display, bundle)
+
+    def _hop(self, fn: Callable[..., Any], *args: Any) -> None:
+        # From a thread the code started: the view is updated on the loop. A closed loop
+        # must not turn the thread's print() into an error; the text is kept regardless.
+        try:
+            self._loop.call_soon_threadsafe(fn, *args)
+        except RuntimeError:
+            pass
+
+    def _emit_display(self, bundle: dict[str, Any]) -> None:
+        self.flush()  # keep text that came before the display before it
+        if self._on_display is not None and not self.closed:
+            _safe_call(self._on_display, bundle["data"], bundle["metadata"])
+
+    def _schedule(self) -> None:
+        if self.closed:
+            return
+        now = time.monotonic()
+        if now - self._last_flush >= self._interval:
+            self.flush()
+        elif self._timer is None:
+            self._timer = self._loop.call_later(self._interval - (now - self._last_flush), self.flush)
+
+    def _drain(self) -> list[list[str]]:
+        """Move pending writes into the kept text; returns them merged per stream run."""
+        with self._lock:
+            pending, self._pending = self._pending, []
+        merged: list[list[str]] = []
+        for name, text in pending:
+            if merged and merged[-1][0] == name:
+                merged[-1][1] += text
+            else:
+                merged.append([name, text])
+        for name, text in merged:
+            self._raw[name].add(text)
+        return merged
+
+    def flush(self, final: bool = False) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._last_flush = time.monotonic()
+        merged = self._drain()
+        if self._on_stream is None or self.closed:
+            return
+        for name in ("stdout", "stderr") if final else ():
+            if self._held[name] and not any(m[0] == name for m in merged):
+                merged.append([name, ""])
+        for name, text in merged:
+            buffered = redact(self._held[name] + text)
+            if final:
+                safe, self._held[name] = buffered, ""
+            else:
+                safe, self._held[name] = split_unsafe_tail(buffered)
+            if safe:
+                self._send_live(name, safe)
+
+    def _send_live(self, name: str, text: str) -> None:
+        assert self._on_stream is not None
+        sent = self._live_sent[name]
+        if sent >= self._live_cap:
+            return
+        if sent + len(text) >= self._live_cap:
+            # Cut before a secret's start so no fragment of it shows.
+            text, _ = split_unsafe_tail(text[: self._live_cap - sent])
+            text += "\n[... more output not shown live; the result keeps its head and tail ...]\n"
+            self._live_sent[name] = self._live_cap
+        else:
+            self._live_sent[name] = sent + len(text)
+        _safe_call(self._on_stream, name, text)
+
+    def close(self) -> None:
+        self.flush(final=True)
+        self.closed = True
+
+    def text(self, name: str) -> tuple[str, int]:
+        """The kept (redacted) text of a stream and its full length."""
+        self._drain()
+        ht = self._raw[name]
+        return ht.text(), ht.total
+
+
+def _safe_call(fn: Callable[..., Any], *args: Any) -> None:
+    # A broken view must not break the tool code that happens to be printing.
+    try:
+        fn(*args)
+    except Exception:
+        pass
