@@ -16,8 +16,9 @@ jupyter-mechanics.md §5):
   interruptible by the AbortSignal, the timeout and the kernel's Stop button (``interrupt.py``).
 
 ``on_stream(name, text)`` receives *redacted*, coalesced chunks (at most one per
-``stream_interval_s`` per stream, a possible secret prefix held back until it is complete);
-``on_display(data, metadata)`` receives redacted bundles. Both are called on the loop thread.
+``stream_interval_s`` per stream, a possible secret prefix held back until it is complete,
+live text capped at ``max_detail_chars`` per stream); ``on_display(data, metadata)`` receives
+redacted bundles. Both are called on the loop thread (``sink.py``).
 
 ``make_python_tool(shell, settings) -> AgentTool`` wraps ``run_code`` for the agent: updates
 go out as ``AgentToolResult(content=[], details={"event": "stream", "name": ..., "text": ...})``
@@ -46,9 +47,9 @@ from typing import Any
 
 from ..agent.types import AgentTool, AgentToolResult
 from ..ai.types import ImageContent, TextContent
+from . import interrupt as _interrupt_module
 from .capture import capture, install_capture
 from .format import IMAGE_MIMES, bundle_text, cut, prepare_image, strip_ansi, terminal_text, value_text
-from . import interrupt as _interrupt_module
 from .interrupt import ToolInterrupt, interrupt_main_for
 from .redact import redact, redact_data
 from .sink import OutputSink, redact_bundle
