@@ -380,7 +380,7 @@ async def _open(method: str, url: str, headers: Mapping[str, str] | None, json_b
         request = client.build_request(method, url, headers=request_headers, content=content,
                                        timeout=timeout)
     except (httpx.InvalidURL, httpx.UnsupportedProtocol, ValueError) as exc:
-        raise ConnectionFailed(f"Invalid request URL for host {host}: {_describe(exc)}", host) from None
+        raise ConnectionFailed(f"Invalid request URL (check the base URL): {_describe(exc)}", host) from None
     guard = _AbortGuard(signal)
     try:
         guard.enter()
@@ -388,6 +388,8 @@ async def _open(method: str, url: str, headers: Mapping[str, str] | None, json_b
             response = await client.send(request, stream=True)
         except asyncio.CancelledError as exc:
             raise guard.absorb(exc) from None
+        except httpx.UnsupportedProtocol as exc:
+            raise ConnectionFailed(f"Invalid request URL (check the base URL): {_describe(exc)}", host) from None
         except httpx.HTTPError as exc:
             raise _map_transport_error(exc, host, False, secrets) from None
         finally:

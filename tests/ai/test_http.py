@@ -373,3 +373,9 @@ def test_chunked_helper_splits_anywhere():
     assert chunked(b"abcdef", 4) == [b"abcd", b"ef"]
     assert chunked("é", 1) == [b"\xc3", b"\xa9"]
     assert DELAY == "delay"
+
+
+@pytest.mark.parametrize("url", ["localhost:8080/v1/chat/completions", "ftp://example.invalid/v1"])
+async def test_invalid_urls_say_so(url):
+    with pytest.raises(ConnectionFailed, match=r"^Invalid request URL \(check the base URL\): "):
+        await open_stream("POST", url, json_body={})
