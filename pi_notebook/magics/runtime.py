@@ -52,6 +52,7 @@ class QueuedItem:
     message: Any  # the UserMessage object handed to the Agent (matched by identity)
     origin_view: Any  # the view showing it as queued
     own_view: Any = None  # the view of a queued %%agent cell, None for %steer/%followup
+    run: Any = None  # the Run it was queued into
 
 
 @dataclass
@@ -165,7 +166,8 @@ class Runtime:
         self._tools_factory = tools_factory
         self.agent: Any = None
         self.resolved: ResolvedModel | None = None
-        self.run: Run | None = None
+        self.run: Run | None = None  # the newest run (what %steer/%followup/abort address)
+        self._agent_run: Run | None = None  # the run the agent is working for (events go there)
         self.queued: dict[str, QueuedItem] = {}
         self._unsubscribe: Callable[[], None] | None = None
         self._writer: Any = None
@@ -248,23 +250,23 @@ class Runtime:
         return self._approval_hook
 
     def _notify(self, text: str) -> None:
-        run = self.run
+        run = self._agent_run or self.run
         if run is not None:
             run.active_view.show_notice(text, "warning")
 
     def current_policy(self) -> str:
-        run = self.run
+        run = self._agent_run or self.run
         if run is not None and run.approve:
             return run.approve
         return self.settings.approval
 
     def is_interactive(self) -> bool:
         """Can a human click approval buttons for the current run?"""
-        run = self.run
+        run = self._agent_run or self.run
         return bool(run is not None and run.interactive)
 
     def _ask_approval(self, request: Any) -> Any:
-        run = self.run
+        run = self._agent_run or self.run
         view = run.active_view if run is not None else None
         if view is None:
             async def deny() -> str:
@@ -327,7 +329,7 @@ class Runtime:
     def _on_compaction(self, info: Any) -> None:
         describe = getattr(info, "describe", None)
         text = describe() if callable(describe) else str(info)
-        run = self.run
+        run = self._agent_run or self.run
         if run is not None and run.active_view is not None:
             run.active_view.show_notice(f"Context compacted: {text}", "info")
 
@@ -461,7 +463,7 @@ class Runtime:
         else:
             agent.follow_up(message)
         token = f"q{next(_tokens)}"
-        item = QueuedItem(token, kind, text, message, run.active_view, own_view)
+        item = QueuedItem(token, kind, text, message, run.active_view, own_view, run)
         self.queued[token] = item
         run.active_view.show_queued(kind, text, token)
         return item
@@ -504,6 +506,7 @@ class Runtime:
             if run.aborted:
                 status = "aborted"
                 return
+            self._agent_run = run
             run.active_view.set_status("thinking")
             await agent.prompt(text)
             while not run.aborted and agent.has_queued_messages():
@@ -536,9 +539,11 @@ class Runtime:
 
     def _end_run(self, run: Run, status: str) -> None:
         # Whatever is still queued (abort, error) is dropped and shown as removed.
-        if self.agent is not None and self.agent._active_run is None:
-            self.agent.clear_all_queues()
+        if self.run is run and self.agent is not None and self.agent.signal is None:
+            self.agent.clear_all_queues()  # nothing newer waits on them
         for token, item in list(self.queued.items()):
+            if item.run is not run:
+                continue
             self.queued.pop(token, None)
             try:
                 item.origin_view.remove_queued(token)
@@ -552,15 +557,20 @@ class Runtime:
             if view is run.active_view or not getattr(view, "_pi_frozen", False):
                 self.freeze_view(view, status)
         self.last_run_seconds = time.monotonic() - run.started
+        if self._agent_run is run:
+            self._agent_run = None
         if self.run is run:
             self.run = None
-        if self._pending_reset:
-            self._pending_reset = False
-            self._reset_conversation()
+            if self._pending_reset:
+                self._pending_reset = False
+                try:
+                    self._reset_conversation()
+                except RuntimeError:  # the agent is still winding down (unload)
+                    pass
 
     # --- events -------------------------------------------------------------------------------
     def _on_event(self, event: Any, signal: Any = None) -> None:
-        run = self.run
+        run = self._agent_run
         kind = getattr(event, "type", "")
         if kind == "message_end":
             self._autosave(event.message)
@@ -611,7 +621,7 @@ class Runtime:
             self._writer.append(message)
         except Exception as exc:  # autosave must never break a run
             self._writer_failed = True
-            run = self.run
+            run = self._agent_run or self.run
             if run is not None:
                 run.active_view.show_notice(f"Autosave stopped: {exc}", "warning")
 

@@ -308,3 +308,36 @@ def test_extension_loaded_from_config_at_kernel_start():
         assert reply["status"] == "ok"
     finally:
         kernel.shutdown()
+
+
+def test_approval_run_button_clicked_via_comm_runs_the_code(kernel):
+    kernel.ok("%config AgentMagics.approval = 'ask'")
+    kernel.ok("faux.set_responses([faux_assistant_message([faux_tool_call('python', "
+              "{'code': 'approved_value = 7 * 6'})], stop_reason='toolUse'), "
+              "faux_assistant_message('done')])")
+    kernel.ok("%%agent\ncompute\n")
+    deadline = time.monotonic() + 10
+    while not kernel.buttons("Run") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert kernel.ev("'approved_value' in dir()") is False  # waiting for the click
+    kernel.click(kernel.buttons("Run")[-1])
+    run_ended(kernel)
+    assert kernel.ev("approved_value") == 42
+
+
+def test_queued_followup_remove_button_via_comm(kernel):
+    kernel.ok("faux.set_responses([recorded(faux_assistant_message('long ' * 600)), "
+              "recorded(faux_assistant_message('never'))])")
+    kernel.ok("%%agent\nfirst\n")
+    kernel.ok("%followup drop this one")
+    deadline = time.monotonic() + 5
+    remove = []
+    while not remove and time.monotonic() < deadline:
+        remove = [cid for cid, s in kernel.widget_states().items()
+                  if s.get("_model_name") == "ButtonModel" and s.get("tooltip") == "Remove from the queue"]
+        time.sleep(0.05)
+    assert remove, "no remove button for the queued follow-up"
+    kernel.click(remove[-1])
+    run_ended(kernel)
+    assert len(kernel.ev("contexts")) == 1  # the follow-up never reached the model
+    assert kernel.ev("[m.role for m in get_agent().state.messages]") == ["user", "assistant"]

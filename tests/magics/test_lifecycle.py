@@ -282,3 +282,27 @@ async def test_unload_aborts_and_removes_everything(shell, faux):
     pending = [t for t in asyncio.all_tasks() if t.get_name() == "pi_notebook-run"]
     assert pending == []
     shell.run_line_magic("load_ext", "pi_notebook")  # the fixture unloads again
+
+
+async def test_new_while_running_aborts_and_starts_fresh_in_its_own_view(shell):
+    from pi_notebook.ai.providers.faux import register_faux_provider
+
+    slow = register_faux_provider(provider="slownew", tokens_per_second=100)
+    try:
+        slow.set_responses([faux_assistant_message("old " * 500), faux_assistant_message("fresh answer")])
+        rt = runtime()
+        rt.agent.state.model = slow.get_model()
+        await run_cell(shell, "%%agent\nold question\n")
+        first = FakeView.instances[-1]
+        while not first.events:
+            await asyncio.sleep(0.01)
+        await run_cell(shell, "%%agent --new\nnew question\n")
+        second = FakeView.instances[-1]
+        await settle(5.0)
+        assert first.kinds("finish") == [("finish", "aborted")]
+        assert second.kinds("finish") == [("finish", "done")]
+        assert second.text() == "fresh answer"
+        assert "fresh" not in first.text()
+        assert _texts(rt.agent.state.messages) == [("user", "new question\n"), ("assistant", "fresh answer")]
+    finally:
+        slow.unregister()
