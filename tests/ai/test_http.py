@@ -375,7 +375,7 @@ def test_chunked_helper_splits_anywhere():
     assert DELAY == "delay"
 
 
-@pytest.mark.parametrize("url", ["localhost:8080/v1/chat/completions", "ftp://example.invalid/v1"])
+@pytest.mark.parametrize("url", ["localhost:8080/v1/chat/completions", "ftp://127.0.0.1/v1"])
 async def test_invalid_urls_say_so(url):
     with pytest.raises(ConnectionFailed, match=r"^Invalid request URL \(check the base URL\): "):
         await open_stream("POST", url, json_body={})
