@@ -876,9 +876,16 @@ async def _drain(chunks: Any, timeout: float = 2.0) -> None:
             pass
 
     try:
-        await asyncio.wait_for(rest(), timeout)
+        if _timeout_scope is not None:  # 3.11+: no extra task per request
+            async with _timeout_scope(timeout):
+                await rest()
+        else:
+            await asyncio.wait_for(rest(), timeout)
     except (asyncio.TimeoutError, _http.HttpError, AbortError):
         pass  # the message is complete; an abort is still seen by the caller's signal check
+
+
+_timeout_scope = getattr(asyncio, "timeout", None)
 
 
 def _new_output(model: Model) -> AssistantMessage:
