@@ -60,6 +60,7 @@ def unload_ipython_extension(ip: Any) -> None:
         uninstall_transformers(ip)
         if runtime.capture_installed:
             _uninstall_capture(ip)
+        _stop_local_servers()
         magics = ip.magics_manager.magics
         for kind, names in _MAGIC_NAMES.items():
             for name in names:
@@ -88,6 +89,15 @@ def _uninstall_capture(ip: Any) -> None:
     except ImportError:
         return
     uninstall_capture(ip)
+
+
+def _stop_local_servers() -> None:
+    """Embedded llama.cpp servers started for this kernel stop with the extension."""
+    import sys
+
+    local = sys.modules.get("pi_notebook.ai.providers.local")
+    if local is not None:
+        local.stop_local_servers()
 
 
 def get_agent() -> Any:

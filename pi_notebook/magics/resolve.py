@@ -181,6 +181,8 @@ def _local_server_model(name: str, port: int, host: str = "127.0.0.1") -> Any:
 
 
 def _embedded_model() -> Any | None:
+    """``local/<default>`` when the llama.cpp binary and the packaged weights are installed
+    (checked without building or starting anything)."""
     try:
         from ..ai.providers import local
     except ImportError:
@@ -188,13 +190,7 @@ def _embedded_model() -> Any | None:
     try:
         if not local.local_model_available():
             return None
-    except Exception:
-        return None
-    from ..ai import models
-
-    default_id = getattr(local, "DEFAULT_MODEL_ID", None)
-    try:
-        return models.get_model(f"local/{default_id}" if default_id else "local")
+        return local.local_model()
     except Exception:
         return None
 

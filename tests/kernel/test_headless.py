@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import tempfile
+import time
 from pathlib import Path
 
 import nbformat
@@ -72,3 +73,28 @@ def test_headless_ask_policy_fails_closed_without_hanging():
     transcript = _markdown_outputs(agent)
     assert "not interactive" in transcript  # the notice says why the code did not run
     assert "NameError" in _text(after)  # the code never ran
+
+
+def test_interrupt_of_a_blocking_agent_cell_aborts_the_run():
+    from kernel_helpers import Kernel
+
+    kernel = Kernel()
+    try:
+        kernel.ok(SETUP.replace("tokens_per_second=400", "tokens_per_second=20")
+                  .replace("faux.set_responses([", "faux.set_responses([faux_assistant_message('slow ' * 400),"))
+        cell = kernel.start("%%agent -m faux/faux-1\ntalk slowly\n")  # headless: blocks
+        # (no polling: the kernel answers nothing else while the cell blocks)
+        deadline = time.monotonic() + 10
+        while not any(m["msg_type"] == "comm_msg" for m in kernel.messages()):
+            assert time.monotonic() < deadline, "the view never started streaming"
+            time.sleep(0.05)
+        kernel.interrupt()
+        reply = kernel.wait_reply(cell, timeout=10)
+        assert reply["status"] == "error"  # the cell was interrupted ...
+        kernel.wait_for("not __import__('pi_notebook.magics', fromlist=['_']).current_runtime().is_running()",
+                        timeout=5)
+        # ... and the run was aborted with it, leaving a valid transcript
+        assert kernel.ev("__import__('pi_notebook').get_agent().state.messages[-1].stop_reason") == "aborted"
+        assert kernel.ok("print('usable')")["status"] == "ok"
+    finally:
+        kernel.shutdown()

@@ -35,6 +35,9 @@ def test_probe_total_time_is_bounded_by_timeout():
     assert time.monotonic() - start < 1.0  # generous: refused connections answer at once
 
 
+_real_embedded = resolve._embedded_model
+
+
 @pytest.fixture
 def no_sources(monkeypatch):
     for _, names, _ in resolve.CLOUD_DEFAULTS:
@@ -114,3 +117,14 @@ class _Model:
     def __init__(self, spec):
         self.provider, self.id = spec.split("/", 1)
         self.base_url = ""
+
+
+def test_embedded_model_when_installed_and_nothing_else(no_sources, monkeypatch):
+    from pi_notebook.ai.providers import local
+
+    monkeypatch.setattr(resolve, "_embedded_model", _real_embedded)  # undo the fixture's stub
+    monkeypatch.setattr(local, "local_model_available", lambda *a, **k: True)
+    resolved = resolve_model()
+    assert resolved.source == "embedded"
+    assert resolved.model.provider == "local"
+    assert resolved.label.endswith("(embedded)")
