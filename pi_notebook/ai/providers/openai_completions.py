@@ -524,13 +524,20 @@ def _delta_event(cls: Any, kind: str, index: int, delta: str, partial: Assistant
 
 
 class _ToolState:
-    __slots__ = ("block", "index", "scratch", "dirty")
+    __slots__ = ("block", "index", "parts", "dirty")
 
     def __init__(self, block: ToolCall, index: int) -> None:
         self.block = block
         self.index = index
-        self.scratch = ""
+        self.parts: list[str] = []   # the raw argument JSON received so far, in pieces
         self.dirty = False
+
+    @property
+    def scratch(self) -> str:
+        parts = self.parts
+        if len(parts) > 1:
+            parts[:] = ["".join(parts)]
+        return parts[0] if parts else ""
 
 
 class _Mapper:
@@ -609,6 +616,12 @@ class _Mapper:
                     self.push(event)
                 elif text:
                     self.text(text)
+                return
+            calls = delta.get("tool_calls")
+            if type(calls) is list:  # the other common token: one tool-call fragment
+                for call in calls:
+                    if type(call) is dict:
+                        self.tool_call(call)
                 return
         self.delta(delta)
 
@@ -718,7 +731,7 @@ class _Mapper:
         elif type(fragment) is not str:
             fragment = _dumps(fragment)
         if fragment:
-            state.scratch += fragment
+            state.parts.append(fragment)  # joined once per read, not copied per fragment
             if not state.dirty:
                 state.dirty = True
                 self.dirty.append(state)
