@@ -5,7 +5,8 @@ OpenAI-compatible SSE bodies shaped like llama-server's chunks:
 
 * 2,000 text deltas, * 20,000 text deltas, * one tool call whose arguments arrive in 200 fragments.
 
-(plus a tiny body used to compare the shared per-loop client with a new client per request).
+plus a 3-delta body: the fixed cost of one request (also used to compare the shared per-loop
+client with a new client per request).
 
 For each, in one run and interleaved, it measures ``time.process_time()`` of
 
@@ -110,7 +111,7 @@ async def measure(base: str, reps: int) -> None:
     context = Context(messages=[UserMessage(content="Tell me about the sea.")])
     client = httpx.AsyncClient(timeout=60)
     workloads = [("2,000 text deltas", 0, 2000), ("20,000 text deltas", 1, 20000),
-                 ("200-fragment tool call", 2, 200)]
+                 ("200-fragment tool call", 2, 200), ("3 text deltas (per-request)", 3, 3)]
     results: dict[str, tuple[float, float]] = {}
     for label, index, _n in workloads:
         url = f"{base}/{index}/v1/chat/completions"
