@@ -381,3 +381,20 @@ async def test_huge_output_is_bounded_live_and_in_details() -> None:
     assert result.stdout.startswith("some output line 0\n")
     assert result.stdout.endswith("some output line 199999\n")
     assert result.stdout_total > 4_000_000
+
+
+async def test_parallel_calls_keep_their_own_output_and_interrupts() -> None:
+    shell = get_shell()
+    first, second = AbortController(), AbortController()
+    code_a = "import asyncio\nfor i in range(4):\n    print('A', i)\n    await asyncio.sleep(0.05)\nawait asyncio.sleep(30)"
+    code_b = "import asyncio\nfor i in range(4):\n    print('B', i)\n    await asyncio.sleep(0.05)\n'B done'"
+    with routed() as (out, _):
+        task_a = asyncio.ensure_future(run_code(shell, code_a, signal=first.signal))
+        task_b = asyncio.ensure_future(run_code(shell, code_b, signal=second.signal))
+        result_b = await task_b
+        first.abort()
+        result_a = await task_a
+    assert result_a.stdout == "".join(f"A {i}\n" for i in range(4)) and result_a.interrupted
+    assert result_b.stdout == "".join(f"B {i}\n" for i in range(4)) and not result_b.is_error
+    assert result_b.value["data"]["text/plain"] == "'B done'"
+    assert out.getvalue() == ""
