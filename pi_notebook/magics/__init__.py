@@ -28,11 +28,11 @@ def load_ipython_extension(ip: Any) -> None:
     from .commands import PiNotebookMagics
     from .config import AgentMagics
     from .runtime import Runtime
-    from .wait import has_widget_frontend, install_transformers
+    from .wait import install_transformers
 
     settings = AgentMagics(parent=ip)
     ip.configurables.append(settings)
-    runtime = Runtime(ip, settings, widget_frontend=lambda: has_widget_frontend(ip))
+    runtime = Runtime(ip, settings)
     try:
         runtime._get_loop()
     except RuntimeError:

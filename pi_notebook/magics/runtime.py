@@ -152,17 +152,15 @@ def _user_text(message: Any) -> str:
 class Runtime:
     """One per kernel: created at ``%load_ext``, dropped at ``%unload_ext``."""
 
-    def __init__(self, shell: Any, settings: AgentMagics, *, agent_factory: Callable[..., Any] | None = None,
+    def __init__(self, shell: Any, settings: AgentMagics, *,
                  view_factory: Callable[..., Any] | None = None,
-                 widget_frontend: Callable[[], bool] | None = None,
                  tools_factory: Callable[[Any], list[Any]] | None = None) -> None:
         self.shell = shell
         self.settings = settings
         self.loop: asyncio.AbstractEventLoop | None = None
         self.loop_thread = threading.get_ident()
-        self._agent_factory = agent_factory
+        # test seams: views and tools without ipywidgets / the python tool
         self._view_factory = view_factory
-        self._widget_frontend = widget_frontend or (lambda: False)
         self._tools_factory = tools_factory
         self.agent: Any = None
         self.resolved: ResolvedModel | None = None
@@ -174,10 +172,11 @@ class Runtime:
         self._writer_failed = False
         self._session_path: Any = None
         self._pending_reset = False
-        self._closed = False
-        # the latest run's task, first view and duration (status, tests, benchmarks)
-        self.on_agent_created: Callable[[], None] | None = None
+        self._thinking_override: str | None = None  # from --thinking, kept for the conversation
+        self._configured_model: str | None = None  # AgentMagics.model when last resolved
+        self.on_agent_created: Callable[[], None] | None = None  # installs the tools' capture
         self.capture_installed = False
+        # the latest run's task, first view and duration (status, tests, benchmarks)
         self.last_task: asyncio.Task[Any] | None = None
         self.last_view: Any = None
         self.last_run_seconds: float | None = None
@@ -214,8 +213,6 @@ class Runtime:
         return self.agent
 
     def _make_agent(self) -> Any:
-        if self._agent_factory is not None:
-            return self._agent_factory(self)
         from ..agent import Agent
         from ..ai.stream import stream_simple
 
@@ -337,10 +334,11 @@ class Runtime:
     def ensure_model(self, explicit: str | None = None, base_url: str | None = None) -> ResolvedModel:
         """Resolve the model when asked to, or once for the first run."""
         agent = self.get_agent()
-        if explicit or base_url or self.resolved is None:
-            resolved = resolve_model(explicit, self.settings.model or None,
-                                     base_url or self.settings.base_url or None)
+        configured = self.settings.model or None
+        if explicit or base_url or self.resolved is None or configured != self._configured_model:
+            resolved = resolve_model(explicit, configured, base_url or self.settings.base_url or None)
             self.resolved = resolved
+            self._configured_model = configured
             agent.state.model = resolved.model
         return self.resolved
 
@@ -406,7 +404,13 @@ class Runtime:
         if args.model or args.base_url:
             self.ensure_model(args.model, args.base_url)
         if args.thinking:
-            agent.state.thinking_level = args.thinking
+            self._thinking_override = args.thinking
+
+    def _apply_settings(self) -> None:
+        """Settings changed with %config since the last run take effect now."""
+        agent = self.get_agent()
+        agent.state.thinking_level = self._thinking_override or self.settings.thinking
+        agent.state.system_prompt = self.settings.system_prompt
 
     def start_cell(self, args: AgentArgs, prompt: str, *, interactive: bool) -> Run:
         """``%%agent``: start a run, or queue the prompt into the running one."""
@@ -472,6 +476,7 @@ class Runtime:
                approve: str | None = None, new: bool = False,
                previous: asyncio.Task[Any] | None = None, args: AgentArgs | None = None) -> Run:
         loop = self._get_loop()
+        self._apply_settings()
         run = Run(task=None, active_view=view, views=[view], interactive=interactive,
                   approve=approve)
         self.run = run

@@ -133,3 +133,32 @@ def test_get_agent_returns_the_kernels_agent(shell):
     import pi_notebook
 
     assert pi_notebook.get_agent() is runtime().agent
+
+
+async def test_config_changes_apply_to_the_next_run(shell, faux):
+    handle = register_faux_provider(provider="fauxcfg", models=[{"id": "cfg-1"}])
+    try:
+        handle.set_responses([faux_assistant_message("from the configured model")])
+        shell.run_line_magic("config", "AgentMagics.thinking = 'high'")
+        shell.run_line_magic("config", "AgentMagics.model = 'fauxcfg/cfg-1'")
+        shell.run_line_magic("config", "AgentMagics.system_prompt = 'Be terse.'")
+        await run_cell(shell, "%%agent\nhi\n")
+        await settle()
+        state = runtime().agent.state
+        assert (state.thinking_level, state.model.id, state.system_prompt) == ("high", "cfg-1", "Be terse.")
+        assert FakeView.instances[-1].model_label == "fauxcfg/cfg-1"
+        assert state.messages[-1].content[0].text == "from the configured model"
+        before = runtime().settings.approval
+        await run_cell(shell, "%config AgentMagics.approval = 'sometimes'")  # rejected by traitlets
+        assert runtime().settings.approval == before
+    finally:
+        handle.unregister()
+
+
+def test_approval_default_comes_from_environment(monkeypatch):
+    from pi_notebook.magics.config import AgentMagics
+
+    monkeypatch.setenv("PI_NOTEBOOK_APPROVAL", "auto")
+    assert AgentMagics().approval == "auto"
+    monkeypatch.setenv("PI_NOTEBOOK_APPROVAL", "bogus")
+    assert AgentMagics().approval == "ask"
