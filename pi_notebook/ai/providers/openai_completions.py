@@ -2,21 +2,35 @@
 
 This is what OpenAI itself, OpenRouter, Groq, DeepSeek, xAI, Mistral and the local
 OpenAI-compatible servers (llama.cpp ``llama-server``, Ollama, vLLM, LM Studio) speak; the
-differences between them are *compat* flags (``detect_compat(model)`` merged with ``model.compat``,
-camelCase keys as in pi).
+differences between them are *compat* flags: ``detect_compat(model)`` (pi's table, spec 5.6.3)
+overridden per key by ``model.compat``, with pi's camelCase names: ``supportsStore``,
+``supportsDeveloperRole``, ``supportsReasoningEffort``, ``supportsUsageInStreaming``,
+``maxTokensField``, ``requiresToolResultName``, ``requiresAssistantAfterToolResult``,
+``requiresThinkingAsText``, ``requiresReasoningContentOnAssistantMessages``, ``thinkingFormat``
+(``openai``, ``openrouter``, ``deepseek``, ``zai``, ``qwen``, ``together``, ``ant-ling``,
+``chat-template``), ``supportsStrictMode``, ``supportsFinishReason``,
+``supportsLongCacheRetention``, ``sessionAffinityFormat``, ``sendSessionAffinityHeaders``,
+``cacheControlFormat``, ``openRouterRouting``, ``vercelGatewayRouting`` and
+``thinkingBudgetField`` (the body field that carries a thinking-token budget, e.g. for vLLM).
+Not in pi: local servers (providers ``ollama``, ``llamacpp``, ``vllm``, ``lmstudio``, ``local``, or
+an unknown provider on a loopback URL) are detected and get ``supportsDeveloperRole=False``,
+``supportsReasoningEffort=False``, no ``store`` and ``max_tokens``.
 
 Options (a dict, snake_case): ``signal, api_key, headers, temperature, max_tokens, session_id,
 cache_retention, on_payload, on_response, max_retries, max_retry_delay_ms, timeout_ms,
 tool_choice, sampling_params, env`` and, for ``stream()`` only, ``reasoning_effort`` (the value
 sent), ``thinking_enabled`` (``None`` = "enabled iff reasoning_effort is set") and
-``thinking_budget_tokens`` (sent in the ``compat.thinkingBudgetField`` body field, if any).
-``stream_simple()`` takes ``reasoning`` (a thinking level) and ``thinking_budgets`` instead and
-maps them (spec 5.4).
+``thinking_budget_tokens``. ``stream_simple()`` takes ``reasoning`` (a thinking level) and
+``thinking_budgets`` instead and maps them (spec 5.4). A missing API key is an ``error`` event
+from both (pi's ``streamSimple`` throws instead).
 
 Streaming: one text block and one thinking block per message; tool calls keyed by ``index``
 (else ``id``), the first id wins; every ``*_end`` event comes when the stream finishes, in content
-order. The partial message is one live object mutated in place; per-delta work is O(delta)
-(text is appended in place, each SSE payload is parsed once).
+order. The partial message is one live object mutated in place and per-token work is O(token):
+text is appended in place, each SSE payload is parsed once, and the events of one network read
+are handed to the stream together, after the tool-call arguments that grew in that read have
+been re-parsed (consumers only run between reads, so they always see the best-effort parse of
+everything received, as pi's per-fragment re-parse gives).
 """
 
 from __future__ import annotations
@@ -24,7 +38,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
-import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -171,10 +184,6 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
-def _tool_call_id_normalizer(model: Model):  # type: ignore[no-untyped-def]
-    return normalize_openai_completions_tool_call_id
-
-
 def convert_messages(model: Model, context: Context, compat: Mapping[str, Any]) -> list[dict[str, Any]]:
     """pi messages -> Chat Completions ``messages`` (spec 5.6.1)."""
     supports_images = "image" in (model.input or [])
@@ -184,7 +193,7 @@ def convert_messages(model: Model, context: Context, compat: Mapping[str, Any]) 
         out.append({"role": role, "content": sanitize_surrogates(context.system_prompt)})
 
     messages = transform_messages(list(context.messages or []), model,
-                                  _tool_call_id_normalizer(model))
+                                  normalize_openai_completions_tool_call_id)
     last_role: str | None = None
     i = 0
     while i < len(messages):
