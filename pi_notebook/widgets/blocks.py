@@ -45,11 +45,12 @@ MAX_RESULT_CHARS = 20_000
 _IMAGE_MIMES = ("image/png", "image/jpeg", "image/gif")
 
 
-def pill_html(status: str, *, live: bool = False) -> str:
+def pill_html(status: str, *, live: bool = False, label: str | None = None) -> str:
+    """A coloured status pill (colours from our table; the label is escaped)."""
     bg, fg = STATUS_COLOURS.get(status, ("#e8eaed", "#3c4043"))
     dot = '<span class="pi-dot"></span>' if live else ""
     cls = "pi-pill pi-live" if live else "pi-pill"
-    return f'<span class="{cls}" style="background:{bg};color:{fg}">{dot}{escape_text(status)}</span>'
+    return f'<span class="{cls}" style="background:{bg};color:{fg}">{dot}{escape_text(label or status)}</span>'
 
 
 def _html(value: str = "", *classes: str) -> W.HTML:
@@ -411,6 +412,7 @@ class _Output:
             self.chunks = ChunkedText(_render_stream(name), line_split_point, 4000)
         self.html, self.md = html, md
         self.widget: W.Widget | None = None
+        self.dirty = True  # only the newest output can change; the others are left alone
 
 
 class ToolCard(Block):
@@ -443,16 +445,20 @@ class ToolCard(Block):
         self._result: W.Widget | None = None
         self._note: W.HTML | None = None
         self._children: tuple[W.Widget, ...] = ()
+        self._args_dirty = True  # the highlighted arguments are re-rendered only on change
+        self._args_value = ""
         self.on_approval_click: Callable[[str, str], None] | None = None
 
     # -- state changes (any time, on the loop) --
 
     def set_args(self, args: Any) -> None:
         self.args = args
+        self._args_dirty = True
 
     def start(self, args: Any = None) -> None:
-        if args is not None:
+        if args is not None and args != self.args:
             self.args = args
+            self._args_dirty = True
         if self.started is None:
             self.started = time.monotonic()
         if self.status in ("pending", "waiting for approval") and not self.approval_pending:
@@ -460,6 +466,7 @@ class ToolCard(Block):
 
     def request_approval(self, code: str | None) -> None:
         self.approval_code = code
+        self._args_dirty = True
         self.approval_pending = True
         self.status = "waiting for approval"
 
@@ -501,6 +508,7 @@ class ToolCard(Block):
             self.outputs.append(last)
         assert last.chunks is not None
         last.chunks.append(text)
+        last.dirty = True
 
     def _add_display(self, data: Any) -> None:
         if not isinstance(data, dict):
@@ -540,6 +548,7 @@ class ToolCard(Block):
         for out in self.outputs:
             if out.chunks is not None:
                 out.chunks.finish()
+                out.dirty = True
         self.frozen = True
 
     def abort(self) -> None:
@@ -552,6 +561,7 @@ class ToolCard(Block):
             for out in self.outputs:
                 if out.chunks is not None:
                     out.chunks.finish()
+                    out.dirty = True
             self.frozen = True
 
     @property
@@ -642,7 +652,10 @@ class ToolCard(Block):
             self._head = _html(head)
         elif self._head.value != head:
             self._head.value = head
-        args = self._args_html()
+        if self._args_dirty:
+            self._args_value = self._args_html()
+            self._args_dirty = False
+        args = self._args_value
         if self._args is None:
             self._args = _html(args)
         elif self._args.value != args:
@@ -655,11 +668,13 @@ class ToolCard(Block):
         # outputs
         out_widgets: list[W.Widget] = []
         for out in self.outputs:
-            if out.kind == "stream":
-                assert out.chunks is not None
-                out.widget = out.chunks.sync()
-            elif out.widget is None:
-                out.widget = _html(out.html)
+            if out.dirty or out.widget is None:
+                if out.kind == "stream":
+                    assert out.chunks is not None
+                    out.widget = out.chunks.sync()
+                else:
+                    out.widget = _html(out.html)
+                out.dirty = False
             out_widgets.append(out.widget)
         if self.progress_text:
             value = f'<pre class="pi-out">{escape_text(self.progress_text)}</pre>'

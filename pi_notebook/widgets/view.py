@@ -699,8 +699,7 @@ class AgentView(W.VBox):
         if self._status_detail and status in ("running tool", "waiting for approval"):
             status = f"{status}: {self._status_detail}"
         bits = [f'<span class="pi-model">{escape_text(self._model_label)}</span>',
-                pill_html(self._status, live=live).replace(
-                    f">{escape_text(self._status)}</span>", f">{escape_text(status)}</span>")]
+                pill_html(self._status, live=live, label=status)]
         running = self._ended is None and not self._finished
         bits.append(f'<span class="pi-metric" title="elapsed">'
                     f"{fmt_seconds(self._elapsed(), precise=not running)}</span>")
