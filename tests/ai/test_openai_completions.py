@@ -1166,3 +1166,24 @@ async def test_abort_at_any_moment_always_ends_with_one_terminal_event(scripted_
             assert message.error_message == "Request was aborted"
         await asyncio.sleep(0.035)  # let a late timer fire before the next attempt
     assert getattr(asyncio.current_task(), "cancelling", lambda: 0)() == 0
+
+
+async def test_idle_timeout_keeps_partial(scripted_server):
+    scripted_server.push(Reply(chunks=[sse_body([chunk({"content": "slow"})], done=False), HANG]))
+    events, message = await run_stream(make_model(scripted_server), ctx(), {"timeout_ms": 200})
+    assert message.stop_reason == "error" and "timed out" in message.error_message
+    assert message.content[0].text == "slow"
+
+
+async def test_cancelled_task_still_ends_the_stream(scripted_server):
+    scripted_server.push(Reply(chunks=[sse_body([chunk({"content": "x"})], done=False), HANG]))
+    s = stream_openai_completions(make_model(scripted_server), ctx(), {"api_key": KEY})
+    events = []
+    async for event in s:
+        events.append(event)
+        if event.type == "text_delta":
+            for task in list(oc._tasks):
+                task.cancel()
+    message = await s.result()
+    assert events[-1].type == "error" and message.stop_reason == "aborted"
+    assert message.content[0].text == "x"

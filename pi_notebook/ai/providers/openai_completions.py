@@ -989,6 +989,14 @@ async def _run(model: Model, context: Context, options: Mapping[str, Any], api_k
         output.error_message = _ABORTED if aborted else _error_text(exc, secrets)
         stream.push(ErrorEvent(reason=output.stop_reason, error=output))
         stream.end()
+    except asyncio.CancelledError:
+        # Our task itself was cancelled (e.g. the loop is shutting down): still end the stream,
+        # so that nobody waits forever on it.
+        output.stop_reason = "aborted"
+        output.error_message = _ABORTED
+        stream.push(ErrorEvent(reason="aborted", error=output))
+        stream.end()
+        raise
 
 
 def _resolve_api_key(model: Model, options: Mapping[str, Any]) -> tuple[str | None, str | None]:
