@@ -42,6 +42,8 @@ CHUNK_CHARS = 6000
 # (the model gets its own, budgeted summary from the tool; the browser stays fast).
 MAX_OUTPUT_CHARS = 200_000
 MAX_RESULT_CHARS = 20_000
+# Per output run in the saved Markdown transcript: head and tail, the middle elided.
+TRANSCRIPT_OUTPUT_CHARS = 10_000
 _IMAGE_MIMES = ("image/png", "image/jpeg", "image/gif")
 
 
@@ -725,7 +727,7 @@ class ToolCard(Block):
         for out in self.outputs:
             if out.kind == "stream":
                 assert out.chunks is not None
-                parts.append(_fenced(out.chunks.text, "text"))
+                parts.append(_fenced(_head_tail(out.chunks.text, TRANSCRIPT_OUTPUT_CHARS), "text"))
             elif out.md:
                 parts.append(out.md)
         if self.dropped_chars:
@@ -733,8 +735,17 @@ class ToolCard(Block):
         if self.result is not None and (not self.outputs or self.is_error):
             text = strip_control(content_text(field(self.result, "content")))
             if text:
-                parts.append(_fenced(text[:MAX_RESULT_CHARS], "text"))
+                parts.append(_fenced(_head_tail(text, TRANSCRIPT_OUTPUT_CHARS), "text"))
         return "\n\n".join(parts)
+
+
+def _head_tail(text: str, limit: int) -> str:
+    """``text`` if it fits, else its head and tail around a note of what was cut."""
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    cut = len(text) - 2 * half
+    return f"{text[:half]}\n… [{cut:,} characters not shown] …\n{text[-half:]}"
 
 
 def _fenced(text: str, lang: str) -> str:

@@ -171,3 +171,19 @@ def test_render_event_text_plain_mode():
     error = AssistantMessage(stop_reason="error", error_message="Set OPENAI_API_KEY")
     assert render_event_text(MessageEndEvent(message=error)) == "\n[error] Set OPENAI_API_KEY\n"
     assert render_event_text(AgentStartEvent()) is None
+
+
+async def test_transcript_elides_the_middle_of_huge_output(view, comms: CommLog):
+    args = {"code": "for i in range(100000): print(i)"}
+    view.handle_event(ToolExecutionStartEvent(tool_call_id="big", tool_name="python", args=args))
+    lines = "".join(f"{i}\n" for i in range(20000))
+    view.handle_event(ToolExecutionUpdateEvent(
+        tool_call_id="big", tool_name="python", args=args,
+        partial_result=AgentToolResult(details={"event": "stream", "name": "stdout", "text": lines})))
+    view.handle_event(ToolExecutionEndEvent(tool_call_id="big", tool_name="python",
+                                            result=AgentToolResult(content=[]), is_error=False))
+    view.finish()
+    md = view.to_markdown()
+    assert "```text\n0\n1\n2\n" in md and "19999\n```" in md
+    assert "characters not shown] …" in md
+    assert len(md) < 12_000
