@@ -400,7 +400,6 @@ class Runtime:
         return self.run is not None and self.run.task is not None and not self.run.task.done()
 
     def apply_args(self, args: AgentArgs) -> None:
-        agent = self.get_agent()
         if args.model or args.base_url:
             self.ensure_model(args.model, args.base_url)
         if args.thinking:
@@ -415,7 +414,8 @@ class Runtime:
     def start_cell(self, args: AgentArgs, prompt: str, *, interactive: bool) -> Run:
         """``%%agent``: start a run, or queue the prompt into the running one."""
         self._get_loop()
-        if not prompt.strip():
+        prompt = prompt.strip()
+        if not prompt:
             raise UsageError("%%agent: the cell body is the prompt, and it is empty.")
         if self.is_running() and not args.new:
             if args.model or args.base_url or args.thinking or args.resume:
@@ -445,7 +445,8 @@ class Runtime:
     def submit(self, kind: str, text: str, *, interactive: bool) -> Run | None:
         """``%steer`` / ``%followup``: queue into the run, or start one."""
         self._get_loop()
-        if not text.strip():
+        text = text.strip()
+        if not text:
             raise UsageError(f"%{'steer' if kind == 'steer' else 'followup'} needs a message.")
         if self.is_running():
             self._queue(kind, text)
@@ -514,7 +515,9 @@ class Runtime:
             self._agent_run = run
             run.active_view.set_status("thinking")
             await agent.prompt(text)
-            while not run.aborted and agent.has_queued_messages():
+            # a %steer/%followup that arrived after the loop's last poll still gets its turn;
+            # an abort (also a direct agent.abort()) ends the run instead
+            while not run.aborted and agent.has_queued_messages() and not self._ended_aborted():
                 await agent.continue_()
             status = self._final_status(run)
         except asyncio.CancelledError:
@@ -529,6 +532,10 @@ class Runtime:
                 pass
         finally:
             self._end_run(run, status)
+
+    def _ended_aborted(self) -> bool:
+        messages = self.agent.state.messages
+        return bool(messages) and getattr(messages[-1], "stop_reason", None) == "aborted"
 
     def _final_status(self, run: Run) -> str:
         if run.aborted:

@@ -32,10 +32,10 @@ async def test_agent_cell_returns_at_once_and_run_continues(shell, faux):
     await settle()
     assert not rt.is_running()
     view = FakeView.instances[-1]
-    assert ("user", "prompt", "say hello\n") in view.calls
+    assert ("user", "prompt", "say hello") in view.calls
     assert view.text() == "Hello from the agent."
     assert view.kinds("finish") == [("finish", "done")]
-    assert _texts(rt.agent.state.messages) == [("user", "say hello\n"),
+    assert _texts(rt.agent.state.messages) == [("user", "say hello"),
                                                ("assistant", "Hello from the agent.")]
 
 
@@ -49,7 +49,7 @@ async def test_conversation_continues_across_cells_and_new_starts_fresh(shell, f
     assert len(runtime().agent.state.messages) == 4
     await run_cell(shell, "%%agent --new\nthird\n")
     await settle()
-    assert _texts(runtime().agent.state.messages) == [("user", "third\n"), ("assistant", "three")]
+    assert _texts(runtime().agent.state.messages) == [("user", "third"), ("assistant", "three")]
 
 
 async def test_steer_is_delivered_after_tool_batch_before_next_model_call(shell, faux):
@@ -83,7 +83,7 @@ async def test_steer_is_delivered_after_tool_batch_before_next_model_call(shell,
     assert seen_contexts == [["user", "assistant", "toolResult", "user"]]
     assert ("unqueued", queued[0][3]) in view.calls
     delivered = [e for e in view.events if e.type == "message_start" and e.message.role == "user"]
-    assert [_texts([e.message])[0][1] for e in delivered] == ["do it\n",
+    assert [_texts([e.message])[0][1] for e in delivered] == ["do it",
                                                                 "use {braces} and $dollars literally"]
 
 
@@ -112,12 +112,12 @@ async def test_agent_cell_while_running_is_queued_into_its_own_view(shell, faux)
     await run_cell(shell, "%%agent\nA\n")
     await run_cell(shell, "%%agent\nB\n")
     first, second = FakeView.instances[-2:]
-    assert first.kinds("queued")[0][1:3] == ("followup", "B\n")
+    assert first.kinds("queued")[0][1:3] == ("followup", "B")
     assert ("status", "queued") in second.calls
     await settle()
     assert first.text().startswith("long answer")
     assert second.text() == "B answer"  # the answer to B streams under B's cell
-    assert ("user", "followup", "B\n") in second.calls
+    assert ("user", "followup", "B") in second.calls
     assert first.kinds("finish") and second.kinds("finish")
 
 
@@ -228,7 +228,7 @@ async def test_autosave_writes_every_finished_message(shell, faux, tmp_path):
     sessions = list_sessions(tmp_path / "sessions")
     assert len(sessions) == 1
     loaded = load_session(sessions[0].path)
-    assert _texts(loaded.messages) == [("user", "save me\n"), ("assistant", "saved answer")]
+    assert _texts(loaded.messages) == [("user", "save me"), ("assistant", "saved answer")]
 
 
 async def test_load_restores_conversation(shell, faux, tmp_path, capsys):
@@ -303,6 +303,6 @@ async def test_new_while_running_aborts_and_starts_fresh_in_its_own_view(shell):
         assert second.kinds("finish") == [("finish", "done")]
         assert second.text() == "fresh answer"
         assert "fresh" not in first.text()
-        assert _texts(rt.agent.state.messages) == [("user", "new question\n"), ("assistant", "fresh answer")]
+        assert _texts(rt.agent.state.messages) == [("user", "new question"), ("assistant", "fresh answer")]
     finally:
         slow.unregister()
