@@ -274,7 +274,7 @@ class NoticeBlock(Block):
                                 f"{escape_text(self.text)}</div>")
 
     def to_markdown(self) -> str:
-        icon = {"info": "ℹ️", "warning": "⚠️", "error": "❌"}[self.level]
+        icon = {"info": "ℹ", "warning": "⚠", "error": "✖"}[self.level]
         return f"> {icon} " + markdown_for_transcript(self.text).replace("\n", "\n> ")
 
 
@@ -425,7 +425,7 @@ class ToolCard(Block):
         self.tool_call_id = tool_call_id
         self.tool_name = tool_name
         self.args = args
-        self.status = "pending"
+        self.status = "preparing"
         self.started: float | None = None
         self.duration: float | None = None
         self.approval_code: str | None = None
@@ -463,7 +463,7 @@ class ToolCard(Block):
             self._args_dirty = True
         if self.started is None:
             self.started = time.monotonic()
-        if self.status in ("pending", "waiting for approval") and not self.approval_pending:
+        if self.status in ("preparing", "waiting for approval") and not self.approval_pending:
             self.status = "running"
 
     def request_approval(self, code: str | None) -> None:
@@ -573,7 +573,7 @@ class ToolCard(Block):
     # -- rendering (flush only) --
 
     def _head_html(self) -> str:
-        live = not self.frozen and self.status in ("running", "waiting for approval", "pending")
+        live = not self.frozen and self.status in ("running", "waiting for approval", "preparing")
         bits = [f'<span class="pi-tool-name">⚙ {escape_text(self.tool_name or "tool")}</span>',
                 pill_html(self.status, live=live)]
         if self.duration is not None:

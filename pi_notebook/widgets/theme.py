@@ -21,7 +21,7 @@ STATUS_COLOURS: dict[str, tuple[str, str]] = {
     "running tool": ("#fff3e0", "#e65100"),
     "running": ("#fff3e0", "#e65100"),
     "waiting for approval": ("#fff8e1", "#8d6e00"),
-    "pending": ("#e8eaed", "#3c4043"),
+    "preparing": ("#e8eaed", "#3c4043"),
     "queued": ("#e8eaed", "#3c4043"),
     "aborting": ("#fce4ec", "#ad1457"),
     "done": ("#e8f5e9", "#2e7d32"),

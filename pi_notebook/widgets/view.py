@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import Callable
 from typing import Any
@@ -38,6 +39,7 @@ STATUSES = ("starting", "thinking", "writing", "running tool", "waiting for appr
             "done", "aborted", "error")
 FINAL_STATUSES = ("done", "aborted", "error")
 APPROVAL_CHOICES = ("run", "skip", "always")
+_log = logging.getLogger(__name__)
 _LIVE_STATUSES = ("starting", "queued", "thinking", "writing", "running tool", "waiting for approval", "aborting")
 
 
@@ -637,11 +639,11 @@ class AgentView(W.VBox):
         dirty = list(self._dirty.values())
         self._dirty.clear()
         for block in dirty:
-            block.sync()
+            self._sync(block)
         if self._structure_dirty:
             for block in self._blocks:
                 if block.widget is None:
-                    block.sync()
+                    self._sync(block)
             children = tuple(b.widget for b in self._blocks if b.widget is not None)
             if tuple(self._transcript.children) != children:
                 self._transcript.children = children
@@ -654,6 +656,14 @@ class AgentView(W.VBox):
             if self._header.value != value:
                 self._header.value = value
             self._header_dirty = False
+
+    @staticmethod
+    def _sync(block: Block) -> None:
+        # One broken block must not stop the rest of the view from updating.
+        try:
+            block.sync()
+        except Exception:
+            _log.exception("AgentView: could not render %s", type(block).__name__)
 
     def _queued_widget(self, item: _QueuedItem) -> W.HBox:
         if item.widget is None:
@@ -725,6 +735,6 @@ class AgentView(W.VBox):
             bits.append(f"{tin:,} tokens in / {tout:,} out")
         if cost > 0:
             bits.append(fmt_cost(cost))
-        if self._context_used and self._context_window:
+        if self._context_used and self._context_window and self._context_used / self._context_window >= 0.01:
             bits.append(f"context {self._context_used / self._context_window:.0%}")
-        return "🤖 " + " · ".join(bits)
+        return "pi agent · " + " · ".join(bits)

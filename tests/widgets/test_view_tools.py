@@ -39,7 +39,7 @@ async def test_python_code_argument_streams_as_highlighted_code(view, comms: Com
     assert card is not None
     html = _card_html(comms, card)
     assert '<pre class="pi-hl">' in html and '<span class="kn">import</span>' in html
-    assert "pending" in html
+    assert "preparing" in html
     assert view.status == "writing"
 
     stream.tool_call_delta(index, {"code": "import pandas as pd\ndf = pd.read_csv('x.csv')\ndf.head()"})

@@ -95,7 +95,7 @@ async def test_transcript_is_safe_and_complete(view, comms: CommLog):
     assert html_problems(html) == [], html
     assert "<script" not in html.lower() and "<iframe" not in html.lower()
     # content is all there, readable
-    assert md.startswith("🤖 **") and " · done · " in md.splitlines()[0]
+    assert md.startswith("pi agent · **") and " · done · " in md.splitlines()[0]
     assert "> **You:**" in md and "plot df" in md
     assert "Here is **bold**." in md
     assert "```python\nprint('</code></pre><img src=x onerror=alert(6)>')\n```" in md  # code verbatim
@@ -123,12 +123,12 @@ async def test_transcript_of_a_plain_run(view, comms: CommLog):
     final = AssistantStream(view).start()
     final.text("It is **4**.")
     view.handle_event(AgentEndEvent(messages=[final.end()]))
-    view.set_context_usage(2_000, 128_000)
+    view.set_context_usage(6_400, 128_000)
     view.finish()
     md = view.to_markdown()
     lines = md.split("\n\n")
-    assert lines[0].startswith("🤖 **faux/test-model** · done · ")
-    assert "240 tokens in / 60 out" in lines[0] and "$0.0042" in lines[0] and "context 2%" in lines[0]
+    assert lines[0].startswith("pi agent · **faux/test-model** · done · ")
+    assert "240 tokens in / 60 out" in lines[0] and "$0.0042" in lines[0] and "context 5%" in lines[0]
     assert lines[1] == "> **You:**\n> What is 2+2?"
     assert lines[2].startswith("**⚙ python** · done · ")
     assert lines[3] == "```python\nprint(2 + 2)\n```"
