@@ -391,9 +391,12 @@ class Runtime:
             markdown = f"*(transcript unavailable: {type(exc).__name__})*"
         from IPython.display import update_display
 
-        with _parent_of(self.shell, getattr(view, "_pi_parent", None)):
-            update_display({"text/markdown": markdown, "text/plain": markdown}, raw=True,
-                           display_id=display_id)
+        try:
+            with _parent_of(self.shell, getattr(view, "_pi_parent", None)):
+                update_display({"text/markdown": markdown, "text/plain": markdown}, raw=True,
+                               display_id=display_id)
+        except Exception as exc:  # the live view stays; the run still ends cleanly
+            _log(self.shell, f"pi_notebook final transcript failed: {exc!r}")
 
     # --- starting and queueing ------------------------------------------------------------------
     def is_running(self) -> bool:
@@ -582,23 +585,25 @@ class Runtime:
 
     # --- events -------------------------------------------------------------------------------
     def _on_event(self, event: Any, signal: Any = None) -> None:
-        run = self._agent_run
+        """The Agent's one listener. It never raises: a display or autosave problem must
+        not turn into a failed run."""
         kind = getattr(event, "type", "")
         if kind == "message_end":
             self._autosave(event.message)
+        run = self._agent_run
         if run is None:
             return
         message = getattr(event, "message", None)
         role = getattr(message, "role", None) if message is not None else None
-        if role == "user" and kind == "message_start":
-            self._deliver_user_message(run, message)
-        view = run.active_view
         try:
+            if role == "user" and kind == "message_start":
+                self._deliver_user_message(run, message)
+            view = run.active_view
             view.handle_event(event)
             if kind == "message_end" and role == "assistant":
                 self._update_status_after(view, message)
-        except Exception as exc:  # the run must survive a view bug
-            _log(self.shell, f"view.handle_event failed: {exc!r}")
+        except Exception as exc:
+            _log(self.shell, f"pi_notebook view update failed: {exc!r}")
 
     def _deliver_user_message(self, run: Run, message: Any) -> None:
         item = next((i for i in self.queued.values() if i.message is message), None)

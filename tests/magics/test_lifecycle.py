@@ -306,3 +306,17 @@ async def test_new_while_running_aborts_and_starts_fresh_in_its_own_view(shell):
         assert _texts(rt.agent.state.messages) == [("user", "new question"), ("assistant", "fresh answer")]
     finally:
         slow.unregister()
+
+
+async def test_a_broken_view_does_not_break_the_run(shell, faux):
+    class BrokenView(FakeView):
+        def handle_event(self, event):
+            raise RuntimeError("view bug")
+
+    runtime()._view_factory = BrokenView
+    faux.set_responses([faux_assistant_message("still answered")])
+    await run_cell(shell, "%%agent\nhello\n")
+    await settle()
+    rt = runtime()
+    assert _texts(rt.agent.state.messages) == [("user", "hello"), ("assistant", "still answered")]
+    assert FakeView.instances[-1].kinds("finish") == [("finish", "done")]
