@@ -57,6 +57,19 @@ def load_time() -> None:
         print(f"%load_ext pi_notebook: {seconds * 1000:.0f} ms (target <= 300 ms; "
               f"ratio {seconds / 0.3:.2f})")
         print(f"  heavy modules imported by the load: {pulled or 'none'}")
+        # the first %%agent cell pays for the lazy imports (agent core, tools, widgets)
+        kernel.ok("import ipywidgets")
+        kernel.open_widget_control_comm()
+        kernel.wait_for("__import__('ipywidgets').widgets.widget.Widget._control_comm is not None")
+        kernel.ok("from pi_notebook.ai.providers.faux import register_faux_provider, faux_assistant_message\n"
+                  "faux = register_faux_provider()\n"
+                  "faux.set_responses([faux_assistant_message('hi')] * 2)\n"
+                  "%config AgentMagics.model = 'faux/faux-1'")
+        first = round_trip(kernel, "%%agent\nhello\n")
+        kernel.wait_for(f"not {RUNTIME}.is_running()")
+        second = round_trip(kernel, "%%agent\nhello again\n")
+        print(f"first %%agent cell round trip (lazy imports): {first * 1000:.0f} ms; "
+              f"second: {second * 1000:.0f} ms")
     finally:
         kernel.shutdown()
 
