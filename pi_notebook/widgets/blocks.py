@@ -541,9 +541,7 @@ class ToolCard(Block):
             self.duration = time.monotonic() - self.started
         if self.approval_outcome == "skip":
             self.status = "skipped"
-        elif self.status == "aborted":
-            pass
-        else:
+        elif self.status != "aborted":
             self.status = "error" if self.is_error else "done"
         self.approval_pending = False
         self.progress_text = None

@@ -313,9 +313,6 @@ class AgentView(W.VBox):
         if self._status not in FINAL_STATUSES:
             self.set_status("thinking")
 
-    def _on_turn_end(self, event: Any) -> None:
-        pass
-
     def _on_message_start(self, event: Any) -> None:
         message = field(event, "message")
         role = field(message, "role")
@@ -404,7 +401,7 @@ class AgentView(W.VBox):
 
     _EVENT_HANDLERS: dict[str, Callable[[AgentView, Any], None]] = {
         "agent_start": _on_agent_start, "agent_end": _on_agent_end,
-        "turn_start": _on_turn_start, "turn_end": _on_turn_end,
+        "turn_start": _on_turn_start,
         "message_start": _on_message_start, "message_update": _on_message_update,
         "message_end": _on_message_end,
         "tool_execution_start": _on_tool_execution_start,
@@ -574,9 +571,6 @@ class AgentView(W.VBox):
                 if isinstance(block, (MarkdownBlock, ThinkingBlock)) and not block.frozen:
                     block.finish()
                     self._mark(block)
-        if self._queued and status in FINAL_STATUSES:
-            # Items still queued when the run is over were not delivered by it.
-            pass
         self._status = status
         self._status_detail = ""
         self._header_dirty = True
