@@ -298,30 +298,17 @@ class Runtime:
         self._compactor_cache = (key, compactor)
         return compactor
 
-    async def _summarize(self, messages: Any) -> str:
-        """A summary of old turns, written by the conversation's own model."""
-        from ..ai.stream import complete_simple
-        from ..ai.types import Context, UserMessage
+    async def _summarize(self, messages: list[Any]) -> str:
+        """A summary of old turns, written by the conversation's own model. The key is read
+        from the environment for this one request and not kept."""
+        from ..session.compaction import make_model_summarizer
 
-        if isinstance(messages, str):
-            text = messages
-        else:
-            from ..session.store import message_to_json
-            import json
-
-            text = "\n".join(json.dumps(message_to_json(m), ensure_ascii=False)[:4000]
-                             for m in messages)
         model = self.agent.state.model
-        context = Context(
-            system_prompt="Summarize the conversation excerpt for a later continuation: the "
-                          "user's goals, decisions, variables and results that matter. Be brief.",
-            messages=[UserMessage(content=text)])
         options: dict[str, Any] = {"signal": self.agent.signal}
         key = _env_api_key(model.provider)
         if key:
             options["api_key"] = key
-        reply = await complete_simple(model, context, options)
-        return "".join(getattr(b, "text", "") for b in reply.content if getattr(b, "type", "") == "text")
+        return await make_model_summarizer(model, options=options)(messages)
 
     def _on_compaction(self, info: Any) -> None:
         describe = getattr(info, "describe", None)

@@ -320,3 +320,44 @@ async def test_a_broken_view_does_not_break_the_run(shell, faux):
     rt = runtime()
     assert _texts(rt.agent.state.messages) == [("user", "hello"), ("assistant", "still answered")]
     assert FakeView.instances[-1].kinds("finish") == [("finish", "done")]
+
+
+async def test_context_compaction_keeps_requests_in_window_and_is_shown(shell):
+    from pi_notebook.ai.providers.faux import register_faux_provider
+    from pi_notebook.session.compaction import estimate_tokens
+
+    small = register_faux_provider(provider="fauxsmall", models=[{"id": "tiny", "context_window": 4000}])
+    try:
+        rt = runtime()
+        rt.agent.state.model = small.get_model()
+        rt.resolved = None
+        rt.settings.model = "fauxsmall/tiny"
+
+        async def big(tool_call_id, params, signal, on_update):
+            return AgentToolResult(content=[TextContent(text="x" * 4000)])  # ~1,000 tokens
+
+        rt.agent.state.tools = [AgentTool(name="big", description="big output", execute=big,
+                                          parameters={"type": "object", "properties": {}})]
+        sizes = []
+
+        def call(context, options, state, model):
+            sizes.append(estimate_tokens(context.messages))
+            return faux_assistant_message([faux_tool_call("big", {})], stop_reason="toolUse")
+
+        def final(context, options, state, model):
+            sizes.append(estimate_tokens(context.messages))
+            return faux_assistant_message("done")
+
+        small.set_responses([call, call, call, call, call, final])
+        await run_cell(shell, "%%agent\nfill the context\n")
+        await settle(10)
+        assert len(sizes) == 6
+        assert max(sizes) <= 4000
+        messages = rt.agent.state.messages
+        calls = [b.id for m in messages if m.role == "assistant" for b in m.content if b.type == "toolCall"]
+        assert len(calls) == 5 and len([m for m in messages if m.role == "toolResult"]) == 5
+        notices = [c for c in FakeView.instances[-1].kinds("notice") if "Context compacted" in c[2]]
+        assert notices  # the view says so
+    finally:
+        small.unregister()
+        runtime().settings.model = ""
