@@ -43,6 +43,21 @@ _log = logging.getLogger(__name__)
 _LIVE_STATUSES = ("starting", "queued", "thinking", "writing", "running tool", "waiting for approval", "aborting")
 
 
+def _walk(widget: W.Widget, seen: set[int]):
+    """``widget`` and everything it contains: children, layout and style models."""
+    if id(widget) in seen:
+        return
+    seen.add(id(widget))
+    yield widget
+    for name in ("layout", "style"):
+        sub = getattr(widget, name, None)
+        if isinstance(sub, W.Widget):
+            yield from _walk(sub, seen)
+    for child in getattr(widget, "children", ()) or ():
+        if isinstance(child, W.Widget):
+            yield from _walk(child, seen)
+
+
 class _QueuedItem:
     def __init__(self, kind: str, text: str, token: object) -> None:
         self.kind, self.text, self.token = kind, text, token
@@ -270,9 +285,20 @@ class AgentView(W.VBox):
         self._scheduler.flush_now()
 
     def close(self) -> None:
+        """Stop timers, answer pending approvals and close every widget of the view
+        (their comms and frontend models), e.g. once its display was replaced by the
+        Markdown transcript. Frozen chunks are not reachable from the widget tree when
+        they were replaced, so blocks are walked as well."""
         self._scheduler.close()
         self._cancel_tick()
         self.cancel_approvals()
+        seen: set[int] = set()
+        roots: list[W.Widget] = [self] + [b.widget for b in self._blocks if b.widget is not None]
+        roots += [q.widget for q in self._queued if q.widget is not None]
+        for root in roots:
+            for widget in _walk(root, seen):
+                if widget is not self:
+                    widget.close()
         super().close()
 
     def to_markdown(self) -> str:

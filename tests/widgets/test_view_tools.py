@@ -204,3 +204,19 @@ async def test_error_run_shows_error_status_and_message(view, comms: CommLog):
     values = comms.all_html_values()
     assert any("401 &lt;b&gt;Unauthorized&lt;/b&gt;: set OPENAI_API_KEY" in v for v in values)
     assert "error" in comms.last_value(view._header)
+
+
+async def test_close_closes_every_widget_of_the_view(view, comms: CommLog):
+    stream = AssistantStream(view).start()
+    stream.thinking("hmm")
+    stream.text("Hello", pieces=2)
+    index = stream.tool_call_start("z1", "python")
+    stream.tool_call_delta(index, {"code": "1"})
+    stream.tool_call_end(index)
+    stream.end(stop_reason="toolUse")
+    view.show_queued("steer", "later", "q")
+    view.finish()
+    opened = {cid for cid, t, _d in comms.messages if t == "comm_open"}
+    view.close()
+    closed = {cid for cid, t, _d in comms.messages if t == "comm_close"}
+    assert opened and opened <= closed
