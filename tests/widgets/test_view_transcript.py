@@ -13,7 +13,7 @@ from pi_notebook.agent.types import (AgentEndEvent, AgentStartEvent, AgentToolRe
 from pi_notebook.ai.types import TextContent, TextDeltaEvent, ToolCall, UserMessage
 from pi_notebook.widgets.text import render_event_text
 
-from widget_helpers import AssistantStream, CommLog, html_problems, user_turn
+from widget_helpers import AssistantStream, CommLog, html_problems
 
 HOSTILE = (
     "Here is **bold**.\n\n<img src=x onerror=alert(1)>\n\n<script>alert(2)</script>\n\n"

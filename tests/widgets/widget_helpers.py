@@ -3,18 +3,13 @@ for agent events in pi's order."""
 
 from __future__ import annotations
 
-import asyncio
 import re
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from typing import Any
 
 
-from pi_notebook.agent.types import (
-    AgentEndEvent, AgentStartEvent, AgentToolResult, MessageEndEvent, MessageStartEvent,
-    MessageUpdateEvent, ToolExecutionEndEvent, ToolExecutionStartEvent, ToolExecutionUpdateEvent,
-    TurnStartEvent,
-)
+from pi_notebook.agent.types import MessageEndEvent, MessageStartEvent, MessageUpdateEvent
 from pi_notebook.ai.types import (
     AssistantMessage, Cost, TextContent, TextDeltaEvent, TextEndEvent, TextStartEvent,
     ThinkingContent, ThinkingDeltaEvent, ThinkingEndEvent, ThinkingStartEvent, ToolCall,
@@ -207,17 +202,3 @@ def user_turn(view: AgentView, text: str) -> UserMessage:
     view.handle_event(MessageStartEvent(message=message))
     view.handle_event(MessageEndEvent(message=message))
     return message
-
-
-def run_tool(view: AgentView, call_id: str, name: str, args: dict[str, Any],
-             updates: list[dict[str, Any]] = (), result_text: str = "ok",
-             is_error: bool = False) -> None:
-    view.handle_event(ToolExecutionStartEvent(tool_call_id=call_id, tool_name=name, args=args))
-    for details in updates:
-        view.handle_event(ToolExecutionUpdateEvent(tool_call_id=call_id, tool_name=name, args=args,
-                                                   partial_result=AgentToolResult(details=details)))
-    view.handle_event(ToolExecutionEndEvent(
-        tool_call_id=call_id, tool_name=name,
-        result=AgentToolResult(content=[TextContent(text=result_text)]), is_error=is_error))
-
-
