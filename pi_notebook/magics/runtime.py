@@ -825,9 +825,9 @@ def _kernel_id() -> str | None:
         name = os.path.basename(get_connection_file())
     except Exception:
         return None
-    if name.startswith("kernel-") and name.endswith(".json"):
-        return name[len("kernel-"):-len(".json")]
-    return None
+    stem = name[:-len(".json")] if name.endswith(".json") else name
+    # jupyter_server names it kernel-<id>.json; other launchers use any name
+    return stem[len("kernel-"):] if stem.startswith("kernel-") else (stem or None)
 
 
 def _log(shell: Any, text: str) -> None:

@@ -5,6 +5,9 @@ IPython has no async magics, so a ``%%agent`` cell that must block is rewritten 
 into one top-level ``await`` of :func:`run_and_wait`. The cell then blocks while the
 kernel loop keeps running the agent, widget updates and comm messages.
 
+A cell that is exactly one ``%steer``/``%followup`` line and starts a run (no run active)
+blocks under the same rule, through :func:`submit_and_wait`; queueing into a run never blocks.
+
 When to block (``--wait`` / ``--no-wait`` > ``AgentMagics.wait`` > detection):
 - no kernel (terminal IPython): always, since its loop only runs during a cell;
 - no widget-capable frontend detected (nbclient, papermill, ``jupyter execute``): block,
@@ -29,7 +32,7 @@ import sys
 from typing import Any
 
 __all__ = ["agent_cell_transformer", "has_widget_frontend", "should_wait", "run_and_wait",
-           "wait_for_active_run", "install_transformers", "uninstall_transformers"]
+           "submit_and_wait", "wait_for_active_run", "install_transformers", "uninstall_transformers"]
 
 _MODULE = "pi_notebook.magics.wait"
 _AGENT_MAGIC = "%%agent"
@@ -122,6 +125,13 @@ def agent_cell_transformer(lines: list[str]) -> list[str]:
             return lines
         cell = "".join(lines[1:])
         return [f"await __import__({_MODULE!r}, fromlist=['_']).run_and_wait({line!r}, {cell!r})\n"]
+    submitted = _submission(lines)
+    if submitted is not None:
+        # %steer/%followup with no run active start one: block like %%agent would
+        if runtime.is_running() or not should_wait(None, runtime.settings.wait, runtime.shell):
+            return lines
+        kind, text = submitted
+        return [f"await __import__({_MODULE!r}, fromlist=['_']).submit_and_wait({kind!r}, {text!r})\n"]
     if not runtime.settings.wait_for_runs or not runtime.is_running():
         return lines
     stripped = first.lstrip()
@@ -130,6 +140,18 @@ def agent_cell_transformer(lines: list[str]) -> list[str]:
     if not any(line.strip() and not line.lstrip().startswith("#") for line in lines):
         return lines
     return [f"await __import__({_MODULE!r}, fromlist=['_']).wait_for_active_run()\n", *lines]
+
+
+def _submission(lines: list[str]) -> tuple[str, str] | None:
+    """``(kind, text)`` for a cell that is exactly one ``%steer``/``%followup`` line."""
+    if any(line.strip() for line in lines[1:]):
+        return None
+    first = lines[0].strip()
+    for kind in ("steer", "followup"):
+        magic = f"%{kind}"
+        if first == magic or (first.startswith(magic) and first[len(magic)].isspace()):
+            return kind, first[len(magic):].strip()
+    return None
 
 
 async def _await_run(task: asyncio.Task[Any] | None, runtime: Any) -> None:
@@ -158,6 +180,19 @@ async def run_and_wait(line: str, cell: str) -> None:
     args = parse_agent_args(line)
     run = runtime.start_cell(args, cell, interactive=has_widget_frontend(runtime.shell))
     await _await_run(run.task if run is not None else None, runtime)
+
+
+async def submit_and_wait(kind: str, text: str) -> None:
+    """The rewritten ``%steer``/``%followup`` cell when it starts a run that must block."""
+    from IPython.core.error import UsageError
+
+    runtime = _runtime()
+    if runtime is None:
+        raise UsageError("pi_notebook is not loaded: run %load_ext pi_notebook first.")
+    running_before = runtime.is_running()
+    run = runtime.submit(kind, text, interactive=has_widget_frontend(runtime.shell))
+    if run is not None and not running_before:
+        await _await_run(run.task, runtime)
 
 
 async def wait_for_active_run() -> None:
