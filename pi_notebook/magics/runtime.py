@@ -734,7 +734,10 @@ class Runtime:
         if info is None:
             raise UsageError(f"%%agent --resume: no saved session named {self.session_name()!r} "
                              f"in {self.session_dir()}.")
-        loaded = load_session(info.path)
+        try:
+            loaded = load_session(info.path)
+        except (ValueError, OSError) as exc:  # SessionFormatError is a ValueError
+            raise UsageError(f"%%agent --resume: {exc}") from None
         self.restore(loaded.messages, loaded.header.model)
         return f"Resumed {info.path.name} ({len(loaded.messages)} messages)."
 
