@@ -3,9 +3,7 @@ the extension loaded, a recording fake view and a faux model registered in-proce
 
 from __future__ import annotations
 
-import asyncio
 import types
-from typing import Any
 
 import pytest
 from IPython.core.interactiveshell import InteractiveShell

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import types
 
-import pytest
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 

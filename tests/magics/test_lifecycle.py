@@ -5,11 +5,10 @@ from __future__ import annotations
 import asyncio
 import threading
 
-import pytest
 from IPython.core.error import UsageError
 
 from pi_notebook.agent import AgentTool, AgentToolResult
-from pi_notebook.ai.providers.faux import faux_assistant_message, faux_text, faux_tool_call
+from pi_notebook.ai.providers.faux import faux_assistant_message, faux_tool_call
 from pi_notebook.ai.types import TextContent
 
 from magics_helpers import FakeView, run_cell, runtime, settle
