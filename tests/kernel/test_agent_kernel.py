@@ -341,3 +341,20 @@ def test_queued_followup_remove_button_via_comm(kernel):
     run_ended(kernel)
     assert len(kernel.ev("contexts")) == 1  # the follow-up never reached the model
     assert kernel.ev("[m.role for m in get_agent().state.messages]") == ["user", "assistant"]
+
+
+def test_abort_while_waiting_for_approval(kernel):
+    kernel.ok("%config AgentMagics.approval = 'ask'")
+    kernel.ok("faux.set_responses([faux_assistant_message([faux_tool_call('python', "
+              "{'code': 'should_not_exist = 1'})], stop_reason='toolUse'), "
+              "faux_assistant_message('never streamed')])")
+    kernel.ok("%%agent\ncompute\n")
+    deadline = time.monotonic() + 10
+    while not kernel.buttons("Run") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert kernel.buttons("Run"), "no approval buttons"
+    _click_abort(kernel)
+    run_ended(kernel, timeout=5)
+    assert kernel.ev("'should_not_exist' in dir()") is False
+    assert kernel.ev("transcript_ok()")
+    assert kernel.ev("get_agent().state.messages[-1].stop_reason") == "aborted"
