@@ -87,7 +87,9 @@ stays free.
 """),
         code("""
 %%agent -m local/qwen2.5-coder-0.5b --approve auto
-Which month had the highest revenue? Use the python tool to run this code: monthly = df.groupby('month')['revenue'].sum(); monthly.plot(kind='bar', title='Revenue by month'); print(monthly.idxmax(), monthly.max())
+Which month had the highest revenue?
+Use the python tool to run this code:
+monthly = df.groupby('month')['revenue'].sum(); monthly.plot(kind='bar', title='Revenue by month'); print(monthly.idxmax(), monthly.max())
 """),
         md("""
 ## 4. Use what the agent computed
@@ -536,8 +538,11 @@ Reasoning models can think before answering. `--thinking off|minimal|low|medium|
 setting, and a level the model does not support is clamped to the nearest one it does:
 """),
         code("""
+from pi_notebook.ai import clamp_thinking_level
+
 for ref in ["anthropic/claude-sonnet-4-5", "google/gemini-2.5-flash", "openai/gpt-4.1"]:
-    print(f"{ref:<28} {get_supported_thinking_levels(get_model(ref))}")
+    m = get_model(ref)
+    print(f"{ref:<28} {get_supported_thinking_levels(m)}  'max' runs as {clamp_thinking_level(m, 'max')!r}")
 """),
         md("""
 The view shows thinking collapsed above the answer. A scripted reasoning model shows what that

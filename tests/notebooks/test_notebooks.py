@@ -6,7 +6,8 @@ the repository. After the last cell, a *probe* cell (not part of the notebook) a
 kernel for the agent's real transcript; the tests then check that the saved outputs
 hold it, and that the cells after ``%%agent`` saw what the agent computed.
 
-Markers: ``kernel`` for every execution; ``local_model`` as well for notebooks that run
+Every example notebook is expected to run the agent at least once (that is what they are
+for). Markers: ``kernel`` for every execution; ``local_model`` as well for notebooks that run
 the embedded model (``-m local/...``).
 """
 
@@ -112,6 +113,11 @@ def _normalise(text: str) -> str:
     return " ".join(text.split())
 
 
+def _unquote(markdown: str) -> str:
+    """Markdown block quotes (how the transcript shows user messages) back to plain lines."""
+    return "\n".join(re.sub(r"^>\s?", "", line) for line in markdown.splitlines())
+
+
 def _kernel_env() -> dict[str, str]:
     """The test's environment without any provider key: the notebooks must run without one
     (and a key in the developer's shell must not turn a test into a paid request)."""
@@ -190,7 +196,7 @@ def check_agent_cell(cell: nbformat.NotebookNode) -> None:
                 if o.output_type in ("display_data", "execute_result") and "text/markdown" in o.get("data", {})]
     assert markdown, f"no Markdown transcript under {cell.source.splitlines()[0]!r}"
     prompt = _normalise(cell.source.split("\n", 1)[1])
-    assert any(prompt in _normalise(m) for m in markdown), markdown
+    assert any(prompt in _normalise(_unquote(m)) for m in markdown), markdown
     header = markdown[-1].splitlines()[0]
     assert " done " in f" {header} ".replace("·", " "), header
 
@@ -274,6 +280,7 @@ def test_providers_without_keys(tmp_path_factory: pytest.TempPathFactory) -> Non
     text = run.all_output_text()
     assert "OPENAI_API_KEY" in text and "not set" in text
     assert "Model: ollama/qwen2.5-coder:7b" in text
+    assert "'max' runs as 'high'" in text and "['off']  'max' runs as 'off'" in text
     _, cell = run.cell("from pi_notebook import get_agent")
     assert "thinking level: high" in output_text(cell)
     assert "['thinking', 'text']" in output_text(cell)
