@@ -45,9 +45,10 @@ class AgentMagics(Configurable):
         "Default from the environment variable PI_NOTEBOOK_APPROVAL, else 'ask'."
     ).tag(config=True)
     wait = CaselessStrEnum(
-        WAIT_MODES, default_value="auto",
+        WAIT_MODES,
         help="Whether a %%agent cell blocks until its run ends: auto (block when no widget "
-        "frontend is detected, e.g. nbclient/papermill), always, never.",
+        "frontend is detected, e.g. nbclient/papermill), always, never. Default from the "
+        "environment variable PI_NOTEBOOK_WAIT, else 'auto'.",
     ).tag(config=True)
     wait_for_runs = Bool(
         True, help="In an interactive frontend, a plain code cell run while an agent run is "
@@ -64,6 +65,13 @@ class AgentMagics(Configurable):
     max_value_chars = Int(4000, help="Budget for the value repr returned to the model.").tag(config=True)
     max_images = Int(3, help="Images per tool call sent to the model.").tag(config=True)
     max_image_pixels = Int(1_000_000, help="Pixel budget per image sent to the model.").tag(config=True)
+
+    @default("wait")
+    def _wait_default(self) -> str:
+        # e.g. PI_NOTEBOOK_WAIT=always for pipelines whose kernels inherit a notebook
+        # session's environment and would otherwise look interactive
+        value = os.environ.get("PI_NOTEBOOK_WAIT", "").strip().lower()
+        return value if value in WAIT_MODES else "auto"
 
     @default("approval")
     def _approval_default(self) -> str:

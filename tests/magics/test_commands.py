@@ -174,3 +174,12 @@ async def test_steer_cell_that_starts_a_run_blocks_when_waiting(shell, faux):
     assert runtime().agent.state.messages[-1].content[0].text == "answered the steer"
     # a multi-line cell is left alone
     assert agent_cell_transformer(["%steer a\n", "x = 1\n"]) == ["%steer a\n", "x = 1\n"]
+
+
+def test_wait_default_comes_from_environment(monkeypatch):
+    from pi_notebook.magics.config import AgentMagics
+
+    monkeypatch.delenv("PI_NOTEBOOK_WAIT", raising=False)
+    assert AgentMagics().wait == "auto"
+    monkeypatch.setenv("PI_NOTEBOOK_WAIT", "Always")
+    assert AgentMagics().wait == "always"
