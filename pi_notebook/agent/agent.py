@@ -87,15 +87,13 @@ class PendingMessageQueue:
 
 
 class _ActiveRun:
-    __slots__ = ("controller", "waiters")
+    __slots__ = ("controller", "signal", "waiters")
 
     def __init__(self) -> None:
         self.controller = AbortController()
+        # the controller's signal never changes; a plain slot is read once per event
+        self.signal: AbortSignal = self.controller.signal
         self.waiters: list[asyncio.Future[None]] = []
-
-    @property
-    def signal(self) -> AbortSignal:
-        return self.controller.signal
 
 
 class RunHandle(Coroutine[Any, Any, None]):
@@ -531,7 +529,7 @@ class Agent:
         listeners = self._listener_snapshot
         if not listeners:
             return None
-        signal = run.controller.signal
+        signal = run.signal
         if len(listeners) == 1:
             listener, arity = listeners[0]
             result = listener(event, signal) if arity == 2 else listener(event)

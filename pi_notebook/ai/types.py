@@ -90,7 +90,10 @@ def fast_shallow_copy(model: BaseModel) -> Any:
     SET_FIELDS_SET(new, set(model.__pydantic_fields_set__))
     extra = model.__pydantic_extra__
     SET_EXTRA(new, None if extra is None else extra.copy())
-    private = getattr(model, "__pydantic_private__", None)
+    try:
+        private = model.__pydantic_private__
+    except AttributeError:  # never set (pydantic's own __copy__ allows for it too)
+        private = None
     SET_PRIVATE(new, None if private is None else
                 {k: v for k, v in private.items() if v is not PydanticUndefined})
     return new
