@@ -58,10 +58,11 @@ from ..transform import (
     normalize_openai_completions_tool_call_id, sanitize_surrogates, transform_messages,
 )
 from ..types import (
-    AssistantMessage, Context, DoneEvent, ErrorEvent, ImageContent, Model, StartEvent,
-    TextContent, TextDeltaEvent, TextEndEvent, TextStartEvent, ThinkingContent,
+    SET_EXTRA as _set_extra, SET_FIELDS_SET as _set_fields_set, SET_MODEL_DICT as _set_dict,
+    SET_PRIVATE as _set_private, AssistantMessage, Context, DoneEvent, ErrorEvent, ImageContent,
+    Model, StartEvent, TextContent, TextDeltaEvent, TextEndEvent, TextStartEvent, ThinkingContent,
     ThinkingDeltaEvent, ThinkingEndEvent, ThinkingStartEvent, ToolCall, ToolCallDeltaEvent,
-    ToolCallEndEvent, ToolCallStartEvent, Usage,
+    ToolCallEndEvent, ToolCallStartEvent, Usage, new_instance as _new_instance,
 )
 
 __all__ = [
@@ -513,22 +514,19 @@ def _stream_error_message(error: Any) -> str:
     return error if isinstance(error, str) else _dumps(error)
 
 
-_new_object = object.__new__
-_set_slot = object.__setattr__
-
-
 def _delta_event(cls: Any, kind: str, index: int, delta: str, partial: AssistantMessage) -> Any:
     """Build a ``*_delta`` event without re-validating values we just produced.
 
     This is pydantic's ``model_construct`` minus its generic Python overhead: one of these is
     made per token, so it matters (see bench/stream_overhead.py). The result is an ordinary,
-    fully populated instance of ``cls``.
+    fully populated instance of ``cls``. The slot setters of ``ai.types`` skip the MRO check
+    that ``object.__setattr__`` repeats on every call.
     """
-    event = _new_object(cls)
-    _set_slot(event, "__dict__", {"type": kind, "content_index": index, "delta": delta, "partial": partial})
-    _set_slot(event, "__pydantic_fields_set__", {"content_index", "delta", "partial"})
-    _set_slot(event, "__pydantic_extra__", None)
-    _set_slot(event, "__pydantic_private__", None)
+    event = _new_instance(cls)
+    _set_dict(event, {"type": kind, "content_index": index, "delta": delta, "partial": partial})
+    _set_fields_set(event, {"content_index", "delta", "partial"})
+    _set_extra(event, None)
+    _set_private(event, None)
     return event
 
 
@@ -616,12 +614,12 @@ class _Mapper:
                     fields["text"] = ""
                     current += text
                     fields["text"] = current
-                    event = _new_object(TextDeltaEvent)
-                    _set_slot(event, "__dict__", {"type": "text_delta", "content_index": self.text_index,
-                                                  "delta": text, "partial": self.output})
-                    _set_slot(event, "__pydantic_fields_set__", {"content_index", "delta", "partial"})
-                    _set_slot(event, "__pydantic_extra__", None)
-                    _set_slot(event, "__pydantic_private__", None)
+                    event = _new_instance(TextDeltaEvent)
+                    _set_dict(event, {"type": "text_delta", "content_index": self.text_index,
+                                      "delta": text, "partial": self.output})
+                    _set_fields_set(event, {"content_index", "delta", "partial"})
+                    _set_extra(event, None)
+                    _set_private(event, None)
                     self.push(event)
                 elif text:
                     self.text(text)
