@@ -26,6 +26,12 @@ Also routed: ``shell.ask_exit`` (what IPython's ``exit``/``quit`` call). Inside 
 raises ``SystemExit`` instead, so agent code cannot shut the user's kernel down; the tool
 reports it as an error.
 
+Also routed: matplotlib-inline's ``flush_figures`` (a ``post_execute`` callback that displays
+and closes *all* open figures in the current request). While agent code runs on a worker
+thread (``hold_figure_flush()``), a request that ends meanwhile skips it, so a half-made agent
+figure never lands in the user's cell; matplotlib keeps its "draw pending" flag, so the user's
+own figures are shown after the next request.
+
 Known leaks (documented, not fixable at the Python level): output written to OS file
 descriptor 1/2 directly (``os.system``, C extensions).
 """
@@ -47,6 +53,7 @@ __all__ = [
     "RoutedStream",
     "capture",
     "capture_active",
+    "hold_figure_flush",
     "install_capture",
     "uninstall_capture",
 ]
@@ -210,6 +217,7 @@ class _InstallState:
         self.display_pub: RoutedDisplayPublisher | None = None
         self.thread_start: Callable[..., Any] | None = None
         self.ask_exit: Callable[..., Any] | None = None
+        self.trigger: Callable[..., Any] | None = None
 
 
 _state = _InstallState()
@@ -250,6 +258,7 @@ def install_capture(shell: Any) -> None:
         _state.thread_start = _orig_thread_start
         threading.Thread.start = _thread_start  # type: ignore[method-assign]
         _install_exit_guard(shell)
+        _install_flush_guard(shell)
         _state.installed = True
 
 
@@ -270,6 +279,53 @@ def _install_exit_guard(shell: Any) -> None:
     ask_exit._pi_was_instance_attr = "ask_exit" in shell.__dict__  # type: ignore[attr-defined]
     shell.ask_exit = ask_exit  # instance attribute shadows the method
     _state.ask_exit = ask_exit
+
+
+_flush_holds = 0
+_flush_holds_lock = threading.Lock()
+
+
+@contextmanager
+def hold_figure_flush() -> Iterator[None]:
+    """While held, requests that end skip matplotlib-inline's ``flush_figures``."""
+    global _flush_holds
+    with _flush_holds_lock:
+        _flush_holds += 1
+    try:
+        yield
+    finally:
+        with _flush_holds_lock:
+            _flush_holds -= 1
+
+
+def _is_figure_flush(fn: Any) -> bool:
+    return getattr(fn, "__name__", "") == "flush_figures" and "matplotlib_inline" in (getattr(fn, "__module__", "") or "")
+
+
+def _install_flush_guard(shell: Any) -> None:
+    events = getattr(shell, "events", None)
+    orig = getattr(events, "trigger", None)
+    if orig is None:
+        return
+
+    def trigger(event: str, *args: Any, **kwargs: Any) -> Any:
+        callbacks = events.callbacks.get(event) if event == "post_execute" and _flush_holds else None
+        if not callbacks or not any(_is_figure_flush(f) for f in callbacks):
+            return orig(event, *args, **kwargs)
+        # Run the others; the list object stays in place (register/unregister keep working).
+        kept = [f for f in callbacks if not _is_figure_flush(f)]
+        saved = list(callbacks)
+        callbacks[:] = kept
+        try:
+            return orig(event, *args, **kwargs)
+        finally:
+            added = [f for f in callbacks if f not in kept]  # registered meanwhile
+            removed = [f for f in kept if f not in callbacks]
+            callbacks[:] = [f for f in saved if f not in removed] + added
+
+    trigger._pi_orig = orig  # type: ignore[attr-defined]
+    events.trigger = trigger  # instance attribute shadows the method
+    _state.trigger = trigger
 
 
 def uninstall_capture(shell: Any = None) -> None:
@@ -308,6 +364,10 @@ def _uninstall_locked() -> None:
             shell.__dict__["ask_exit"] = guard._pi_orig  # type: ignore[attr-defined]
         else:
             del shell.__dict__["ask_exit"]
+    trigger = _state.trigger
+    events = getattr(shell, "events", None)
+    if trigger is not None and events is not None and events.__dict__.get("trigger") is trigger:
+        del events.__dict__["trigger"]
     if threading.Thread.start is _thread_start and _state.thread_start is not None:
         threading.Thread.start = _state.thread_start  # type: ignore[method-assign]
     _state.__init__()  # type: ignore[misc]

@@ -45,19 +45,33 @@ from collections.abc import Coroutine, Generator, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["ToolInterrupt", "interrupt_main_for"]
+__all__ = ["ToolInterrupt", "forward_sigint", "interrupt_main_for"]
 
 _MESSAGES = {
     "aborted": "tool code interrupted: the run was aborted",
     "timeout": "tool code interrupted: time limit reached",
     "kernel interrupt": "tool code interrupted by a kernel interrupt",
 }
-_KICK_INTERVAL_S = 1.0
-_MAX_KICKS = 5
+_KICK_INTERVAL_S = 0.25
+_MAX_KICKS = 20
 
 _lock = threading.Lock()
 # The run whose code is executing on the main thread right now (read by the signal handler).
 _main_running: ToolInterrupt | None = None
+# Runs that a SIGINT (the kernel's Stop button) interrupts wherever their code runs; see
+# forward_sigint(). Only touched on the main thread.
+_guarded_runs: set[ToolInterrupt] = set()
+
+
+class _GuardState:
+    def __init__(self) -> None:
+        self.depth = 0
+        self.prev: Any = None  # the handler ours replaced (put back when the last run ends)
+        self.installed = False
+        self.kernel: Any = None
+
+
+_guard = _GuardState()
 
 
 def _on_main_thread() -> bool:
@@ -66,18 +80,33 @@ def _on_main_thread() -> bool:
 
 def _sigint_handler(signum: int, frame: Any) -> None:
     run = _main_running
-    if run is None or not _on_main_thread():
-        # No tool code executing (e.g. a signal we sent landed just after the step ended):
-        # the request is already recorded; the next step or the task cancel handles it.
+    if run is not None and _on_main_thread():
+        run._note("kernel interrupt")
+        raise KeyboardInterrupt(run.message)
+    runs = list(_guarded_runs)
+    if not runs:
+        # No tool code running (a signal we sent landed just after a step ended, or a
+        # leftover installation): like the kernel while idle, ignore it.
         return
-    run._note("kernel interrupt")
-    raise KeyboardInterrupt(run.message)
+    for guarded in runs:
+        guarded._forward_kernel_interrupt()
+    # Then what the handler we replaced would have done: during `%%agent --wait` (an await
+    # cell) that is ipykernel's cell-cancelling handler. Not default_int_handler: raising
+    # KeyboardInterrupt in whatever the loop runs now would hit the kernel, not the tool.
+    prev = _guard.prev
+    if callable(prev) and prev is not _signal.default_int_handler and prev is not _sigint_handler:
+        prev(signum, frame)
 
 
 def _raise_in_thread(thread_id: int) -> None:
     ctypes.pythonapi.PyThreadState_SetAsyncExc(
         ctypes.c_ulong(thread_id), ctypes.py_object(KeyboardInterrupt)
     )
+
+
+def _clear_async_exc(thread_id: int) -> None:
+    # A NULL exception clears one that is set but not raised yet.
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread_id), None)
 
 
 class ToolInterrupt:
@@ -90,6 +119,7 @@ class ToolInterrupt:
         self._task: asyncio.Future[Any] | None = None
         self._closed = False
         self._kicker: threading.Thread | None = None
+        self._worker_wait = False  # the task awaits a worker thread: do not cancel it
 
     # --- state --------------------------------------------------------------------------------
 
@@ -122,6 +152,31 @@ class ToolInterrupt:
     def close(self) -> None:
         self._closed = True
 
+    @contextmanager
+    def waiting_for_worker(self) -> Iterator[None]:
+        """While the task waits for code on a worker thread, a request interrupts the worker
+        (asynchronous KeyboardInterrupt) instead of cancelling the task's wait, so the task
+        sees how the code ended. Loop thread only."""
+        self._worker_wait = True
+        try:
+            yield
+        finally:
+            self._worker_wait = False
+
+    def _forward_kernel_interrupt(self) -> None:
+        # Called from the SIGINT handler on the main thread, which may hold _lock right now
+        # (inside _kick or running()): record the reason at once, act from the loop.
+        if self._closed:
+            return
+        self._note("kernel interrupt")
+        loop = self._loop
+        try:
+            if loop is None or loop.is_closed():
+                raise RuntimeError("no loop")
+            loop.call_soon_threadsafe(self.request, "kernel interrupt")
+        except RuntimeError:
+            threading.Thread(target=self.request, args=("kernel interrupt",), daemon=True).start()
+
     # --- requesting ---------------------------------------------------------------------------
 
     def request(self, reason: str = "aborted") -> None:
@@ -142,6 +197,11 @@ class ToolInterrupt:
             )
             self._kicker.start()
 
+    def kick(self) -> None:
+        """Raise KeyboardInterrupt once in the code now executing, without recording a
+        reason (used when the caller is cancelled and will not wait for the result)."""
+        self._kick()
+
     def _kick(self) -> None:
         main_id = threading.main_thread().ident
         # Holding the lock: running() cannot finish its step (and restore the previous
@@ -155,15 +215,20 @@ class ToolInterrupt:
                     _raise_in_thread(thread_id)
 
     def _keep_kicking(self) -> None:
-        # For code that catches KeyboardInterrupt and carries on.
+        # For code that catches KeyboardInterrupt and carries on. A worker thread the tool
+        # stopped waiting for (abandoned) is still registered after close(): keep kicking it.
         for _ in range(_MAX_KICKS):
             threading.Event().wait(_KICK_INTERVAL_S)
-            if self._closed:
-                return
+            if not self._threads:
+                if self._closed:
+                    return
+                continue
             self._kick()
 
     def _cancel_waiting_task(self) -> None:
         task = self._task
+        if self._worker_wait:
+            return
         if task is not None and not task.done() and not self._closed:
             task.cancel(self.message)
 
@@ -237,6 +302,10 @@ class _Running:
                 threads[self.thread_id] = depth
             else:
                 threads.pop(self.thread_id, None)
+        if not self.on_main and depth <= 0:
+            # No kick reaches this thread any more (it left the registry under the lock);
+            # drop one that was set but not raised yet, so it cannot fire in our caller.
+            _clear_async_exc(self.thread_id)
         if self.installed:
             # signal.signal() runs pending handlers first: a late SIGINT meets our handler,
             # which now sees no running tool code and does nothing.
@@ -291,14 +360,68 @@ def _current_loop() -> asyncio.AbstractEventLoop | None:
         return None
 
 
+def _guard_enter(run: ToolInterrupt, kernel: Any) -> None:
+    _guarded_runs.add(run)
+    _guard.depth += 1
+    if _guard.depth > 1:
+        return
+    _guard.kernel = kernel
+    current = _signal.getsignal(_signal.SIGINT)
+    # None: a handler set outside Python, which we could not put back: leave it.
+    if current is not None and current is not _sigint_handler:
+        _signal.signal(_signal.SIGINT, _sigint_handler)
+        _guard.prev = current
+        _guard.installed = True
+
+
+def _guard_leave(run: ToolInterrupt) -> None:
+    _guarded_runs.discard(run)
+    _guard.depth -= 1
+    if _guard.depth > 0 or not _guard.installed:
+        return
+    _guard.installed = False
+    kernel, _guard.kernel = _guard.kernel, None
+    if _signal.getsignal(_signal.SIGINT) is _sigint_handler:
+        _signal.signal(_signal.SIGINT, _guard.prev)
+    elif kernel is not None and getattr(kernel, "saved_sigint_handler", None) is _sigint_handler:
+        # We end inside a request: ipykernel saved our handler before the request and puts
+        # that back after it; make it put back the one we replaced.
+        kernel.saved_sigint_handler = _guard.prev
+    # else: someone replaced our handler and owns SIGINT now; leave theirs alone.
+
+
+@contextmanager
+def forward_sigint(run: ToolInterrupt, kernel: Any = None) -> Iterator[None]:
+    """While the block runs, SIGINT (the kernel's Stop button) interrupts ``run`` wherever its
+    code executes: the main thread, a worker thread or an ``await``.
+
+    Our handler is installed when the first such block starts and the previous one is put
+    back exactly when the last ends. ipykernel swaps handlers around each request (it saves
+    ours in ``kernel.saved_sigint_handler`` and restores it after the request): a Stop press
+    during a user's request goes to that request, as it always does. If the block ends during
+    a request, ``kernel.saved_sigint_handler`` is pointed back to the replaced handler.
+    Call on the main thread (elsewhere signals cannot be handled; the block then only runs).
+    """
+    if not _on_main_thread():
+        yield
+        return
+    _guard_enter(run, kernel)
+    try:
+        yield
+    finally:
+        _guard_leave(run)
+
+
 @contextmanager
 def interrupt_main_for(
     signal: Any = None,
     *,
     timeout_s: float | None = None,
     loop: asyncio.AbstractEventLoop | None = None,
+    kernel: Any = None,
 ) -> Iterator[ToolInterrupt]:
-    """A :class:`ToolInterrupt` fired by ``signal`` (AbortSignal) and by a timeout."""
+    """A :class:`ToolInterrupt` fired by ``signal`` (AbortSignal), by a timeout and by SIGINT
+    (see :func:`forward_sigint`; ``kernel`` is the ipykernel instance, if any)."""
     run = ToolInterrupt(loop or _current_loop())
     remove = None
     if signal is not None:
@@ -312,7 +435,8 @@ def interrupt_main_for(
 
         threading.Thread(target=watchdog, name="pi-notebook-tool-timeout", daemon=True).start()
     try:
-        yield run
+        with forward_sigint(run, kernel):
+            yield run
     finally:
         cancel_timer.set()
         run.close()

@@ -34,6 +34,7 @@ from __future__ import annotations
 import ast
 import asyncio
 import base64
+import contextvars
 import inspect
 import io
 import itertools
@@ -43,12 +44,14 @@ import time
 import traceback as _traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from types import CodeType
 from typing import Any
 
 from ..agent.types import AgentTool, AgentToolResult
 from ..ai.types import ImageContent, TextContent
 from . import interrupt as _interrupt_module
-from .capture import capture, install_capture
+from . import worker as _worker
+from .capture import capture, hold_figure_flush, install_capture
 from .format import IMAGE_MIMES, bundle_text, cut, prepare_image, strip_ansi, terminal_text, value_text
 from .interrupt import ToolInterrupt, interrupt_main_for
 from .redact import redact, redact_data
@@ -247,11 +250,132 @@ def _clear_our_cancel(run: ToolInterrupt) -> None:
         task.uncancel()
 
 
+# --- where each part runs ---------------------------------------------------------------------
+
+_ABANDON_GRACE_S = 0.5  # after an interrupt, how long to wait for a worker before giving up
+_POLL_S = 0.2  # how often a waiting task looks for a new interrupt request
+_BLOCKED_NOTE = (" (the code was inside a call that does not respond to interrupts; "
+                 "it stops as soon as that call returns)")
+
+
+class _Abandoned(Exception):
+    """The worker did not stop within the grace period after an interrupt."""
+
+
+class _Gate:
+    """Forwards a worker's output to the sink until the task stops waiting for it."""
+
+    __slots__ = ("sink", "open")
+
+    def __init__(self, sink: OutputSink) -> None:
+        self.sink = sink
+        self.open = True
+
+    def stream(self, name: str, text: str) -> None:
+        if self.open:
+            self.sink.stream(name, text)
+
+    def display(self, data: dict, metadata: dict) -> None:
+        if self.open:
+            self.sink.display(data, metadata)
+
+
+async def _on_worker(run: ToolInterrupt, sink: OutputSink, fn: Callable[[], Any]) -> Any:
+    """Run ``fn`` (synchronous agent code) on a worker thread in a copy of this context and
+    return its result or raise its exception, here on the loop.
+
+    The loop stays free meanwhile: Abort clicks, other requests and the live output (the sink
+    hops to the loop) are handled at once. An interrupt request raises KeyboardInterrupt in
+    the worker (``run.running()`` registers the thread); if the code is stuck in a call that
+    does not return to Python, the task stops waiting after ``_ABANDON_GRACE_S`` and the
+    worker's later output is dropped.
+    """
+    gate = _Gate(sink)
+
+    def job() -> tuple[bool, Any]:
+        try:
+            # The worker's own capture: it outlives our wait if the worker is abandoned.
+            with capture(gate.stream, gate.display), run.running():
+                return True, fn()
+        except BaseException as exc:  # noqa: BLE001 - everything is the tool's result
+            return False, exc
+
+    worker, concurrent_future = _worker.submit(job, contextvars.copy_context())
+    future = asyncio.wrap_future(concurrent_future)
+    deadline: float | None = None
+    # A request ending meanwhile must not show (and close) the figures this code is making.
+    with run.waiting_for_worker(), hold_figure_flush():
+        while True:
+            try:
+                done, _ = await asyncio.wait({future}, timeout=_POLL_S if deadline is None else 0.05)
+            except asyncio.CancelledError:
+                if not run.requested:
+                    # Our caller is cancelled: stop the code, do not wait for it.
+                    run.kick()
+                    gate.open = False
+                    _worker.abandon(worker)
+                    raise
+                _clear_our_cancel(run)  # our own cancel, sent before this wait began
+                continue
+            if done:
+                break
+            if run.requested:
+                now = time.monotonic()
+                if deadline is None:
+                    deadline = now + _ABANDON_GRACE_S
+                elif now >= deadline:
+                    gate.open = False
+                    _worker.abandon(worker)
+                    raise _Abandoned()
+    ok, value = future.result()
+    if not ok:
+        raise value
+    return value
+
+
+def _async_flag(code_obj: CodeType) -> bool:
+    return bool(code_obj.co_flags & inspect.CO_COROUTINE)
+
+
+def _compile_steps(tree: ast.Module, last: ast.Expression | None,
+                   filename: str) -> tuple[list[tuple[bool, list[CodeType]]], tuple[bool, CodeType] | None]:
+    """Compile the cell statement by statement (as IPython does) and group them.
+
+    A statement that uses top-level ``await`` compiles to a code object with CO_COROUTINE;
+    it must run on the loop. All others run on a worker thread, consecutive ones in one
+    job. In a mixed cell, only the statements that await stay on the loop, so a busy loop
+    before or after an ``await`` is still interruptible by the Abort button.
+    """
+    flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+    groups: list[tuple[bool, list[CodeType]]] = []
+    for node in tree.body:
+        module = ast.Module(body=[node], type_ignores=[])
+        code_obj = compile(module, filename, "exec", flags=flags, dont_inherit=True)
+        is_async = _async_flag(code_obj)
+        if groups and not is_async and not groups[-1][0]:
+            groups[-1][1].append(code_obj)
+        else:
+            groups.append((is_async, [code_obj]))
+    value = None
+    if last is not None:
+        code_obj = compile(last, filename, "eval", flags=flags, dont_inherit=True)
+        value = (_async_flag(code_obj), code_obj)
+    return groups, value
+
+
+def _format_value(shell: Any, value: Any) -> tuple[dict, dict, str | None] | None:
+    if value is None:
+        return None
+    data, metadata = shell.display_formatter.format(value)
+    return data, metadata, (value_text(value, data) if data else None)
+
+
 async def _execute(shell: Any, code: str, sink: OutputSink, run: ToolInterrupt) -> _Outcome:
     out = _Outcome()
     filename = "<agent-code>"
     plt = sys.modules.get("matplotlib.pyplot")
     figures_before = set(plt.get_fignums()) if plt is not None else set()
+    user_global_ns, user_ns = shell.user_global_ns, shell.user_ns
     with capture(sink.stream, sink.display):
         try:
             with run.running():
@@ -261,24 +385,50 @@ async def _execute(shell: Any, code: str, sink: OutputSink, run: ToolInterrupt) 
                 last = None
                 if tree.body and isinstance(tree.body[-1], ast.Expr) and not _quiet(src):
                     last = ast.Expression(tree.body.pop().value)
-                flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
-                body = compile(tree, filename, "exec", flags=flags, dont_inherit=True)
-                result = eval(body, shell.user_global_ns, shell.user_ns)
-            if inspect.iscoroutine(result):
-                await run.drive(result)
-            if last is not None:
-                with run.running():
-                    expr = compile(last, filename, "eval", flags=flags, dont_inherit=True)
-                    value = eval(expr, shell.user_global_ns, shell.user_ns)
-                if inspect.iscoroutine(value):
-                    value = await run.drive(value)
-                if value is not None:
+                groups, last_step = _compile_steps(tree, last, filename)
+            formatted = None
+            for index, (is_async, codes) in enumerate(groups):
+                if is_async:
                     with run.running():
-                        data, metadata = shell.display_formatter.format(value)
-                        text = value_text(value, data) if data else None
-                    if data:
-                        out.value = {"data": redact_bundle(data), "metadata": redact_data(metadata)}
-                        out.value_text = redact(text) if text is not None else None
+                        result = eval(codes[0], user_global_ns, user_ns)
+                    if inspect.iscoroutine(result):
+                        await run.drive(result)
+                    continue
+                # The value joins the job of the last group when both are synchronous.
+                value_code = None
+                if index == len(groups) - 1 and last_step is not None and not last_step[0]:
+                    value_code, last_step = last_step[1], None
+
+                def run_sync(codes: list[CodeType] = codes, value_code: CodeType | None = value_code) -> Any:
+                    for code_obj in codes:
+                        exec(code_obj, user_global_ns, user_ns)
+                    if value_code is None:
+                        return None
+                    return _format_value(shell, eval(value_code, user_global_ns, user_ns))
+
+                formatted = await _on_worker(run, sink, run_sync)
+            if last_step is not None:
+                is_async, value_code = last_step
+                if is_async:
+                    with run.running():
+                        value = eval(value_code, user_global_ns, user_ns)
+                    if inspect.iscoroutine(value):
+                        value = await run.drive(value)
+                    # Formatting calls the value's own repr code: also off the loop.
+                    formatted = None if value is None else await _on_worker(
+                        run, sink, lambda: _format_value(shell, value))
+                else:
+                    formatted = await _on_worker(
+                        run, sink, lambda: _format_value(shell, eval(value_code, user_global_ns, user_ns)))
+            if formatted is not None:
+                data, metadata, text = formatted
+                if data:
+                    out.value = {"data": redact_bundle(data), "metadata": redact_data(metadata)}
+                    out.value_text = redact(text) if text is not None else None
+        except _Abandoned:
+            _clear_our_cancel(run)
+            out.interrupted = True
+            out.error = {"ename": "KeyboardInterrupt", "evalue": run.message + _BLOCKED_NOTE, "traceback": ""}
         except asyncio.CancelledError:
             if not run.requested:
                 raise  # the caller was cancelled: not ours to swallow
@@ -300,6 +450,8 @@ async def _execute(shell: Any, code: str, sink: OutputSink, run: ToolInterrupt) 
             }
             del exc, tb, evalue
         finally:
+            # On the loop, after the worker: figures made off the main thread are drawn here
+            # (what post_execute would do for a cell).
             try:
                 with run.running(check=False):
                     _show_and_close_figures(shell, _new_figures(figures_before))
@@ -326,7 +478,8 @@ async def run_code(
     loop = asyncio.get_running_loop()
     sink = OutputSink(loop, on_stream, on_display, stream_interval_s, max_detail_chars)
     started = time.monotonic()
-    with interrupt_main_for(signal, timeout_s=timeout_s, loop=loop) as run:
+    kernel = getattr(shell, "kernel", None)
+    with interrupt_main_for(signal, timeout_s=timeout_s, loop=loop, kernel=kernel) as run:
         task = loop.create_task(_execute(shell, code, sink, run), name="pi-notebook-python-tool")
         run.bind_task(task)
         try:

@@ -176,12 +176,15 @@ class OutputSink:
         """Move pending writes into the kept text; returns them merged per stream run."""
         with self._lock:
             pending, self._pending = self._pending, []
-        merged: list[list[str]] = []
+        # Parts are joined once per run: `+=` on a list item copies the string every time,
+        # quadratic for the many small writes a worker thread piles up between flushes.
+        runs: list[tuple[str, list[str]]] = []
         for name, text in pending:
-            if merged and merged[-1][0] == name:
-                merged[-1][1] += text
+            if runs and runs[-1][0] == name:
+                runs[-1][1].append(text)
             else:
-                merged.append([name, text])
+                runs.append((name, [text]))
+        merged = [[name, "".join(parts)] for name, parts in runs]
         for name, text in merged:
             self._raw[name].add(text)
         return merged

@@ -1,0 +1,98 @@
+"""Threads that run the synchronous parts of agent code, off the kernel's main thread.
+
+Why: code that runs on the main thread holds the kernel loop *and* the main shell. A widget
+click (a comm message) is then not processed until the code ends, on ipykernel 6.29 (no
+subshells) and 7.4 (the click is routed back to the main shell): the Abort button could not
+stop ``while True: pass`` (jupyter-mechanics.md, addendum trap 1). On a worker thread the loop
+stays free, so the click, streaming and other requests are handled at once.
+
+- ``submit(fn, context) -> (worker, concurrent.futures.Future)``: run ``context.run(fn)`` on an
+  idle worker (or a new one). The future gets fn's result or exception.
+- ``abandon(worker)``: the caller stops waiting (the code is stuck in a call that does not see
+  the asynchronous interrupt); the thread exits when its job ends instead of being reused.
+
+Workers are reused, most recently used first, so consecutive calls usually run on the same
+thread: thread-bound objects that agent code creates (``sqlite3`` connections, ...) keep
+working from one call to the next. At most ``_MAX_IDLE`` idle threads are kept.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextvars
+import itertools
+import queue
+import threading
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["abandon", "submit"]
+
+_MAX_IDLE = 2
+_numbers = itertools.count(1)
+_pool_lock = threading.Lock()
+_idle: list[_Worker] = []
+
+
+class _Worker(threading.Thread):
+    def __init__(self) -> None:
+        super().__init__(name=f"pi-notebook-agent-code-{next(_numbers)}", daemon=True)
+        self.jobs: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
+        self.abandoned = False
+
+    def run(self) -> None:
+        while True:
+            try:
+                job = self.jobs.get()
+                if job is None:
+                    return
+                job()
+            except BaseException:  # noqa: BLE001 - a late asynchronous KeyboardInterrupt
+                pass
+            if self.abandoned or not _release(self):
+                return
+
+
+def _release(worker: _Worker) -> bool:
+    with _pool_lock:
+        if len(_idle) >= _MAX_IDLE:
+            return False
+        _idle.append(worker)
+        return True
+
+
+def _acquire() -> _Worker:
+    with _pool_lock:
+        while _idle:
+            worker = _idle.pop()
+            if worker.is_alive():
+                return worker
+    worker = _Worker()
+    # Start it in an empty context: capture.py's Thread.start wrapper must not bind this
+    # long-lived thread to the capture of the call that happened to create it.
+    contextvars.Context().run(worker.start)
+    return worker
+
+
+def submit(fn: Callable[[], Any], context: contextvars.Context) -> tuple[_Worker, concurrent.futures.Future[Any]]:
+    """Run ``context.run(fn)`` on a worker thread (see the module docstring)."""
+    future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+
+    def job() -> None:
+        if not future.set_running_or_notify_cancel():
+            return
+        try:
+            result = context.run(fn)
+        except BaseException as exc:  # noqa: BLE001 - delivered to the waiting task
+            future.set_exception(exc)
+        else:
+            future.set_result(result)
+
+    worker = _acquire()
+    worker.jobs.put(job)
+    return worker, future
+
+
+def abandon(worker: _Worker) -> None:
+    """Stop reusing ``worker``: it exits once its current job returns."""
+    worker.abandoned = True
