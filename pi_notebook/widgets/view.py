@@ -194,6 +194,12 @@ class AgentView(W.VBox):
         self._header_dirty = True
         self._request()
 
+    def __repr__(self) -> str:
+        # The text/plain fallback of the displayed widget: what a frontend without
+        # widgets (or a notebook saved before the run ended) shows instead of the
+        # default dump of every child widget and its stylesheet.
+        return f"pi agent: {self._model_label} ({self._status})"
+
     def set_model_label(self, label: str) -> None:
         self._model_label = label
         self._header_dirty = True

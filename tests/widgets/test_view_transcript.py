@@ -187,3 +187,15 @@ async def test_transcript_elides_the_middle_of_huge_output(view, comms: CommLog)
     assert "```text\n0\n1\n2\n" in md and "19999\n```" in md
     assert "characters not shown] …" in md
     assert len(md) < 12_000
+
+
+def test_plain_text_fallback_is_short_and_readable():
+    """A frontend without widgets (or a notebook saved mid-run) shows repr(view)."""
+    import asyncio
+
+    from pi_notebook.widgets.view import AgentView
+
+    view = AgentView("faux/faux-1", asyncio.new_event_loop(), on_abort=lambda: None)
+    text = repr(view)
+    assert text.startswith("pi agent: faux/faux-1 (")
+    assert "<style" not in text and "children" not in text
