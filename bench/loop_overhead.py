@@ -22,12 +22,14 @@ on two workloads:
 
 Targets: Agent / floor <= 1.3 on text, <= 2 on the tool round trip.
 
-A fourth column, **minimum**, is the floor plus only the work that pi's protocol requires
-per delta, done the cheapest way this package knows (the unchecked constructors of
-``pi_notebook.ai.types``): one ``*_delta`` event on a live partial message, one shallow copy
-of that message and one ``message_update`` event, and one awaited call of the subscriber.
-No SSE decoding, no chunk mapping, no event queue, no loop: it is a lower bound for any
-faithful implementation in Python, so minimum/floor shows how much of the target is left.
+A fourth column, **minimum**, is the floor plus only the objects that pi's protocol requires
+per delta, built the cheapest way this package knows (the slot setters of
+``pi_notebook.ai.types``, as the hot paths use them): one ``*_delta`` event on a live partial
+message, one shallow copy of that message, one ``message_update`` event, and one awaited call
+of the subscriber. minimum/floor - 1 is what those required objects alone cost, as a share of
+the floor: when it is above 0.3, no faithful implementation that builds them can meet the 1.3
+target against this floor. (The Agent can come in below this row: its SSE decoding and JSON
+scanning are cheaper than the floor's ``aiter_lines`` + ``json.loads``, which the row keeps.)
 
     /work/venv/bin/python bench/loop_overhead.py [--reps N]
 """

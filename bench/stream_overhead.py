@@ -18,6 +18,11 @@ For each, in one run and interleaved, it measures ``time.process_time()`` of
 It prints the median CPU time of each, the ratio (target <= 1.15) and the 20k/2k ratio of
 ``stream()`` (about 10 means linear: no per-delta work that grows with the message).
 
+A third column, **minimum**, is the floor plus the one object pi's protocol requires per delta:
+a ``*_delta`` event on a live partial message, built with the slot setters of
+``pi_notebook.ai.types`` (the cheapest construction this package has). minimum/floor - 1 is that
+event's cost as a share of the floor, i.e. how much of the 0.15 allowance it takes by itself.
+
     /work/venv/bin/python bench/stream_overhead.py [--reps N]
 """
 
@@ -40,7 +45,10 @@ sys.path.insert(0, str(ROOT))
 
 from pi_notebook.ai import _http  # noqa: E402
 from pi_notebook.ai.stream import stream  # noqa: E402
-from pi_notebook.ai.types import Context, Model, UserMessage  # noqa: E402
+from pi_notebook.ai.types import (  # noqa: E402
+    SET_EXTRA, SET_FIELDS_SET, SET_MODEL_DICT, SET_PRIVATE, AssistantMessage, Context, Model,
+    TextContent, TextDeltaEvent, ToolCallDeltaEvent, UserMessage, new_instance,
+)
 
 WORDS = ["The", " sea", " is", " deep", " and", " full", " of", " life", ",", " fish", " swim", "."]
 
@@ -84,6 +92,40 @@ async def floor_run(client: httpx.AsyncClient, url: str) -> int:
     return count
 
 
+async def minimum_run(client: httpx.AsyncClient, url: str) -> int:
+    """The floor plus one event per delta on a live partial message (see the docstring)."""
+    partial = AssistantMessage(content=[TextContent(text="")], stop_reason="pending")
+    fields = partial.content[0].__dict__
+    count = 0
+    async with client.stream("POST", url, json={"model": "bench-model", "stream": True}) as response:
+        async for line in response.aiter_lines():
+            if line.startswith("data: ") and line != "data: [DONE]":
+                chunk = json.loads(line[6:])
+                count += 1
+                choices = chunk.get("choices")
+                delta = choices[0].get("delta") if choices else None
+                if not delta:
+                    continue
+                if "content" in delta:
+                    text = delta["content"] or ""
+                    so_far = fields["text"]
+                    fields["text"] = ""  # sole reference: CPython appends in place
+                    so_far += text
+                    fields["text"] = so_far
+                    event = new_instance(TextDeltaEvent)
+                    SET_MODEL_DICT(event, {"type": "text_delta", "content_index": 0, "delta": text,
+                                           "partial": partial})
+                else:
+                    event = new_instance(ToolCallDeltaEvent)
+                    SET_MODEL_DICT(event, {
+                        "type": "toolcall_delta", "content_index": 0,
+                        "delta": delta["tool_calls"][0]["function"]["arguments"], "partial": partial})
+                SET_FIELDS_SET(event, {"content_index", "delta", "partial"})
+                SET_EXTRA(event, None)
+                SET_PRIVATE(event, None)
+    return count
+
+
 async def stream_run(model: Model, context: Context) -> int:
     s = stream(model, context, api_key="bench-key")
     count = 0
@@ -112,23 +154,28 @@ async def measure(base: str, reps: int) -> None:
     client = httpx.AsyncClient(timeout=60)
     workloads = [("2,000 text deltas", 0, 2000), ("20,000 text deltas", 1, 20000),
                  ("200-fragment tool call", 2, 200), ("3 text deltas (per-request)", 3, 3)]
-    results: dict[str, tuple[float, float]] = {}
+    results: dict[str, tuple[float, float, float]] = {}
     for label, index, _n in workloads:
         url = f"{base}/{index}/v1/chat/completions"
         model = Model(id="bench-model", api="openai-completions", provider="openai",
                       base_url=f"{base}/{index}/v1")
         # warm up both paths (connections, imports, caches)
         await floor_run(client, url)
+        await minimum_run(client, url)
         await stream_run(model, context)
-        floor_times, ours_times = [], []
+        floor_times, minimum_times, ours_times = [], [], []
         for _ in range(reps):
             t0 = time.process_time()
             await floor_run(client, url)
             floor_times.append(time.process_time() - t0)
             t0 = time.process_time()
+            await minimum_run(client, url)
+            minimum_times.append(time.process_time() - t0)
+            t0 = time.process_time()
             await stream_run(model, context)
             ours_times.append(time.process_time() - t0)
-        results[label] = (statistics.median(floor_times), statistics.median(ours_times))
+        results[label] = (statistics.median(floor_times), statistics.median(minimum_times),
+                          statistics.median(ours_times))
     # Connection reuse: the shared per-loop client vs a new client (new TCP connection) per request.
     small = f"{base}/3/v1/chat/completions"
     shared_cpu, shared_wall = await _requests(small, 100, fresh=False)
@@ -136,10 +183,12 @@ async def measure(base: str, reps: int) -> None:
     await client.aclose()
     await _http.aclose_clients()
 
-    print(f"{'workload':<26}{'floor (ms)':>12}{'stream() (ms)':>15}{'ratio':>8}")
-    for label, (floor, ours) in results.items():
-        print(f"{label:<26}{floor * 1000:>12.2f}{ours * 1000:>15.2f}{ours / floor:>8.2f}")
-    small, large = results["2,000 text deltas"][1], results["20,000 text deltas"][1]
+    print(f"{'workload':<28}{'floor (ms)':>12}{'minimum (ms)':>14}{'stream() (ms)':>15}{'ratio':>8}"
+          f"{'minimum/floor':>15}")
+    for label, (floor, minimum, ours) in results.items():
+        print(f"{label:<28}{floor * 1000:>12.2f}{minimum * 1000:>14.2f}{ours * 1000:>15.2f}"
+              f"{ours / floor:>8.2f}{minimum / floor:>15.2f}")
+    small, large = results["2,000 text deltas"][2], results["20,000 text deltas"][2]
     print(f"stream() 20k / 2k CPU time: {large / small:.2f} (linear = 10)")
     print("target: ratio <= 1.15 for each workload")
     print(f"100 small requests, shared client: {shared_cpu * 10:.2f} ms CPU / {shared_wall * 10:.2f} ms wall "
