@@ -51,4 +51,5 @@ __all__ = [
 def make_notebook_tools(shell: Any, settings: Any = None) -> list[AgentTool]:
     """The agent's notebook tools bound to ``shell``: python, list_variables, inspect_variable."""
     conf = PythonToolSettings.from_any(settings)
-    return [make_python_tool(shell, conf), *make_variable_tools(shell, conf)]
+    # python gets the config object itself: it reads tool_timeout etc. at each call.
+    return [make_python_tool(shell, settings), *make_variable_tools(shell, conf)]

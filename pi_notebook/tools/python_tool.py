@@ -606,14 +606,16 @@ PYTHON_TOOL_PARAMETERS = {
 
 
 def make_python_tool(shell: Any, settings: Any = None) -> AgentTool:
-    """The ``python`` AgentTool bound to ``shell`` (settings: see PythonToolSettings.from_any)."""
-    conf = PythonToolSettings.from_any(settings)
+    """The ``python`` AgentTool bound to ``shell`` (settings: see PythonToolSettings.from_any;
+    a config object such as ``AgentMagics`` is read at each call, so ``%config`` changes
+    apply to the next call)."""
 
     async def execute(tool_call_id: str, params: Any, signal: Any = None,
                       on_update: Callable[[AgentToolResult], Any] | None = None) -> AgentToolResult:
         code = params.get("code") if isinstance(params, dict) else getattr(params, "code", None)
         if not isinstance(code, str):
             raise ValueError("the python tool needs a 'code' string argument")
+        conf = PythonToolSettings.from_any(settings)
 
         def on_stream(name: str, text: str) -> None:
             if on_update is not None:

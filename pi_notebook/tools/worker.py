@@ -22,6 +22,7 @@ import concurrent.futures
 import contextvars
 import itertools
 import queue
+import sys
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -74,6 +75,37 @@ def _acquire() -> _Worker:
     return worker
 
 
+# While agent code runs on a worker, the main thread must get the GIL quickly to handle a
+# click: every socket call of a message round trip gives the GIL up, and taking it back from
+# a thread that computes waits one switch interval (5 ms by default; measured ~200 ms for an
+# Abort click against `while True: pass`). A shorter interval while workers run fixes that.
+_SWITCH_INTERVAL_S = 0.0005
+_busy = 0
+_saved_interval: float | None = None
+
+
+def _busy_enter() -> None:
+    global _busy, _saved_interval
+    with _pool_lock:
+        _busy += 1
+        if _busy == 1:
+            current = sys.getswitchinterval()
+            if current > _SWITCH_INTERVAL_S:
+                _saved_interval = current
+                sys.setswitchinterval(_SWITCH_INTERVAL_S)
+
+
+def _busy_leave() -> None:
+    global _busy, _saved_interval
+    with _pool_lock:
+        _busy -= 1
+        if _busy == 0 and _saved_interval is not None:
+            # Put it back unless someone else changed it meanwhile.
+            if abs(sys.getswitchinterval() - _SWITCH_INTERVAL_S) < 1e-9:
+                sys.setswitchinterval(_saved_interval)
+            _saved_interval = None
+
+
 def submit(fn: Callable[[], Any], context: contextvars.Context) -> tuple[_Worker, concurrent.futures.Future[Any]]:
     """Run ``context.run(fn)`` on a worker thread (see the module docstring)."""
     future: concurrent.futures.Future[Any] = concurrent.futures.Future()
@@ -81,11 +113,14 @@ def submit(fn: Callable[[], Any], context: contextvars.Context) -> tuple[_Worker
     def job() -> None:
         if not future.set_running_or_notify_cancel():
             return
+        _busy_enter()
         try:
             result = context.run(fn)
         except BaseException as exc:  # noqa: BLE001 - delivered to the waiting task
+            _busy_leave()
             future.set_exception(exc)
         else:
+            _busy_leave()
             future.set_result(result)
 
     worker = _acquire()
