@@ -226,6 +226,8 @@ class Kernel:
 
     def shutdown(self) -> None:
         self._stop = True
+        # zmq sockets are not thread-safe: let the pump leave its poll before closing them
+        self._pump_thread.join(timeout=2)
         try:
             self.kc.stop_channels()
         finally:
