@@ -1,9 +1,15 @@
-"""Interrupting tool code that runs on the kernel's main thread.
+"""Interrupting tool code, on the kernel's main thread or on a worker thread.
 
-Tool code runs on the kernel loop (main thread). A runaway ``while True: pass`` there blocks the
-loop, so nothing scheduled on the loop can stop it; only a signal can. ipykernel sets SIGINT to
-``SIG_IGN`` while idle (and to its own handlers while a request runs), so the kernel's Stop
-button does nothing to background tool code by default (jupyter-mechanics.md §5).
+Synchronous tool code runs on a worker thread (``python_tool.py``); statements with top-level
+``await`` run on the kernel loop (main thread). A runaway ``while True: pass`` on the loop
+blocks it, so nothing scheduled on the loop can stop it; only a signal can. ipykernel sets
+SIGINT to ``SIG_IGN`` while idle (and to its own handlers while a request runs), so the
+kernel's Stop button does nothing to background tool code by default (jupyter-mechanics.md §5).
+
+``forward_sigint`` (entered by ``interrupt_main_for`` for the whole execution) keeps our SIGINT
+handler installed while any tool code runs: the Stop button then interrupts the code wherever
+it is (worker: asynchronous KeyboardInterrupt; awaiting: task cancel; main thread: raised in
+the handler). ipykernel swaps handlers around each request; see ``forward_sigint``.
 
 How it works:
 
@@ -23,7 +29,8 @@ How it works:
     ``PyThreadState_SetAsyncExc`` with KeyboardInterrupt;
   * if the run is awaiting: cancels the run's task on its loop (``call_soon_threadsafe``);
   * if it is between the two, the next step raises KeyboardInterrupt at its start.
-  Code that swallows KeyboardInterrupt is kicked again every second (a few times).
+  Code that swallows KeyboardInterrupt is kicked again every 0.25 s (for 5 s), also after
+  the tool stopped waiting for a stuck worker.
 - ``ToolInterrupt.drive(coro)`` wraps a coroutine so that each of its steps runs inside
   ``running()`` (a small trampoline in place of ``await coro``).
 

@@ -15,6 +15,30 @@ jupyter-mechanics.md §5):
 - errors carry IPython-style traceback text; the code runs in its own task on the caller's loop,
   interruptible by the AbortSignal, the timeout and the kernel's Stop button (``interrupt.py``).
 
+Where the code runs (jupyter-mechanics.md, addendum trap 1): the cell is compiled statement by
+statement, as IPython does. Statements that use top-level ``await`` (their code object has
+CO_COROUTINE) run on the loop, step by step. All other statements, consecutive ones together,
+and the formatting of the value run on a worker thread (``worker.py``) in a copy of the task's
+context, so the routed capture follows them. Meanwhile the kernel loop and the main shell are
+free: the Abort click is processed at once and interrupts the worker with an asynchronous
+KeyboardInterrupt, the view keeps streaming, other cells run. Consequences:
+
+- a busy ``while True: pass`` is stopped by Abort, Stop and the timeout within milliseconds;
+  a call that never returns to Python (``time.sleep(60)``, a long C routine) cannot see the
+  interrupt: after ``_ABANDON_GRACE_S`` the tool reports the interrupt and stops waiting; the
+  code stops as soon as that call returns, and its later output is dropped;
+- in a mixed cell only the statements with ``await`` stay on the loop (a busy loop there is
+  stopped by Stop and the timeout through SIGINT on the main thread, as before, but not by an
+  Abort click, which cannot be processed while the loop is busy);
+- new matplotlib figures are displayed and closed on the loop after the worker finished;
+  Agg/inline figures can be made off the main thread, GUI backends (``%matplotlib qt/tk``)
+  cannot, so they are not supported in agent code;
+- thread-bound state: consecutive calls normally reuse the same worker thread, but objects
+  bound to the main thread (a ``sqlite3`` connection made in a user cell, asyncio's loop of
+  the main thread) are not usable from agent code; ``asyncio.run()`` works there;
+- ``input()`` reads the kernel's stdin (EOFError while idle); ``exit()`` is refused
+  (``capture.py``); ``%timeit``, ``%time``, ``!cmd`` work.
+
 ``on_stream(name, text)`` receives *redacted*, coalesced chunks (at most one per
 ``stream_interval_s`` per stream, a possible secret prefix held back until it is complete,
 live text capped at ``max_detail_chars`` per stream); ``on_display(data, metadata)`` receives
