@@ -254,3 +254,5 @@ def test_consecutive_calls_share_the_worker_thread(driver: Kernel) -> None:
     k.ok("start_tool('t2', 'con.execute(\"select 41 + 1\").fetchone()[0]')")
     second = _tool_result(k, "t2")["result"]["details"]
     assert second["error"] is None and second["value"]["data"]["text/plain"] == "42"
+    # no worker runs any more: the default GIL switch interval is back
+    assert k.ev("__import__('sys').getswitchinterval()") == 0.005

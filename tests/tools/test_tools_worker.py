@@ -136,9 +136,9 @@ async def test_sigint_guard_ending_inside_a_request_fixes_the_kernels_saved_hand
         signal.signal(signal.SIGINT, previous)
 
 
-async def test_switch_interval_is_restored() -> None:
-    before = __import__("sys").getswitchinterval()
+async def test_switch_interval_is_shorter_while_a_worker_runs() -> None:
+    # (put back when no worker runs: checked in a fresh kernel, test_tools_agent_interrupt.py;
+    # here workers abandoned by earlier tests may still be sleeping)
     with routed():
         result = await run_code(get_shell(), "import sys\nsys.getswitchinterval()")
-    assert float(result.value["data"]["text/plain"]) < before
-    assert __import__("sys").getswitchinterval() == before
+    assert float(result.value["data"]["text/plain"]) <= 0.0005
