@@ -598,6 +598,10 @@ class Runtime:
             return  # the run's own prompt, already shown
         self.queued.pop(item.token, None)
         item.origin_view.remove_queued(item.token)
+        if item.own_view is None or item.own_view is run.active_view:
+            # Announce it with its kind (steer / follow-up) before the view sees the
+            # message_start: the queued row that carried the label is gone by then.
+            run.active_view.add_user_message(item.text, item.kind)
         if item.own_view is not None and item.own_view is not run.active_view:
             # A queued %%agent cell: the answer from here on belongs under that cell.
             self.freeze_view(run.active_view, "done")

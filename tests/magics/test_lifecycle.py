@@ -84,6 +84,8 @@ async def test_steer_is_delivered_after_tool_batch_before_next_model_call(shell,
     delivered = [e for e in view.events if e.type == "message_start" and e.message.role == "user"]
     assert [_texts([e.message])[0][1] for e in delivered] == ["do it",
                                                                 "use {braces} and $dollars literally"]
+    # announced with its label (the view shows "Steer", not "You") before its message_start
+    assert ("user", "steer", "use {braces} and $dollars literally") in view.calls
 
 
 async def test_followup_lands_after_final_answer(shell, faux):
@@ -104,6 +106,7 @@ async def test_followup_lands_after_final_answer(shell, faux):
     await settle()
     assert calls == ["first", ["user", "assistant", "user"]]
     assert _texts(rt.agent.state.messages)[2] == ("user", "and then this")
+    assert ("user", "followup", "and then this") in FakeView.instances[-1].calls
 
 
 async def test_agent_cell_while_running_is_queued_into_its_own_view(shell, faux):
