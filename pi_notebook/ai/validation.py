@@ -26,11 +26,9 @@ import copy
 import json
 import math
 import re
+import sys
 from collections import OrderedDict
 from typing import Any
-
-from jsonschema import Draft7Validator, Draft202012Validator
-from jsonschema.validators import validator_for
 
 __all__ = ["validate_tool_call", "validate_tool_arguments", "ToolNotFoundError",
            "ToolArgumentsError", "coerce_with_json_schema", "normalize_optional_nulls"]
@@ -218,8 +216,34 @@ def _uses_tuple_items(schema: Any) -> bool:
     return False
 
 
+def _jsonschema() -> Any:
+    """Import jsonschema on first validation, without its slowest optional extra.
+
+    ``import jsonschema`` eagerly tries the format-checker helpers; one of them,
+    ``rfc3987_syntax``, compiles a grammar for about a second. We never check
+    ``format``, so it is hidden during that one import (and only if nobody imported
+    it before), which keeps the first tool call of a kernel fast.
+    """
+    module = sys.modules.get("jsonschema")
+    if module is not None:
+        return module
+    hide = "rfc3987_syntax" not in sys.modules
+    if hide:
+        sys.modules["rfc3987_syntax"] = None  # type: ignore[assignment]  # -> ImportError
+    try:
+        import jsonschema
+        import jsonschema.validators
+    finally:
+        if hide and sys.modules.get("rfc3987_syntax", False) is None:
+            del sys.modules["rfc3987_syntax"]
+    return jsonschema
+
+
 def _validator_class(schema: dict[str, Any]) -> Any:
+    jsonschema = _jsonschema()
+    Draft7Validator, Draft202012Validator = jsonschema.Draft7Validator, jsonschema.Draft202012Validator
     if "$schema" in schema:
+        validator_for = jsonschema.validators.validator_for
         return validator_for(schema, default=Draft202012Validator)
     # "items": [...] (tuple form) is only meaningful before 2020-12, which pi's TypeBox accepts.
     return Draft7Validator if _uses_tuple_items(schema) else Draft202012Validator

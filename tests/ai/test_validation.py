@@ -247,3 +247,24 @@ def test_a_bare_pydantic_class_as_parameters_is_used_as_the_model():
 
     out = validate_tool_call([ClassTool("pt", Point)], _call({"x": "3"}, "pt"))
     assert out == Point(x=3, y=0)
+
+
+def test_first_validation_skips_jsonschemas_slow_optional_import_but_leaves_it_importable():
+    """jsonschema eagerly imports rfc3987_syntax (about 1 s of grammar compiling) that we
+    never use; the first tool call must not pay for it, and others may still import it."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from pi_notebook.ai.validation import validate_tool_arguments\n"
+        "class T: name='t'; parameters={'type':'object','properties':{'a':{'type':'integer'}}}; "
+        "parameters_model=None\n"
+        "class C: name='t'; arguments={'a': '42'}\n"
+        "assert validate_tool_arguments(T(), C()) == {'a': 42}\n"
+        "assert 'rfc3987_syntax' not in sys.modules\n"
+        "import importlib.util\n"
+        "print(importlib.util.find_spec('rfc3987_syntax') is not None)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
