@@ -26,6 +26,12 @@ Also routed: ``shell.ask_exit`` (what IPython's ``exit``/``quit`` call). Inside 
 raises ``SystemExit`` instead, so agent code cannot shut the user's kernel down; the tool
 reports it as an error.
 
+Also routed: ``input()`` and ``getpass.getpass()``. Inside a capture they raise
+``StdinNotImplementedError`` with a clear message: nobody can answer agent code (and from a
+worker thread during a user's request, ipykernel's own ``raw_input`` would ask the user in the
+wrong cell). Both ``builtins`` (the kernel while idle) and ``kernel.raw_input`` /
+``kernel.getpass`` (what ipykernel installs for each request) are guarded.
+
 Also routed: matplotlib-inline's ``flush_figures`` (a ``post_execute`` callback that displays
 and closes *all* open figures in the current request). While agent code runs on a worker
 thread (``hold_figure_flush()``), a request that ends meanwhile skips it, so a half-made agent
@@ -218,6 +224,7 @@ class _InstallState:
         self.thread_start: Callable[..., Any] | None = None
         self.ask_exit: Callable[..., Any] | None = None
         self.trigger: Callable[..., Any] | None = None
+        self.input_guards: list[tuple[Any, str, Any, bool]] = []  # (owner, name, guard, was own attr)
 
 
 _state = _InstallState()
@@ -259,6 +266,7 @@ def install_capture(shell: Any) -> None:
         threading.Thread.start = _thread_start  # type: ignore[method-assign]
         _install_exit_guard(shell)
         _install_flush_guard(shell)
+        _install_input_guards(shell)
         _state.installed = True
 
 
@@ -279,6 +287,49 @@ def _install_exit_guard(shell: Any) -> None:
     ask_exit._pi_was_instance_attr = "ask_exit" in shell.__dict__  # type: ignore[attr-defined]
     shell.ask_exit = ask_exit  # instance attribute shadows the method
     _state.ask_exit = ask_exit
+
+
+INPUT_REFUSED = ("input() is not available to agent code: nobody can answer it. "
+                 "Ask the user in your reply instead.")
+
+
+def _refusing(orig: Callable[..., Any]) -> Callable[..., Any]:
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        if _active() is not None:
+            from IPython.core.error import StdinNotImplementedError
+
+            raise StdinNotImplementedError(INPUT_REFUSED)
+        return orig(*args, **kwargs)
+
+    guarded._pi_orig = orig  # type: ignore[attr-defined]
+    return guarded
+
+
+def _install_input_guards(shell: Any) -> None:
+    import builtins
+    import getpass
+
+    targets: list[tuple[Any, str]] = [(builtins, "input"), (getpass, "getpass")]
+    kernel = getattr(shell, "kernel", None)
+    if kernel is not None:
+        targets += [(kernel, name) for name in ("raw_input", "getpass") if hasattr(kernel, name)]
+    for owner, name in targets:
+        orig = getattr(owner, name)
+        was_own = name in getattr(owner, "__dict__", {})
+        guard = _refusing(orig)
+        setattr(owner, name, guard)  # on the kernel: an instance attribute shadows the method
+        _state.input_guards.append((owner, name, guard, was_own))
+
+
+def _uninstall_input_guards() -> None:
+    for owner, name, guard, was_own in reversed(_state.input_guards):
+        if getattr(owner, "__dict__", {}).get(name) is not guard:
+            continue  # replaced since (e.g. ipykernel mid-request): the guard passes through
+        if was_own or isinstance(owner, type(sys)):
+            setattr(owner, name, guard._pi_orig)
+        else:
+            delattr(owner, name)
+    _state.input_guards = []
 
 
 _flush_holds = 0
@@ -364,6 +415,7 @@ def _uninstall_locked() -> None:
             shell.__dict__["ask_exit"] = guard._pi_orig  # type: ignore[attr-defined]
         else:
             del shell.__dict__["ask_exit"]
+    _uninstall_input_guards()
     trigger = _state.trigger
     events = getattr(shell, "events", None)
     if trigger is not None and events is not None and events.__dict__.get("trigger") is trigger:

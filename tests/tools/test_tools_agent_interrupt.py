@@ -13,6 +13,7 @@ them generously to catch hangs (the goal is 1 s).
 from __future__ import annotations
 
 import json
+import queue
 import sys
 import time
 from pathlib import Path
@@ -256,3 +257,17 @@ def test_consecutive_calls_share_the_worker_thread(driver: Kernel) -> None:
     assert second["error"] is None and second["value"]["data"]["text/plain"] == "42"
     # no worker runs any more: the default GIL switch interval is back
     assert k.ev("__import__('sys').getswitchinterval()") == 0.005
+
+
+def test_input_during_a_user_request_is_refused(driver: Kernel) -> None:
+    # during a request ipykernel replaces builtins.input with its raw_input (an input_request
+    # to the frontend); agent code must not reach it from its worker either
+    k = driver
+    k.ok("start_tool('ask', 'import time\\ntime.sleep(0.3)\\ninput(\"name? \")')")
+    user = k.ok("import time\ntime.sleep(1.0)\nprint('user cell done')", timeout=20)
+    details = _tool_result(k, "ask")["result"]["details"]
+    assert details["error"]["ename"] == "StdinNotImplementedError"
+    assert k.text_of(user["msg_id"]) == "user cell done\n"
+    # no input_request reached the frontend (they come on the stdin channel)
+    with pytest.raises(queue.Empty):
+        k.kc.get_stdin_msg(timeout=0.2)

@@ -142,3 +142,18 @@ async def test_switch_interval_is_shorter_while_a_worker_runs() -> None:
     with routed():
         result = await run_code(get_shell(), "import sys\nsys.getswitchinterval()")
     assert float(result.value["data"]["text/plain"]) <= 0.0005
+
+
+async def test_input_and_getpass_are_refused_with_a_clear_message() -> None:
+    import builtins
+    import getpass
+
+    shell = get_shell()
+    original = builtins.input, getpass.getpass
+    with routed():
+        asked = await run_code(shell, "input('your name? ')")
+        secret = await run_code(shell, "import getpass\ngetpass.getpass()")
+    for result in (asked, secret):
+        assert result.error["ename"] == "StdinNotImplementedError"
+        assert "not available to agent code" in result.error["evalue"]
+    assert (builtins.input, getpass.getpass) == original  # put back with the proxies
