@@ -33,10 +33,14 @@ from ..options import (adjust_max_tokens_for_thinking, build_base_options,
 from ..stream import register_api_provider
 from ..transform import normalize_anthropic_tool_call_id, sanitize_surrogates, transform_messages
 from ..types import (
-    AssistantMessage, Context, DoneEvent, ErrorEvent, Model, StartEvent, TextContent,
+    AssistantMessage, Context, DoneEvent, Model, StartEvent, TextContent,
     TextDeltaEvent, TextEndEvent, TextStartEvent, ThinkingContent, ThinkingDeltaEvent,
     ThinkingEndEvent, ThinkingStartEvent, ToolCall, ToolCallDeltaEvent, ToolCallEndEvent,
-    ToolCallStartEvent, Usage,
+    ToolCallStartEvent,
+)
+from ._common import (
+    AUTHENTICATED, ProviderStreamError, append_text, compat as _compat, decode_json, fail,
+    has_header, merge_headers, new_output, tool_schema,
 )
 
 __all__ = [
@@ -46,33 +50,11 @@ __all__ = [
 ]
 
 API = "anthropic-messages"
-AUTHENTICATED = "<authenticated>"
 ANTHROPIC_VERSION = "2023-06-01"
 INTERLEAVED_THINKING_BETA = "interleaved-thinking-2025-05-14"
 FINE_GRAINED_TOOL_STREAMING_BETA = "fine-grained-tool-streaming-2025-05-14"
 REDACTED_PLACEHOLDER = "[Reasoning redacted]"
 _AUTH_HEADERS = ("authorization", "x-api-key", "cf-aig-authorization")
-
-
-class ProviderStreamError(Exception):
-    """A failure reported by the provider inside an otherwise healthy stream."""
-
-
-def _append(block: Any, field: str, delta: str) -> None:
-    """``block.<field> += delta`` in amortised O(len(delta)).
-
-    Dropping the block's own reference first leaves the string with a single owner,
-    so CPython can grow it in place instead of copying the whole text per delta.
-    """
-    d = block.__dict__
-    text = d[field] or ""
-    d[field] = ""
-    text += delta
-    d[field] = text
-
-
-def _compat(model: Model) -> Mapping[str, Any]:
-    return model.compat or {}
 
 
 # --- request ---------------------------------------------------------------------------
@@ -200,14 +182,6 @@ def convert_messages(messages: list[Any], model: Model) -> list[dict[str, Any]]:
     return out
 
 
-def _tool_schema(tool: Any) -> dict[str, Any]:
-    """A tool's JSON Schema; AgentTools may carry a pydantic model class instead of a dict."""
-    params = getattr(tool, "parameters", None)
-    if hasattr(params, "model_json_schema"):
-        return params.model_json_schema()
-    return dict(params) if isinstance(params, Mapping) else {"type": "object", "properties": {}}
-
-
 def _convert_tools(tools: list[Any], model: Model, cache_control: dict[str, Any] | None
                    ) -> list[dict[str, Any]]:
     compat = _compat(model)
@@ -215,7 +189,7 @@ def _convert_tools(tools: list[Any], model: Model, cache_control: dict[str, Any]
     strict_ok = bool(compat.get("supportsStrictTools"))
     out: list[dict[str, Any]] = []
     for tool in tools:
-        schema = _tool_schema(tool)
+        schema = tool_schema(tool)
         entry: dict[str, Any] = {
             "name": tool.name,
             "description": tool.description or "",
@@ -304,10 +278,6 @@ def build_params(model: Model, context: Context, options: Mapping[str, Any]) -> 
     return params
 
 
-def _has_header(headers: Mapping[str, Any] | None, names: tuple[str, ...]) -> bool:
-    return any(k.lower() in names and v for k, v in (headers or {}).items())
-
-
 def build_headers(model: Model, api_key: str | None, options: Mapping[str, Any],
                   params: Mapping[str, Any]) -> dict[str, str]:
     """Request headers; ``options.headers`` win, and a ``None`` value removes a header."""
@@ -327,12 +297,7 @@ def build_headers(model: Model, api_key: str | None, options: Mapping[str, Any],
         merged["x-api-key"] = api_key
     if betas:
         merged["anthropic-beta"] = ",".join(betas)
-    for source in (model.headers, options.get("headers")):
-        for key, value in (source or {}).items():
-            for existing in [k for k in merged if k.lower() == key.lower()]:
-                del merged[existing]
-            merged[key] = value
-    return {k: v for k, v in merged.items() if v is not None}
+    return merge_headers(merged, model, options)
 
 
 # --- stream mapping --------------------------------------------------------------------
@@ -462,7 +427,7 @@ class AnthropicEventMapper:
         if kind == "text_delta":
             if block.type == "text":
                 text = delta.get("text") or ""
-                fields = block.__dict__  # in-place append, see _append
+                fields = block.__dict__  # in-place append, see append_text
                 whole = fields["text"]
                 fields["text"] = ""
                 whole += text
@@ -471,7 +436,7 @@ class AnthropicEventMapper:
         elif kind == "thinking_delta":
             if block.type == "thinking":
                 text = delta.get("thinking") or ""
-                _append(block, "thinking", text)
+                append_text(block, "thinking", text)
                 self._emit(ThinkingDeltaEvent(content_index=index, delta=text, partial=self.output))
         elif kind == "input_json_delta":
             if block.type == "toolCall":
@@ -487,7 +452,7 @@ class AnthropicEventMapper:
                 self._emit(ToolCallDeltaEvent(content_index=index, delta=fragment, partial=self.output))
         elif kind == "signature_delta":
             if block.type == "thinking":
-                _append(block, "thinking_signature", delta.get("signature") or "")  # no event (pi)
+                append_text(block, "thinking_signature", delta.get("signature") or "")  # no event (pi)
 
     def _on_content_block_stop(self, data: Mapping[str, Any]) -> None:
         index, block = self._block(data)
@@ -570,20 +535,9 @@ _HANDLERS = {
 }  # any other event (ping, unknown kinds) is ignored
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"Unexpected token {name}")  # JSON.parse rejects NaN / Infinity
-
-
-# One decoder for the hot path (json.loads with options builds a new one per call).
-_decode = json.JSONDecoder(parse_constant=_reject_constant).decode
 
 
 # --- the stream ------------------------------------------------------------------------
-
-def _new_output(model: Model) -> AssistantMessage:
-    return AssistantMessage(content=[], api=model.api, provider=model.provider, model=model.id,
-                            usage=Usage(), stop_reason="pending")
-
 
 OAUTH_UNSUPPORTED = ("Claude OAuth tokens (sk-ant-oat...) are not supported by pi_notebook; "
                      "set ANTHROPIC_API_KEY to an Anthropic API key instead")
@@ -602,15 +556,15 @@ def _resolve_api_key(model: Model, options: Mapping[str, Any]) -> str | None:
 
 async def _run(model: Model, context: Context, options: Mapping[str, Any],
                stream: AssistantMessageEventStream) -> None:
-    output = _new_output(model)
+    output = new_output(model)
     signal = options.get("signal")
     mapper = AnthropicEventMapper(model, output, stream)
     api_key: str | None = None
     try:
         api_key = _resolve_api_key(model, options)
         if not api_key and needs_api_key(model.provider) \
-                and not _has_header(options.get("headers"), _AUTH_HEADERS) \
-                and not _has_header(model.headers, _AUTH_HEADERS):
+                and not has_header(options.get("headers"), _AUTH_HEADERS) \
+                and not has_header(model.headers, _AUTH_HEADERS):
             raise ProviderStreamError(missing_key_message(model.provider))
         if api_key and "sk-ant-oat" in api_key:
             raise ProviderStreamError(OAUTH_UNSUPPORTED)
@@ -660,12 +614,12 @@ async def _run(model: Model, context: Context, options: Mapping[str, Any],
         stream.end()
     except asyncio.CancelledError:
         mapper.flush()
-        _fail(stream, output, "Request was aborted", aborted=True)
+        fail(stream, output, "Request was aborted", aborted=True)
         raise
     except Exception as exc:  # every failure becomes the one terminal error event
         mapper.flush()  # updates mapped before the failure still reach the consumer, in order
         aborted = bool(signal is not None and signal.aborted)
-        _fail(stream, output, "Request was aborted" if aborted else _error_text(exc, api_key), aborted)
+        fail(stream, output, "Request was aborted" if aborted else _error_text(exc, api_key), aborted)
 
 
 def _dispatch(mapper: AnthropicEventMapper, sse: Any) -> None:
@@ -673,7 +627,7 @@ def _dispatch(mapper: AnthropicEventMapper, sse: Any) -> None:
     if not data_text or data_text == "[DONE]":  # some proxies end the stream OpenAI-style
         return
     try:
-        data = _decode(data_text)
+        data = decode_json(data_text)
     except ValueError:
         data = None
     if data is None:  # invalid escapes, raw control characters: repair, as pi does (item 120)
@@ -697,14 +651,6 @@ def _error_text(exc: BaseException, api_key: str | None) -> str:
     return _http.redact(text, (api_key,))
 
 
-def _fail(stream: AssistantMessageEventStream, output: AssistantMessage, message: str,
-          aborted: bool) -> None:
-    output.stop_reason = "aborted" if aborted else "error"
-    output.error_message = message
-    stream.push(ErrorEvent(reason=output.stop_reason, error=output))
-    stream.end()
-
-
 _tasks: set[asyncio.Task[Any]] = set()
 
 
@@ -714,7 +660,7 @@ def _start(coro_fn: Any, model: Model, context: Context, options: Mapping[str, A
     try:
         loop = asyncio.get_running_loop()
     except RuntimeError:
-        _fail(stream, _new_output(model), "stream() needs a running asyncio event loop", False)
+        fail(stream, new_output(model), "stream() needs a running asyncio event loop", False)
         return stream
     task = loop.create_task(coro_fn(model, context, dict(options), stream))
     _tasks.add(task)  # keep a strong reference until the request finishes
@@ -766,7 +712,7 @@ def stream_simple_anthropic_messages(model: Model, context: Context,
         mapped = simple_options(model, context, options, _resolve_api_key(model, options))
     except Exception as exc:  # bad options end the stream, they never raise
         stream = AssistantMessageEventStream()
-        _fail(stream, _new_output(model), str(exc) or type(exc).__name__, False)
+        fail(stream, new_output(model), str(exc) or type(exc).__name__, False)
         return stream
     return stream_anthropic_messages(model, context, mapped)
 

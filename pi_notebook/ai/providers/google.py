@@ -25,7 +25,7 @@ from typing import Any
 from .. import _http
 from .._sse import SSEDecoder
 from ..abort import AbortError
-from ..env import get_env_api_key, missing_key_message
+from ..env import missing_key_message
 from ..errors import describe_provider_error
 from ..event_stream import AssistantMessageEventStream
 from ..models import calculate_cost, clamp_thinking_level
@@ -34,10 +34,14 @@ from ..stream import register_api_provider
 from ..transform import (normalize_google_tool_call_id, requires_tool_call_id, sanitize_surrogates,
                          transform_messages)
 from ..types import (
-    AssistantMessage, Context, DoneEvent, ErrorEvent, Model, StartEvent, TextContent,
+    AssistantMessage, Context, DoneEvent, Model, StartEvent, TextContent,
     TextDeltaEvent, TextEndEvent, TextStartEvent, ThinkingContent, ThinkingDeltaEvent,
     ThinkingEndEvent, ThinkingStartEvent, ToolCall, ToolCallDeltaEvent, ToolCallEndEvent,
-    ToolCallStartEvent, Usage, now_ms,
+    ToolCallStartEvent, now_ms,
+)
+from ._common import (
+    ProviderStreamError, append_text, decode_json, fail, maybe_await, merge_headers,
+    new_output, resolve_api_key, tool_schema,
 )
 
 __all__ = [
@@ -47,23 +51,9 @@ __all__ = [
 ]
 
 API = "google-generative-ai"
-AUTHENTICATED = "<authenticated>"
 _BASE64 = re.compile(r"^[A-Za-z0-9+/]*={0,2}$")
 _GEMINI_VERSION = re.compile(r"gemini-(\d+)")
 _tool_ids = itertools.count(1)
-
-
-class ProviderStreamError(Exception):
-    """A failure reported by the provider inside an otherwise healthy stream."""
-
-
-def _append(block: Any, field: str, delta: str) -> None:
-    """``block.<field> += delta`` in amortised O(len(delta)) (see anthropic._append)."""
-    d = block.__dict__
-    text = d[field] or ""
-    d[field] = ""
-    text += delta
-    d[field] = text
 
 
 # --- model families ---------------------------------------------------------------------
@@ -219,14 +209,6 @@ def _thinking_config(model: Model, thinking: Mapping[str, Any] | None) -> dict[s
     return config or None
 
 
-def _tool_schema(tool: Any) -> dict[str, Any]:
-    """A tool's JSON Schema; AgentTools may carry a pydantic model class instead of a dict."""
-    params = getattr(tool, "parameters", None)
-    if hasattr(params, "model_json_schema"):
-        return params.model_json_schema()
-    return dict(params) if isinstance(params, Mapping) else {"type": "object", "properties": {}}
-
-
 def build_params(model: Model, context: Context, options: Mapping[str, Any]) -> dict[str, Any]:
     """The REST body of ``streamGenerateContent``."""
     params: dict[str, Any] = {"contents": convert_contents(model, context)}
@@ -244,7 +226,7 @@ def build_params(model: Model, context: Context, options: Mapping[str, Any]) -> 
         params["generationConfig"] = generation
     if context.tools:
         declarations = [{"name": t.name, "description": t.description or "",
-                         "parametersJsonSchema": _tool_schema(t)} for t in context.tools]
+                         "parametersJsonSchema": tool_schema(t)} for t in context.tools]
         params["tools"] = [{"functionDeclarations": declarations}]
         choice = options.get("tool_choice")
         strict = _is_gemini3_or_later(model.id) and any(
@@ -261,12 +243,7 @@ def build_headers(model: Model, api_key: str | None, options: Mapping[str, Any])
     merged: dict[str, str | None] = {"content-type": "application/json", "accept": "text/event-stream"}
     if api_key:
         merged["x-goog-api-key"] = api_key
-    for source in (model.headers, options.get("headers")):
-        for key, value in (source or {}).items():
-            for existing in [k for k in merged if k.lower() == key.lower()]:
-                del merged[existing]
-            merged[key] = value
-    return {k: v for k, v in merged.items() if v is not None}
+    return merge_headers(merged, model, options)
 
 
 # --- stream mapping --------------------------------------------------------------------
@@ -332,14 +309,14 @@ class GoogleChunkMapper:
             text = part["text"]
             if thinking:
                 if text:
-                    _append(block, "thinking", text)
+                    append_text(block, "thinking", text)
                     self._emit(ThinkingDeltaEvent(content_index=index, delta=text,
                                                         partial=self.output))
                 if signature:
                     block.thinking_signature = signature
             else:
                 if text:
-                    _append(block, "text", text)
+                    append_text(block, "text", text)
                     self._emit(TextDeltaEvent(content_index=index, delta=text,
                                                     partial=self.output))
                 if signature:
@@ -418,38 +395,14 @@ class GoogleChunkMapper:
 
 # --- the stream ------------------------------------------------------------------------
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"Unexpected token {name}")  # JSON.parse rejects NaN / Infinity
-
-
-# One decoder for the hot path (json.loads with options builds a new one per call).
-_decode = json.JSONDecoder(parse_constant=_reject_constant).decode
-
-
-def _new_output(model: Model) -> AssistantMessage:
-    return AssistantMessage(content=[], api=model.api, provider=model.provider, model=model.id,
-                            usage=Usage(), stop_reason="pending")
-
-
-def _resolve_api_key(model: Model, options: Mapping[str, Any]) -> str | None:
-    key = options.get("api_key")
-    if not (isinstance(key, str) and key.strip()):
-        key = get_env_api_key(model.provider, options.get("env"))
-    return None if key == AUTHENTICATED else key  # ambient credentials: not a key to send
-
-
-async def _maybe_await(value: Any) -> Any:
-    return await value if asyncio.iscoroutine(value) else value
-
-
 async def _run(model: Model, context: Context, options: Mapping[str, Any],
                stream: AssistantMessageEventStream) -> None:
-    output = _new_output(model)
+    output = new_output(model)
     signal = options.get("signal")
     mapper = GoogleChunkMapper(model, output, stream)
     api_key: str | None = None
     try:
-        api_key = _resolve_api_key(model, options)
+        api_key = resolve_api_key(model, options)
         if not api_key and not any(k.lower() == "x-goog-api-key" and v
                                    for k, v in (options.get("headers") or {}).items()):
             raise ProviderStreamError(missing_key_message(model.provider))
@@ -457,7 +410,7 @@ async def _run(model: Model, context: Context, options: Mapping[str, Any],
             raise AbortError("Request was aborted")
         params = build_params(model, context, options)
         if options.get("on_payload") is not None:
-            replaced = await _maybe_await(options["on_payload"](params, model))
+            replaced = await maybe_await(options["on_payload"](params, model))
             if replaced is not None:
                 params = replaced
         headers = build_headers(model, api_key, options)
@@ -469,7 +422,7 @@ async def _run(model: Model, context: Context, options: Mapping[str, Any],
             max_retry_delay_ms=options.get("max_retry_delay_ms", 60000), signal=signal)
         try:
             if options.get("on_response") is not None:
-                await _maybe_await(options["on_response"](
+                await maybe_await(options["on_response"](
                     {"status": response.status, "headers": dict(response.headers)}, model))
             stream.push(StartEvent(partial=output))
             decoder = SSEDecoder()
@@ -493,12 +446,12 @@ async def _run(model: Model, context: Context, options: Mapping[str, Any],
         stream.end()
     except asyncio.CancelledError:
         mapper.flush()
-        _fail(stream, output, "Request was aborted", aborted=True)
+        fail(stream, output, "Request was aborted", aborted=True)
         raise
     except Exception as exc:  # every failure becomes the one terminal error event
         mapper.flush()  # updates mapped before the failure still reach the consumer, in order
         aborted = bool(signal is not None and signal.aborted)
-        _fail(stream, output, "Request was aborted" if aborted else _error_text(exc, api_key), aborted)
+        fail(stream, output, "Request was aborted" if aborted else _error_text(exc, api_key), aborted)
 
 
 def _dispatch(mapper: GoogleChunkMapper, sse: Any) -> None:
@@ -506,7 +459,7 @@ def _dispatch(mapper: GoogleChunkMapper, sse: Any) -> None:
     if not data_text:
         return
     try:
-        chunk = _decode(data_text)
+        chunk = decode_json(data_text)
     except ValueError:
         raise ProviderStreamError(f"Google sent invalid JSON in an SSE event: {data_text[:200]}") from None
     mapper.handle(chunk)
@@ -520,14 +473,6 @@ def _error_text(exc: BaseException, api_key: str | None) -> str:
     return _http.redact(text, (api_key,))
 
 
-def _fail(stream: AssistantMessageEventStream, output: AssistantMessage, message: str,
-          aborted: bool) -> None:
-    output.stop_reason = "aborted" if aborted else "error"
-    output.error_message = message
-    stream.push(ErrorEvent(reason=output.stop_reason, error=output))
-    stream.end()
-
-
 _tasks: set[asyncio.Task[Any]] = set()
 
 
@@ -536,7 +481,7 @@ def _start(model: Model, context: Context, options: Mapping[str, Any]) -> Assist
     try:
         loop = asyncio.get_running_loop()
     except RuntimeError:
-        _fail(stream, _new_output(model), "stream() needs a running asyncio event loop", False)
+        fail(stream, new_output(model), "stream() needs a running asyncio event loop", False)
         return stream
     task = loop.create_task(_run(model, context, dict(options), stream))
     _tasks.add(task)  # keep a strong reference until the request finishes
@@ -622,10 +567,10 @@ def stream_simple_google_generative_ai(model: Model, context: Context,
                                        ) -> AssistantMessageEventStream:
     options = options or {}
     try:
-        mapped = simple_options(model, context, options, _resolve_api_key(model, options))
+        mapped = simple_options(model, context, options, resolve_api_key(model, options))
     except Exception as exc:  # e.g. an unknown thinking level: an error event, never a raise
         stream = AssistantMessageEventStream()
-        _fail(stream, _new_output(model), str(exc) or type(exc).__name__, False)
+        fail(stream, new_output(model), str(exc) or type(exc).__name__, False)
         return stream
     return stream_google_generative_ai(model, context, mapped)
 

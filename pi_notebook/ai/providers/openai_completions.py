@@ -64,6 +64,7 @@ from ..types import (
     ThinkingDeltaEvent, ThinkingEndEvent, ThinkingStartEvent, ToolCall, ToolCallDeltaEvent,
     ToolCallEndEvent, ToolCallStartEvent, Usage, new_instance as _new_instance,
 )
+from ._common import ProviderStreamError, new_output
 
 __all__ = [
     "API", "detect_compat", "get_compat", "convert_messages", "convert_tools", "build_params",
@@ -477,10 +478,6 @@ def _chat_url(model: Model) -> str:
 
 
 # --- stream mapping ----------------------------------------------------------------------
-
-class ProviderStreamError(Exception):
-    """An error reported inside a 200 stream (an ``error`` object, a bad payload)."""
-
 
 _scan_once = json.JSONDecoder().scan_once
 
@@ -908,11 +905,6 @@ async def _drain(chunks: Any, timeout: float = 2.0) -> None:
 _timeout_scope = getattr(asyncio, "timeout", None)
 
 
-def _new_output(model: Model) -> AssistantMessage:
-    return AssistantMessage(content=[], api=model.api, provider=model.provider, model=model.id,
-                            usage=Usage(), stop_reason="pending")
-
-
 def _error_text(exc: BaseException, secrets: tuple[str | None, ...]) -> str:
     """pi's text for a failed request (spec 5.3): ``"<status>: <body>"`` for HTTP errors, plus
     OpenRouter's ``error.metadata.raw`` on its own line when the text does not show it yet."""
@@ -940,7 +932,7 @@ async def _maybe_await(value: Any) -> Any:
 
 async def _run(model: Model, context: Context, options: Mapping[str, Any], api_key: str | None,
                stream: AssistantMessageEventStream) -> None:
-    output = _new_output(model)
+    output = new_output(model)
     signal = options.get("signal")
     secrets = (api_key,)
     try:
@@ -1018,7 +1010,7 @@ def _resolve_api_key(model: Model, options: Mapping[str, Any]) -> tuple[str | No
 
 def _error_stream(model: Model, message: str) -> AssistantMessageEventStream:
     stream = AssistantMessageEventStream()
-    output = _new_output(model)
+    output = new_output(model)
     output.stop_reason = "error"
     output.error_message = message
     stream.push(ErrorEvent(reason="error", error=output))

@@ -26,7 +26,7 @@ from .. import _http
 from .._json import parse_streaming_json
 from .._sse import SSEDecoder
 from ..abort import AbortError
-from ..env import get_env_api_key, missing_key_message, needs_api_key
+from ..env import missing_key_message, needs_api_key
 from ..errors import describe_provider_error
 from ..event_stream import AssistantMessageEventStream
 from ..models import calculate_cost, clamp_thinking_level
@@ -34,10 +34,14 @@ from ..options import build_base_options, resolve_cache_retention
 from ..stream import register_api_provider
 from ..transform import sanitize_surrogates, short_hash, transform_messages
 from ..types import (
-    AssistantMessage, Context, DoneEvent, ErrorEvent, Model, StartEvent, TextContent,
+    AssistantMessage, Context, DoneEvent, Model, StartEvent, TextContent,
     TextDeltaEvent, TextEndEvent, TextStartEvent, ThinkingContent, ThinkingDeltaEvent,
     ThinkingEndEvent, ThinkingStartEvent, ToolCall, ToolCallDeltaEvent, ToolCallEndEvent,
-    ToolCallStartEvent, Usage,
+    ToolCallStartEvent,
+)
+from ._common import (
+    ProviderStreamError, append_text, compat as _compat, decode_json, fail, has_header,
+    maybe_await, merge_headers, new_output, resolve_api_key, tool_schema,
 )
 
 __all__ = [
@@ -47,29 +51,11 @@ __all__ = [
 ]
 
 API = "openai-responses"
-AUTHENTICATED = "<authenticated>"
 ERROR_PREFIX = "OpenAI API error"
 ENDED_EARLY = "OpenAI Responses stream ended before a terminal response event"
 _ID_PROVIDERS = frozenset({"openai", "openai-codex", "opencode"})
 _AUTH_HEADERS = ("authorization", "cf-aig-authorization")
 _UNSAFE = re.compile(r"[^a-zA-Z0-9_-]")
-
-
-class ProviderStreamError(Exception):
-    """A failure reported by the provider inside an otherwise healthy stream."""
-
-
-def _append(block: Any, field: str, delta: str) -> None:
-    """``block.<field> += delta`` in amortised O(len(delta)) (see anthropic._append)."""
-    d = block.__dict__
-    text = d[field] or ""
-    d[field] = ""
-    text += delta
-    d[field] = text
-
-
-def _compat(model: Model) -> Mapping[str, Any]:
-    return model.compat or {}
 
 
 # --- ids -------------------------------------------------------------------------------
@@ -214,21 +200,13 @@ def convert_input(model: Model, context: Context) -> list[dict[str, Any]]:
     return items
 
 
-def _tool_schema(tool: Any) -> dict[str, Any]:
-    """A tool's JSON Schema; AgentTools may carry a pydantic model class instead of a dict."""
-    params = getattr(tool, "parameters", None)
-    if hasattr(params, "model_json_schema"):
-        return params.model_json_schema()
-    return dict(params) if isinstance(params, Mapping) else {"type": "object", "properties": {}}
-
-
 def _convert_tools(tools: list[Any], model: Model) -> list[dict[str, Any]]:
     strict_supported = _compat(model).get("supportsStrictMode") is not False
     out = []
     for tool in tools:
         entry: dict[str, Any] = {"type": "function", "name": tool.name,
                                  "description": tool.description or "",
-                                 "parameters": _tool_schema(tool)}
+                                 "parameters": tool_schema(tool)}
         if strict_supported:
             sampling = getattr(tool, "constrained_sampling", None)
             entry["strict"] = bool(isinstance(sampling, dict) and sampling.get("type") == "json_schema")
@@ -275,10 +253,6 @@ def build_params(model: Model, context: Context, options: Mapping[str, Any]) -> 
     return params
 
 
-def _has_header(headers: Mapping[str, Any] | None, names: tuple[str, ...]) -> bool:
-    return any(k.lower() in names and v for k, v in (headers or {}).items())
-
-
 def build_headers(model: Model, api_key: str | None, options: Mapping[str, Any]) -> dict[str, str]:
     merged: dict[str, str | None] = {
         "content-type": "application/json",
@@ -287,12 +261,7 @@ def build_headers(model: Model, api_key: str | None, options: Mapping[str, Any])
     }
     if api_key:
         merged["authorization"] = f"Bearer {api_key}"
-    for source in (model.headers, options.get("headers")):
-        for key, value in (source or {}).items():
-            for existing in [k for k in merged if k.lower() == key.lower()]:
-                del merged[existing]
-            merged[key] = value
-    return {k: v for k, v in merged.items() if v is not None}
+    return merge_headers(merged, model, options)
 
 
 # --- stream mapping --------------------------------------------------------------------
@@ -378,20 +347,20 @@ class ResponsesEventMapper:
         index, block = self._block(data, "thinking")
         if block is not None:
             delta = data.get("delta") or ""
-            _append(block, "thinking", delta)
+            append_text(block, "thinking", delta)
             self._emit(ThinkingDeltaEvent(content_index=index, delta=delta, partial=self.output))
 
     def _summary_part_done(self, data: Mapping[str, Any]) -> None:
         index, block = self._block(data, "thinking")
         if block is not None:
-            _append(block, "thinking", "\n\n")
+            append_text(block, "thinking", "\n\n")
             self._emit(ThinkingDeltaEvent(content_index=index, delta="\n\n", partial=self.output))
 
     def _text_delta(self, data: Mapping[str, Any]) -> None:
         index, block = self._block(data, "text")
         if block is not None:
             delta = data.get("delta") or ""
-            _append(block, "text", delta)
+            append_text(block, "text", delta)
             self._emit(TextDeltaEvent(content_index=index, delta=delta, partial=self.output))
 
     def _args_delta(self, data: Mapping[str, Any]) -> None:
@@ -592,47 +561,23 @@ _HANDLERS = {
 
 # --- the stream ------------------------------------------------------------------------
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"Unexpected token {name}")  # JSON.parse rejects NaN / Infinity
-
-
-# One decoder for the hot path (json.loads with options builds a new one per call).
-_decode = json.JSONDecoder(parse_constant=_reject_constant).decode
-
-
-def _new_output(model: Model) -> AssistantMessage:
-    return AssistantMessage(content=[], api=model.api, provider=model.provider, model=model.id,
-                            usage=Usage(), stop_reason="pending")
-
-
-def _resolve_api_key(model: Model, options: Mapping[str, Any]) -> str | None:
-    key = options.get("api_key")
-    if not (isinstance(key, str) and key.strip()):
-        key = get_env_api_key(model.provider, options.get("env"))
-    return None if key == AUTHENTICATED else key  # ambient credentials: not a key to send
-
-
-async def _maybe_await(value: Any) -> Any:
-    return await value if asyncio.iscoroutine(value) else value
-
-
 async def _run(model: Model, context: Context, options: Mapping[str, Any],
                stream: AssistantMessageEventStream) -> None:
-    output = _new_output(model)
+    output = new_output(model)
     signal = options.get("signal")
     mapper = ResponsesEventMapper(model, output, stream, options.get("service_tier"))
     api_key: str | None = None
     try:
-        api_key = _resolve_api_key(model, options)
+        api_key = resolve_api_key(model, options)
         if not api_key and needs_api_key(model.provider) \
-                and not _has_header(options.get("headers"), _AUTH_HEADERS) \
-                and not _has_header(model.headers, _AUTH_HEADERS):
+                and not has_header(options.get("headers"), _AUTH_HEADERS) \
+                and not has_header(model.headers, _AUTH_HEADERS):
             raise ProviderStreamError(missing_key_message(model.provider))
         if signal is not None and signal.aborted:
             raise AbortError("Request was aborted")
         params = build_params(model, context, options)
         if options.get("on_payload") is not None:
-            replaced = await _maybe_await(options["on_payload"](params, model))
+            replaced = await maybe_await(options["on_payload"](params, model))
             if replaced is not None:
                 params = replaced
         headers = build_headers(model, api_key, options)
@@ -644,7 +589,7 @@ async def _run(model: Model, context: Context, options: Mapping[str, Any],
             max_retry_delay_ms=options.get("max_retry_delay_ms", 60000), signal=signal)
         try:
             if options.get("on_response") is not None:
-                await _maybe_await(options["on_response"](
+                await maybe_await(options["on_response"](
                     {"status": response.status, "headers": dict(response.headers)}, model))
             stream.push(StartEvent(partial=output))
             decoder = SSEDecoder()
@@ -671,12 +616,12 @@ async def _run(model: Model, context: Context, options: Mapping[str, Any],
         stream.end()
     except asyncio.CancelledError:
         mapper.flush()
-        _fail(stream, output, "Request was aborted", aborted=True)
+        fail(stream, output, "Request was aborted", aborted=True)
         raise
     except Exception as exc:  # every failure becomes the one terminal error event
         mapper.flush()  # updates mapped before the failure still reach the consumer, in order
         aborted = bool(signal is not None and signal.aborted)
-        _fail(stream, output, "Request was aborted" if aborted else _error_text(exc, api_key), aborted)
+        fail(stream, output, "Request was aborted" if aborted else _error_text(exc, api_key), aborted)
 
 
 def _dispatch(mapper: ResponsesEventMapper, sse: Any) -> None:
@@ -684,7 +629,7 @@ def _dispatch(mapper: ResponsesEventMapper, sse: Any) -> None:
     if not data_text or data_text == "[DONE]":
         return
     try:
-        data = _decode(data_text)
+        data = decode_json(data_text)
     except ValueError:
         raise ProviderStreamError(
             f"OpenAI Responses sent invalid JSON in an SSE event: {data_text[:200]}") from None
@@ -699,14 +644,6 @@ def _error_text(exc: BaseException, api_key: str | None) -> str:
     return _http.redact(text, (api_key,))
 
 
-def _fail(stream: AssistantMessageEventStream, output: AssistantMessage, message: str,
-          aborted: bool) -> None:
-    output.stop_reason = "aborted" if aborted else "error"
-    output.error_message = message
-    stream.push(ErrorEvent(reason=output.stop_reason, error=output))
-    stream.end()
-
-
 _tasks: set[asyncio.Task[Any]] = set()
 
 
@@ -715,7 +652,7 @@ def _start(model: Model, context: Context, options: Mapping[str, Any]) -> Assist
     try:
         loop = asyncio.get_running_loop()
     except RuntimeError:
-        _fail(stream, _new_output(model), "stream() needs a running asyncio event loop", False)
+        fail(stream, new_output(model), "stream() needs a running asyncio event loop", False)
         return stream
     task = loop.create_task(_run(model, context, dict(options), stream))
     _tasks.add(task)  # keep a strong reference until the request finishes
@@ -751,10 +688,10 @@ def stream_simple_openai_responses(model: Model, context: Context,
                                    ) -> AssistantMessageEventStream:
     options = options or {}
     try:
-        mapped = simple_options(model, context, options, _resolve_api_key(model, options))
+        mapped = simple_options(model, context, options, resolve_api_key(model, options))
     except Exception as exc:  # bad options end the stream, they never raise
         stream = AssistantMessageEventStream()
-        _fail(stream, _new_output(model), str(exc) or type(exc).__name__, False)
+        fail(stream, new_output(model), str(exc) or type(exc).__name__, False)
         return stream
     return stream_openai_responses(model, context, mapped)
 
