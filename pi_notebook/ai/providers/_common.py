@@ -1,19 +1,27 @@
 """What the SSE wire adapters (anthropic, openai_responses, google) share.
 
-Only code whose logic is the same in every adapter lives here; each adapter keeps its
-own request building and its own event mapper.
+Only code whose logic is the same in every adapter lives here: small helpers and
+``run_sse_stream``, the request/stream skeleton of spec 5.2. Each adapter keeps its own
+request building, SSE event decoding and event mapper.
+
+openai_completions shares only the helpers: its skeleton differs where it matters (it
+stops at ``[DONE]`` and drains the body, parses payloads inline on the per-token path,
+and checks the key before the stream starts).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
 
+from .. import _http
+from .._sse import SSEDecoder
+from ..abort import AbortError
 from ..env import AUTHENTICATED, get_env_api_key
 from ..event_stream import AssistantMessageEventStream
-from ..types import AssistantMessage, ErrorEvent, Model, Usage
+from ..types import AssistantMessage, Context, DoneEvent, ErrorEvent, Model, StartEvent, Usage
 
 
 
@@ -97,3 +105,131 @@ def _reject_constant(name: str) -> Any:
 
 # One decoder for the hot path (json.loads with options builds a new one per call).
 decode_json = json.JSONDecoder(parse_constant=_reject_constant).decode
+
+
+# --- the request/stream skeleton (spec 5.2) ----------------------------------------------
+
+ABORTED = "Request was aborted"
+
+
+class StreamMapper(Protocol):
+    """What ``run_sse_stream`` needs from an adapter's event mapper."""
+
+    def flush(self) -> None:
+        """Push the events mapped since the last flush (called once per network read)."""
+
+    def finish(self) -> None:
+        """End-of-stream work and checks; raise when the stream did not end properly."""
+
+
+def error_text(exc: BaseException, api_key: str | None,
+               describe_http_error: Callable[[_http.HttpStatusError], str]) -> str:
+    """The error message of a failed request (spec 5.3), with the key redacted."""
+    if isinstance(exc, _http.HttpStatusError):
+        text = describe_http_error(exc)
+    else:
+        text = str(exc) or type(exc).__name__
+    return _http.redact(text, (api_key,))
+
+
+async def run_sse_stream(
+    model: Model, options: Mapping[str, Any], stream: AssistantMessageEventStream,
+    output: AssistantMessage, mapper: StreamMapper, *,
+    authorize: Callable[[], str | None],
+    build_params: Callable[[], dict[str, Any]],
+    build_request: Callable[[dict[str, Any], str | None], tuple[str, dict[str, str]]],
+    dispatch: Callable[[Any, Any], None],
+    describe_http_error: Callable[[_http.HttpStatusError], str],
+    is_complete: Callable[[], bool] | None = None,
+) -> None:
+    """One POST with an SSE answer, ending ``stream`` with exactly one terminal event.
+
+    ``authorize()`` returns the API key to send (raising when one is missing),
+    ``build_params()`` the JSON body (before ``on_payload``), ``build_request(params,
+    api_key)`` the URL and headers; ``dispatch(mapper, sse)`` maps one decoded SSE event.
+    Reading stops early once ``is_complete()`` says the message is whole.
+    """
+    signal = options.get("signal")
+    api_key: str | None = None
+    try:
+        api_key = authorize()
+        if signal is not None and signal.aborted:
+            raise AbortError(ABORTED)
+        params = build_params()
+        if options.get("on_payload") is not None:
+            replaced = await maybe_await(options["on_payload"](params, model))
+            if replaced is not None:
+                params = replaced
+        url, headers = build_request(params, api_key)
+        response = await _http.retry_provider_request(
+            lambda: _http.open_stream("POST", url, headers=headers, json_body=params, signal=signal,
+                                      timeout_ms=options.get("timeout_ms"), secrets=(api_key,)),
+            max_retries=options.get("max_retries") or 0,
+            max_retry_delay_ms=options.get("max_retry_delay_ms", 60000), signal=signal)
+        try:
+            if options.get("on_response") is not None:
+                await maybe_await(options["on_response"](
+                    {"status": response.status, "headers": dict(response.headers)}, model))
+            stream.push(StartEvent(partial=output))
+            decoder = SSEDecoder()
+            async for chunk in response.iter_bytes():
+                for sse in decoder.feed(chunk):
+                    dispatch(mapper, sse)
+                mapper.flush()
+                if is_complete is not None and is_complete():
+                    break
+            else:
+                for sse in decoder.flush():
+                    dispatch(mapper, sse)
+        finally:
+            await response.aclose()
+        # An abort wins over whatever finish() finds: the except path reports it either way.
+        mapper.finish()
+        if signal is not None and signal.aborted:
+            raise AbortError(ABORTED)
+        mapper.flush()
+        stream.push(DoneEvent(reason=output.stop_reason, message=output))
+        stream.end()
+    except asyncio.CancelledError:
+        mapper.flush()
+        fail(stream, output, ABORTED, aborted=True)
+        raise
+    except Exception as exc:  # every failure becomes the one terminal error event
+        mapper.flush()  # updates mapped before the failure still reach the consumer, in order
+        aborted = bool(signal is not None and signal.aborted)
+        fail(stream, output, ABORTED if aborted else error_text(exc, api_key, describe_http_error),
+             aborted)
+
+
+_tasks: set[asyncio.Task[Any]] = set()
+
+
+def start_stream(run: Callable[..., Any], model: Model, context: Context,
+                 options: Mapping[str, Any]) -> AssistantMessageEventStream:
+    """Return a stream at once and run ``run(model, context, options, stream)`` as a task."""
+    stream = AssistantMessageEventStream()
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        fail(stream, new_output(model), "stream() needs a running asyncio event loop", False)
+        return stream
+    task = loop.create_task(run(model, context, dict(options), stream))
+    _tasks.add(task)  # keep a strong reference until the request finishes
+    task.add_done_callback(_tasks.discard)
+    return stream
+
+
+def stream_simple(stream_fn: Callable[..., AssistantMessageEventStream],
+                  simple_options: Callable[..., dict[str, Any]],
+                  resolve_key: Callable[[Model, Mapping[str, Any]], str | None],
+                  model: Model, context: Context, options: Mapping[str, Any] | None
+                  ) -> AssistantMessageEventStream:
+    """``stream_simple``: map the simple options (spec 5.4), then ``stream_fn``."""
+    options = options or {}
+    try:
+        mapped = simple_options(model, context, options, resolve_key(model, options))
+    except Exception as exc:  # bad options (an unknown thinking level...) end the stream, never raise
+        stream = AssistantMessageEventStream()
+        fail(stream, new_output(model), str(exc) or type(exc).__name__, False)
+        return stream
+    return stream_fn(model, context, mapped)

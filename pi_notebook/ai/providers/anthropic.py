@@ -5,8 +5,8 @@ Three layers, each testable on its own:
 - ``convert_messages`` / ``build_params`` / ``build_headers``: pi messages -> request;
 - ``AnthropicEventMapper``: one decoded SSE event at a time -> the live partial message
   plus our stream events (pure, no I/O);
-- ``stream_anthropic_messages``: the HTTP request, retries, abort and the one terminal
-  event (spec 5.2 skeleton).
+- ``stream_anthropic_messages``: the key check, URL and headers, run through the shared
+  request/stream skeleton (``_common.run_sse_stream``, spec 5.2).
 
 Not ported on purpose: Claude-Code OAuth tokens (``sk-ant-oat``: Bearer auth, identity
 headers and renamed tools), Bedrock and Vertex transports, deferred responses and
@@ -16,15 +16,12 @@ error; one found in ``ANTHROPIC_OAUTH_TOKEN`` gives way to ``ANTHROPIC_API_KEY``
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Mapping
 from typing import Any
 
 from .. import _http
 from .._json import parse_json_with_repair, parse_streaming_json
-from .._sse import SSEDecoder
-from ..abort import AbortError
 from ..env import get_env_api_key, get_provider_env_value, missing_key_message, needs_api_key
 from ..event_stream import AssistantMessageEventStream
 from ..models import calculate_cost, clamp_thinking_level
@@ -33,14 +30,14 @@ from ..options import (adjust_max_tokens_for_thinking, build_base_options,
 from ..stream import register_api_provider
 from ..transform import normalize_anthropic_tool_call_id, sanitize_surrogates, transform_messages
 from ..types import (
-    AssistantMessage, Context, DoneEvent, Model, StartEvent, TextContent,
-    TextDeltaEvent, TextEndEvent, TextStartEvent, ThinkingContent, ThinkingDeltaEvent,
-    ThinkingEndEvent, ThinkingStartEvent, ToolCall, ToolCallDeltaEvent, ToolCallEndEvent,
-    ToolCallStartEvent,
+    AssistantMessage, Context, Model, TextContent, TextDeltaEvent, TextEndEvent,
+    TextStartEvent, ThinkingContent, ThinkingDeltaEvent, ThinkingEndEvent, ThinkingStartEvent,
+    ToolCall, ToolCallDeltaEvent, ToolCallEndEvent, ToolCallStartEvent,
 )
 from ._common import (
-    AUTHENTICATED, ProviderStreamError, append_text, compat as _compat, decode_json, fail,
-    has_header, merge_headers, new_output, tool_schema,
+    AUTHENTICATED, ProviderStreamError, append_text, compat as _compat, decode_json,
+    has_header, merge_headers, new_output, run_sse_stream, start_stream, stream_simple,
+    tool_schema,
 )
 
 __all__ = [
@@ -521,6 +518,8 @@ class AnthropicEventMapper:
             raise ProviderStreamError("Anthropic stream ended before message_stop")
         if not self.stop_reason_seen:
             raise ProviderStreamError("Anthropic stream ended without a stop reason")
+        if self.output.stop_reason in ("error", "aborted"):
+            raise ProviderStreamError(self.output.error_message or "An unknown error occurred")
 
 
 _EMPTY: Mapping[str, Any] = {}
@@ -554,72 +553,33 @@ def _resolve_api_key(model: Model, options: Mapping[str, Any]) -> str | None:
     return None if key == AUTHENTICATED else key  # ambient credentials: not a key to send
 
 
+def _authorize(model: Model, options: Mapping[str, Any]) -> str | None:
+    api_key = _resolve_api_key(model, options)
+    if not api_key and needs_api_key(model.provider) \
+            and not has_header(options.get("headers"), _AUTH_HEADERS) \
+            and not has_header(model.headers, _AUTH_HEADERS):
+        raise ProviderStreamError(missing_key_message(model.provider))
+    if api_key and "sk-ant-oat" in api_key:
+        raise ProviderStreamError(OAUTH_UNSUPPORTED)
+    return api_key
+
+
 async def _run(model: Model, context: Context, options: Mapping[str, Any],
                stream: AssistantMessageEventStream) -> None:
     output = new_output(model)
-    signal = options.get("signal")
     mapper = AnthropicEventMapper(model, output, stream)
-    api_key: str | None = None
-    try:
-        api_key = _resolve_api_key(model, options)
-        if not api_key and needs_api_key(model.provider) \
-                and not has_header(options.get("headers"), _AUTH_HEADERS) \
-                and not has_header(model.headers, _AUTH_HEADERS):
-            raise ProviderStreamError(missing_key_message(model.provider))
-        if api_key and "sk-ant-oat" in api_key:
-            raise ProviderStreamError(OAUTH_UNSUPPORTED)
-        if signal is not None and signal.aborted:
-            raise AbortError("Request was aborted")
-        params = build_params(model, context, options)
-        on_payload = options.get("on_payload")
-        if on_payload is not None:
-            replaced = on_payload(params, model)
-            if asyncio.iscoroutine(replaced):
-                replaced = await replaced
-            if replaced is not None:
-                params = replaced
-        headers = build_headers(model, api_key, options, params)
-        url = model.base_url.rstrip("/") + "/v1/messages"
-        response = await _http.retry_provider_request(
-            lambda: _http.open_stream("POST", url, headers=headers, json_body=params, signal=signal,
-                                      timeout_ms=options.get("timeout_ms"), secrets=(api_key,)),
-            max_retries=options.get("max_retries") or 0,
-            max_retry_delay_ms=options.get("max_retry_delay_ms", 60000), signal=signal)
-        try:
-            on_response = options.get("on_response")
-            if on_response is not None:
-                res = on_response({"status": response.status, "headers": dict(response.headers)}, model)
-                if asyncio.iscoroutine(res):
-                    await res
-            stream.push(StartEvent(partial=output))
-            decoder = SSEDecoder()
-            async for chunk in response.iter_bytes():
-                for sse in decoder.feed(chunk):
-                    _dispatch(mapper, sse)
-                mapper.flush()
-                if mapper.message_stopped:
-                    break
-            else:
-                for sse in decoder.flush():
-                    _dispatch(mapper, sse)
-        finally:
-            await response.aclose()
-        if signal is not None and signal.aborted:
-            raise AbortError("Request was aborted")
-        mapper.finish()
-        if output.stop_reason in ("error", "aborted"):
-            raise ProviderStreamError(output.error_message or "An unknown error occurred")
-        mapper.flush()
-        stream.push(DoneEvent(reason=output.stop_reason, message=output))
-        stream.end()
-    except asyncio.CancelledError:
-        mapper.flush()
-        fail(stream, output, "Request was aborted", aborted=True)
-        raise
-    except Exception as exc:  # every failure becomes the one terminal error event
-        mapper.flush()  # updates mapped before the failure still reach the consumer, in order
-        aborted = bool(signal is not None and signal.aborted)
-        fail(stream, output, "Request was aborted" if aborted else _error_text(exc, api_key), aborted)
+
+    def build_request(params: dict[str, Any], api_key: str | None) -> tuple[str, dict[str, str]]:
+        return (model.base_url.rstrip("/") + "/v1/messages",
+                build_headers(model, api_key, options, params))
+
+    await run_sse_stream(
+        model, options, stream, output, mapper,
+        authorize=lambda: _authorize(model, options),
+        build_params=lambda: build_params(model, context, options),
+        build_request=build_request, dispatch=_dispatch,
+        describe_http_error=_describe_http_error,
+        is_complete=lambda: mapper.message_stopped)
 
 
 def _dispatch(mapper: AnthropicEventMapper, sse: Any) -> None:
@@ -642,37 +602,16 @@ def _dispatch(mapper: AnthropicEventMapper, sse: Any) -> None:
     mapper.handle(sse.event, data)
 
 
-def _error_text(exc: BaseException, api_key: str | None) -> str:
-    if isinstance(exc, _http.HttpStatusError):
-        # The SDK's wording, "<status> <body>" (spec 5.3: Anthropic keeps the SDK message).
-        text = f"{exc.status} {exc.body}" if exc.body else f"{exc.status} status code (no body)"
-    else:
-        text = str(exc) or type(exc).__name__
-    return _http.redact(text, (api_key,))
-
-
-_tasks: set[asyncio.Task[Any]] = set()
-
-
-def _start(coro_fn: Any, model: Model, context: Context, options: Mapping[str, Any]
-           ) -> AssistantMessageEventStream:
-    stream = AssistantMessageEventStream()
-    try:
-        loop = asyncio.get_running_loop()
-    except RuntimeError:
-        fail(stream, new_output(model), "stream() needs a running asyncio event loop", False)
-        return stream
-    task = loop.create_task(coro_fn(model, context, dict(options), stream))
-    _tasks.add(task)  # keep a strong reference until the request finishes
-    task.add_done_callback(_tasks.discard)
-    return stream
+def _describe_http_error(exc: _http.HttpStatusError) -> str:
+    # The SDK's wording, "<status> <body>" (spec 5.3: Anthropic keeps the SDK message).
+    return f"{exc.status} {exc.body}" if exc.body else f"{exc.status} status code (no body)"
 
 
 def stream_anthropic_messages(model: Model, context: Context,
                               options: Mapping[str, Any] | None = None) -> AssistantMessageEventStream:
     """Provider options: the common ones plus ``thinking_enabled``, ``thinking_budget_tokens``,
     ``effort``, ``thinking_display``, ``interleaved_thinking``, ``tool_choice``."""
-    return _start(_run, model, context, options or {})
+    return start_stream(_run, model, context, options or {})
 
 
 _EFFORT = {"minimal": "low", "low": "low", "medium": "medium", "high": "high"}
@@ -707,14 +646,8 @@ def simple_options(model: Model, context: Context, options: Mapping[str, Any],
 def stream_simple_anthropic_messages(model: Model, context: Context,
                                      options: Mapping[str, Any] | None = None
                                      ) -> AssistantMessageEventStream:
-    options = options or {}
-    try:
-        mapped = simple_options(model, context, options, _resolve_api_key(model, options))
-    except Exception as exc:  # bad options end the stream, they never raise
-        stream = AssistantMessageEventStream()
-        fail(stream, new_output(model), str(exc) or type(exc).__name__, False)
-        return stream
-    return stream_anthropic_messages(model, context, mapped)
+    return stream_simple(stream_anthropic_messages, simple_options, _resolve_api_key,
+                         model, context, options)
 
 
 def register() -> None:

@@ -8,23 +8,20 @@ The REST form of what pi sends through ``@google/genai``:
 - ``GoogleChunkMapper``: one JSON chunk at a time -> the live partial message plus our
   events. Gemini does not stream tool arguments: each ``functionCall`` part becomes
   ``toolcall_start`` + one ``toolcall_delta`` + ``toolcall_end`` at once;
-- ``stream_google_generative_ai``: HTTP, retries, abort, the single terminal event (5.2).
+- ``stream_google_generative_ai``: the key check, URL and headers, run through the shared
+  request/stream skeleton (``_common.run_sse_stream``, spec 5.2).
 
 Not ported: Vertex AI (ADC credentials), Gemini CLI / Antigravity, deferred responses.
 """
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import json
 import re
 from collections.abc import Mapping
 from typing import Any
 
-from .. import _http
-from .._sse import SSEDecoder
-from ..abort import AbortError
 from ..env import missing_key_message
 from ..errors import describe_provider_error
 from ..event_stream import AssistantMessageEventStream
@@ -34,14 +31,13 @@ from ..stream import register_api_provider
 from ..transform import (normalize_google_tool_call_id, requires_tool_call_id, sanitize_surrogates,
                          transform_messages)
 from ..types import (
-    AssistantMessage, Context, DoneEvent, Model, StartEvent, TextContent,
-    TextDeltaEvent, TextEndEvent, TextStartEvent, ThinkingContent, ThinkingDeltaEvent,
-    ThinkingEndEvent, ThinkingStartEvent, ToolCall, ToolCallDeltaEvent, ToolCallEndEvent,
-    ToolCallStartEvent, now_ms,
+    AssistantMessage, Context, Model, TextContent, TextDeltaEvent, TextEndEvent,
+    TextStartEvent, ThinkingContent, ThinkingDeltaEvent, ThinkingEndEvent, ThinkingStartEvent,
+    ToolCall, ToolCallDeltaEvent, ToolCallEndEvent, ToolCallStartEvent, now_ms,
 )
 from ._common import (
-    ProviderStreamError, append_text, decode_json, fail, maybe_await, merge_headers,
-    new_output, resolve_api_key, tool_schema,
+    ProviderStreamError, append_text, decode_json, merge_headers, new_output, resolve_api_key,
+    run_sse_stream, start_stream, stream_simple, tool_schema,
 )
 
 __all__ = [
@@ -389,69 +385,40 @@ class GoogleChunkMapper:
             self.events.clear()
 
     def finish(self) -> None:
-        """Close the open block (also on failures, so partial blocks get their end event)."""
+        """Close the open block (so partial blocks get their end event, also when the stream
+        then fails), then check that the stream ended with a usable finish reason."""
         self._close()
+        if self.output.stop_reason == "pending":
+            raise ProviderStreamError("Google stream ended without a finish reason")
+        if self.output.stop_reason == "error":
+            raise ProviderStreamError(f"Provider stopped with: {self.output.raw_stop_reason}")
 
 
 # --- the stream ------------------------------------------------------------------------
 
+def _authorize(model: Model, options: Mapping[str, Any]) -> str | None:
+    api_key = resolve_api_key(model, options)
+    if not api_key and not any(k.lower() == "x-goog-api-key" and v
+                               for k, v in (options.get("headers") or {}).items()):
+        raise ProviderStreamError(missing_key_message(model.provider))
+    return api_key
+
+
 async def _run(model: Model, context: Context, options: Mapping[str, Any],
                stream: AssistantMessageEventStream) -> None:
     output = new_output(model)
-    signal = options.get("signal")
-    mapper = GoogleChunkMapper(model, output, stream)
-    api_key: str | None = None
-    try:
-        api_key = resolve_api_key(model, options)
-        if not api_key and not any(k.lower() == "x-goog-api-key" and v
-                                   for k, v in (options.get("headers") or {}).items()):
-            raise ProviderStreamError(missing_key_message(model.provider))
-        if signal is not None and signal.aborted:
-            raise AbortError("Request was aborted")
-        params = build_params(model, context, options)
-        if options.get("on_payload") is not None:
-            replaced = await maybe_await(options["on_payload"](params, model))
-            if replaced is not None:
-                params = replaced
-        headers = build_headers(model, api_key, options)
+
+    def build_request(params: dict[str, Any], api_key: str | None) -> tuple[str, dict[str, str]]:
         url = f"{model.base_url.rstrip('/')}/models/{model.id}:streamGenerateContent?alt=sse"
-        response = await _http.retry_provider_request(
-            lambda: _http.open_stream("POST", url, headers=headers, json_body=params, signal=signal,
-                                      timeout_ms=options.get("timeout_ms"), secrets=(api_key,)),
-            max_retries=options.get("max_retries") or 0,
-            max_retry_delay_ms=options.get("max_retry_delay_ms", 60000), signal=signal)
-        try:
-            if options.get("on_response") is not None:
-                await maybe_await(options["on_response"](
-                    {"status": response.status, "headers": dict(response.headers)}, model))
-            stream.push(StartEvent(partial=output))
-            decoder = SSEDecoder()
-            async for chunk in response.iter_bytes():
-                for sse in decoder.feed(chunk):
-                    _dispatch(mapper, sse)
-                mapper.flush()
-            for sse in decoder.flush():
-                _dispatch(mapper, sse)
-        finally:
-            await response.aclose()
-        mapper.finish()
-        if signal is not None and signal.aborted:
-            raise AbortError("Request was aborted")
-        if output.stop_reason == "pending":
-            raise ProviderStreamError("Google stream ended without a finish reason")
-        if output.stop_reason == "error":
-            raise ProviderStreamError(f"Provider stopped with: {output.raw_stop_reason}")
-        mapper.flush()
-        stream.push(DoneEvent(reason=output.stop_reason, message=output))
-        stream.end()
-    except asyncio.CancelledError:
-        mapper.flush()
-        fail(stream, output, "Request was aborted", aborted=True)
-        raise
-    except Exception as exc:  # every failure becomes the one terminal error event
-        mapper.flush()  # updates mapped before the failure still reach the consumer, in order
-        aborted = bool(signal is not None and signal.aborted)
-        fail(stream, output, "Request was aborted" if aborted else _error_text(exc, api_key), aborted)
+        return url, build_headers(model, api_key, options)
+
+    # Gemini has no terminal event: the stream is read to its end.
+    await run_sse_stream(
+        model, options, stream, output, GoogleChunkMapper(model, output, stream),
+        authorize=lambda: _authorize(model, options),
+        build_params=lambda: build_params(model, context, options),
+        build_request=build_request, dispatch=_dispatch,
+        describe_http_error=describe_provider_error)
 
 
 def _dispatch(mapper: GoogleChunkMapper, sse: Any) -> None:
@@ -465,36 +432,12 @@ def _dispatch(mapper: GoogleChunkMapper, sse: Any) -> None:
     mapper.handle(chunk)
 
 
-def _error_text(exc: BaseException, api_key: str | None) -> str:
-    if isinstance(exc, _http.HttpStatusError):
-        text = describe_provider_error(exc)
-    else:
-        text = str(exc) or type(exc).__name__
-    return _http.redact(text, (api_key,))
-
-
-_tasks: set[asyncio.Task[Any]] = set()
-
-
-def _start(model: Model, context: Context, options: Mapping[str, Any]) -> AssistantMessageEventStream:
-    stream = AssistantMessageEventStream()
-    try:
-        loop = asyncio.get_running_loop()
-    except RuntimeError:
-        fail(stream, new_output(model), "stream() needs a running asyncio event loop", False)
-        return stream
-    task = loop.create_task(_run(model, context, dict(options), stream))
-    _tasks.add(task)  # keep a strong reference until the request finishes
-    task.add_done_callback(_tasks.discard)
-    return stream
-
-
 def stream_google_generative_ai(model: Model, context: Context,
                                 options: Mapping[str, Any] | None = None
                                 ) -> AssistantMessageEventStream:
     """Provider options: the common ones plus ``tool_choice`` ("auto" | "none" | "any") and
     ``thinking`` = ``{"enabled": bool, "budget_tokens": int?, "level": str?}``."""
-    return _start(model, context, options or {})
+    return start_stream(_run, model, context, options or {})
 
 
 # --- thinking levels (spec 5.4) ----------------------------------------------------------
@@ -565,14 +508,8 @@ def simple_options(model: Model, context: Context, options: Mapping[str, Any],
 def stream_simple_google_generative_ai(model: Model, context: Context,
                                        options: Mapping[str, Any] | None = None
                                        ) -> AssistantMessageEventStream:
-    options = options or {}
-    try:
-        mapped = simple_options(model, context, options, resolve_api_key(model, options))
-    except Exception as exc:  # e.g. an unknown thinking level: an error event, never a raise
-        stream = AssistantMessageEventStream()
-        fail(stream, new_output(model), str(exc) or type(exc).__name__, False)
-        return stream
-    return stream_google_generative_ai(model, context, mapped)
+    return stream_simple(stream_google_generative_ai, simple_options, resolve_api_key,
+                         model, context, options)
 
 
 def register() -> None:

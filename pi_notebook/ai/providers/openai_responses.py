@@ -3,7 +3,8 @@
 - ``convert_input`` / ``build_params`` / ``build_headers``: pi messages -> request body;
 - ``ResponsesEventMapper``: one decoded stream event at a time -> the live partial
   message plus our events (pure, no I/O);
-- ``stream_openai_responses``: HTTP, retries, abort, the single terminal event (5.2).
+- ``stream_openai_responses``: the key check, URL and headers, run through the shared
+  request/stream skeleton (``_common.run_sse_stream``, spec 5.2).
 
 Tool-call ids are compound, ``"<call_id>|<item_id>"``: the function-call item id must be
 replayed with the call id for reasoning models to accept the history. Reasoning items are
@@ -16,7 +17,6 @@ Not ported: Azure / Codex / Copilot variants, the websocket transport, deferred
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 from collections.abc import Mapping
@@ -24,8 +24,6 @@ from typing import Any
 
 from .. import _http
 from .._json import parse_streaming_json
-from .._sse import SSEDecoder
-from ..abort import AbortError
 from ..env import missing_key_message, needs_api_key
 from ..errors import describe_provider_error
 from ..event_stream import AssistantMessageEventStream
@@ -34,14 +32,14 @@ from ..options import build_base_options, resolve_cache_retention
 from ..stream import register_api_provider
 from ..transform import sanitize_surrogates, short_hash, transform_messages
 from ..types import (
-    AssistantMessage, Context, DoneEvent, Model, StartEvent, TextContent,
-    TextDeltaEvent, TextEndEvent, TextStartEvent, ThinkingContent, ThinkingDeltaEvent,
-    ThinkingEndEvent, ThinkingStartEvent, ToolCall, ToolCallDeltaEvent, ToolCallEndEvent,
-    ToolCallStartEvent,
+    AssistantMessage, Context, Model, TextContent, TextDeltaEvent, TextEndEvent,
+    TextStartEvent, ThinkingContent, ThinkingDeltaEvent, ThinkingEndEvent, ThinkingStartEvent,
+    ToolCall, ToolCallDeltaEvent, ToolCallEndEvent, ToolCallStartEvent,
 )
 from ._common import (
-    ProviderStreamError, append_text, compat as _compat, decode_json, fail, has_header,
-    maybe_await, merge_headers, new_output, resolve_api_key, tool_schema,
+    ProviderStreamError, append_text, compat as _compat, decode_json, has_header,
+    merge_headers, new_output, resolve_api_key, run_sse_stream, start_stream, stream_simple,
+    tool_schema,
 )
 
 __all__ = [
@@ -527,7 +525,12 @@ class ResponsesEventMapper:
             self.events.clear()
 
     def finish(self) -> None:
+        """End-of-stream checks: a terminal event came and the stop reason is not an error."""
         if not self.terminal:
+            raise ProviderStreamError(ENDED_EARLY)
+        if self.output.stop_reason in ("error", "aborted"):
+            raise ProviderStreamError(self.output.error_message or "An unknown error occurred")
+        if self.output.stop_reason == "pending":
             raise ProviderStreamError(ENDED_EARLY)
 
 
@@ -561,67 +564,30 @@ _HANDLERS = {
 
 # --- the stream ------------------------------------------------------------------------
 
+def _authorize(model: Model, options: Mapping[str, Any]) -> str | None:
+    api_key = resolve_api_key(model, options)
+    if not api_key and needs_api_key(model.provider) \
+            and not has_header(options.get("headers"), _AUTH_HEADERS) \
+            and not has_header(model.headers, _AUTH_HEADERS):
+        raise ProviderStreamError(missing_key_message(model.provider))
+    return api_key
+
+
 async def _run(model: Model, context: Context, options: Mapping[str, Any],
                stream: AssistantMessageEventStream) -> None:
     output = new_output(model)
-    signal = options.get("signal")
     mapper = ResponsesEventMapper(model, output, stream, options.get("service_tier"))
-    api_key: str | None = None
-    try:
-        api_key = resolve_api_key(model, options)
-        if not api_key and needs_api_key(model.provider) \
-                and not has_header(options.get("headers"), _AUTH_HEADERS) \
-                and not has_header(model.headers, _AUTH_HEADERS):
-            raise ProviderStreamError(missing_key_message(model.provider))
-        if signal is not None and signal.aborted:
-            raise AbortError("Request was aborted")
-        params = build_params(model, context, options)
-        if options.get("on_payload") is not None:
-            replaced = await maybe_await(options["on_payload"](params, model))
-            if replaced is not None:
-                params = replaced
-        headers = build_headers(model, api_key, options)
-        url = model.base_url.rstrip("/") + "/responses"
-        response = await _http.retry_provider_request(
-            lambda: _http.open_stream("POST", url, headers=headers, json_body=params, signal=signal,
-                                      timeout_ms=options.get("timeout_ms"), secrets=(api_key,)),
-            max_retries=options.get("max_retries") or 0,
-            max_retry_delay_ms=options.get("max_retry_delay_ms", 60000), signal=signal)
-        try:
-            if options.get("on_response") is not None:
-                await maybe_await(options["on_response"](
-                    {"status": response.status, "headers": dict(response.headers)}, model))
-            stream.push(StartEvent(partial=output))
-            decoder = SSEDecoder()
-            async for chunk in response.iter_bytes():
-                for sse in decoder.feed(chunk):
-                    _dispatch(mapper, sse)
-                mapper.flush()
-                if mapper.terminal:
-                    break
-            else:
-                for sse in decoder.flush():
-                    _dispatch(mapper, sse)
-        finally:
-            await response.aclose()
-        if signal is not None and signal.aborted:
-            raise AbortError("Request was aborted")
-        mapper.finish()
-        if output.stop_reason in ("error", "aborted"):
-            raise ProviderStreamError(output.error_message or "An unknown error occurred")
-        if output.stop_reason == "pending":
-            raise ProviderStreamError(ENDED_EARLY)
-        mapper.flush()
-        stream.push(DoneEvent(reason=output.stop_reason, message=output))
-        stream.end()
-    except asyncio.CancelledError:
-        mapper.flush()
-        fail(stream, output, "Request was aborted", aborted=True)
-        raise
-    except Exception as exc:  # every failure becomes the one terminal error event
-        mapper.flush()  # updates mapped before the failure still reach the consumer, in order
-        aborted = bool(signal is not None and signal.aborted)
-        fail(stream, output, "Request was aborted" if aborted else _error_text(exc, api_key), aborted)
+
+    def build_request(params: dict[str, Any], api_key: str | None) -> tuple[str, dict[str, str]]:
+        return model.base_url.rstrip("/") + "/responses", build_headers(model, api_key, options)
+
+    await run_sse_stream(
+        model, options, stream, output, mapper,
+        authorize=lambda: _authorize(model, options),
+        build_params=lambda: build_params(model, context, options),
+        build_request=build_request, dispatch=_dispatch,
+        describe_http_error=_describe_http_error,
+        is_complete=lambda: mapper.terminal)
 
 
 def _dispatch(mapper: ResponsesEventMapper, sse: Any) -> None:
@@ -636,35 +602,15 @@ def _dispatch(mapper: ResponsesEventMapper, sse: Any) -> None:
     mapper.handle(data)
 
 
-def _error_text(exc: BaseException, api_key: str | None) -> str:
-    if isinstance(exc, _http.HttpStatusError):
-        text = describe_provider_error(exc, ERROR_PREFIX)
-    else:
-        text = str(exc) or type(exc).__name__
-    return _http.redact(text, (api_key,))
-
-
-_tasks: set[asyncio.Task[Any]] = set()
-
-
-def _start(model: Model, context: Context, options: Mapping[str, Any]) -> AssistantMessageEventStream:
-    stream = AssistantMessageEventStream()
-    try:
-        loop = asyncio.get_running_loop()
-    except RuntimeError:
-        fail(stream, new_output(model), "stream() needs a running asyncio event loop", False)
-        return stream
-    task = loop.create_task(_run(model, context, dict(options), stream))
-    _tasks.add(task)  # keep a strong reference until the request finishes
-    task.add_done_callback(_tasks.discard)
-    return stream
+def _describe_http_error(exc: _http.HttpStatusError) -> str:
+    return describe_provider_error(exc, ERROR_PREFIX)
 
 
 def stream_openai_responses(model: Model, context: Context,
                             options: Mapping[str, Any] | None = None) -> AssistantMessageEventStream:
     """Provider options: the common ones plus ``reasoning_effort``, ``reasoning_summary``,
     ``service_tier`` and ``tool_choice``."""
-    return _start(model, context, options or {})
+    return start_stream(_run, model, context, options or {})
 
 
 def simple_options(model: Model, context: Context, options: Mapping[str, Any],
@@ -686,14 +632,8 @@ def simple_options(model: Model, context: Context, options: Mapping[str, Any],
 def stream_simple_openai_responses(model: Model, context: Context,
                                    options: Mapping[str, Any] | None = None
                                    ) -> AssistantMessageEventStream:
-    options = options or {}
-    try:
-        mapped = simple_options(model, context, options, resolve_api_key(model, options))
-    except Exception as exc:  # bad options end the stream, they never raise
-        stream = AssistantMessageEventStream()
-        fail(stream, new_output(model), str(exc) or type(exc).__name__, False)
-        return stream
-    return stream_openai_responses(model, context, mapped)
+    return stream_simple(stream_openai_responses, simple_options, resolve_api_key,
+                         model, context, options)
 
 
 def register() -> None:
