@@ -181,7 +181,7 @@ def test_view_streams_output_while_sync_code_runs(k: Kernel) -> None:
 
 @pytest.fixture(scope="module")
 def driver():
-    kernel = Kernel()
+    kernel = Kernel(env={"MPLBACKEND": "module://matplotlib_inline.backend_inline"})
     try:
         kernel.ok(f"import sys; sys.path.insert(0, {str(HERE)!r})\nfrom kernel_driver import *")
         yield kernel
@@ -271,3 +271,20 @@ def test_input_during_a_user_request_is_refused(driver: Kernel) -> None:
     # no input_request reached the frontend (they come on the stdin channel)
     with pytest.raises(queue.Empty):
         k.kc.get_stdin_msg(timeout=0.2)
+
+
+def test_user_request_during_worker_does_not_take_the_agents_figure(driver: Kernel) -> None:
+    # matplotlib-inline shows and closes *all* open figures after every request; a request
+    # that ends while agent code has a figure open must leave it to the agent
+    k = driver
+    k.ok("import matplotlib.pyplot as plt")
+    code = "import time\nplt.plot([1, 2, 3])\nplt.title('agent figure')\ntime.sleep(1.0)"
+    k.ok(f"start_tool('fig', {code!r})")
+    time.sleep(0.4)
+    during = k.ok("'user cell during the agent code'")
+    assert not [m for m in during["outputs"] if m["msg_type"] == "display_data"]
+    details = _tool_result(k, "fig")["result"]["details"]
+    assert [d for d in details["displays"] if "image/png" in d["data"]]
+    after = k.ok("plt.plot([3, 2, 1]);")  # the user's own figure is still shown as usual
+    assert [m for m in after["outputs"] if m["msg_type"] == "display_data"]
+    assert k.ev("plt.get_fignums()") == []
