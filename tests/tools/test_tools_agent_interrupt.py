@@ -288,3 +288,36 @@ def test_user_request_during_worker_does_not_take_the_agents_figure(driver: Kern
     after = k.ok("plt.plot([3, 2, 1]);")  # the user's own figure is still shown as usual
     assert [m for m in after["outputs"] if m["msg_type"] == "display_data"]
     assert k.ev("plt.get_fignums()") == []
+
+
+def test_stop_button_during_agent_wait_cell_stops_the_code_and_the_run() -> None:
+    # `%%agent --wait` is an await cell: ipykernel's own SIGINT handler (cancel the cell) is
+    # in place when the tool starts; ours forwards to the worker and then calls it
+    kernel = Kernel()
+    try:
+        kernel.ok(faux_setup(None))
+        kernel.ok(SETUP)
+        kernel.ok("faux.set_responses([faux_assistant_message([faux_tool_call('python', "
+                  "{'code': 'while True: pass'}, id='wait-spin')], stop_reason='toolUse'), "
+                  "faux_assistant_message('never')])")
+        msg_id = kernel.start("%%agent -m faux/faux-1 --approve auto --wait\nspin\n")
+        deadline = time.monotonic() + 20
+        while not [m for m in kernel.messages() if m["msg_type"] == "status"
+                   and m["parent_header"].get("msg_id") == msg_id]:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        time.sleep(1.0)  # the tool is spinning on its worker by now
+        sent = time.time()
+        kernel.interrupt()
+        reply = kernel.wait_reply(msg_id, timeout=HANG_BOUND_S)  # the cell ended
+        print(f"\n[measured] Stop during %%agent --wait -> cell ended {1000 * (time.time() - sent):.0f} ms")
+        assert reply["status"] in ("ok", "error", "abort")
+        kernel.wait_for("not get_agent().state.is_streaming", timeout=HANG_BOUND_S)
+        summary = kernel.ev("tool_results()")
+        assert sorted(summary["calls"]) == sorted(summary["results"])
+        assert summary["results"]["wait-spin"][0] is True  # the code was interrupted
+        assert "never" not in json.dumps(kernel.ev("[str(m.content) for m in get_agent().state.messages]"))
+        assert kernel.ok("1 + 1")["status"] == "ok"
+        assert kernel.ev("repr(get_ipython().kernel.saved_sigint_handler)") == repr(__import__("signal").SIG_IGN)
+    finally:
+        kernel.shutdown()
