@@ -55,6 +55,7 @@ None, "error": {"ename", "evalue", "traceback": str} | None, "elapsed_s", "inter
 
 from __future__ import annotations
 
+import __future__
 import ast
 import asyncio
 import base64
@@ -375,6 +376,11 @@ def _compile_steps(tree: ast.Module, last: ast.Expression | None,
     for node in tree.body:
         module = ast.Module(body=[node], type_ignores=[])
         code_obj = compile(module, filename, "exec", flags=flags, dont_inherit=True)
+        if isinstance(node, ast.ImportFrom) and node.module == "__future__":
+            # Compiled one by one, later statements must still see the cell's future imports.
+            for alias in node.names:
+                feature = getattr(__future__, alias.name, None)
+                flags |= getattr(feature, "compiler_flag", 0)
         is_async = _async_flag(code_obj)
         if groups and not is_async and not groups[-1][0]:
             groups[-1][1].append(code_obj)

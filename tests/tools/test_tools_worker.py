@@ -157,3 +157,12 @@ async def test_input_and_getpass_are_refused_with_a_clear_message() -> None:
         assert result.error["ename"] == "StdinNotImplementedError"
         assert "not available to agent code" in result.error["evalue"]
     assert (builtins.input, getpass.getpass) == original  # put back with the proxies
+
+
+async def test_future_imports_apply_to_the_rest_of_the_cell() -> None:
+    code = ("from __future__ import annotations\n"
+            "def annotated(x: NotDefinedAnywhere) -> None: pass\n"
+            "annotated.__annotations__['x']")
+    with routed():
+        result = await run_code(get_shell(), code)
+    assert result.error is None and result.value["data"]["text/plain"] == "'NotDefinedAnywhere'"
