@@ -14,9 +14,10 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import Any
 
 from .. import _http
+from .._json import parse_streaming_json
 from .._sse import SSEDecoder
 from ..abort import AbortError
 from ..env import AUTHENTICATED, get_env_api_key
@@ -112,14 +113,40 @@ decode_json = json.JSONDecoder(parse_constant=_reject_constant).decode
 ABORTED = "Request was aborted"
 
 
-class StreamMapper(Protocol):
-    """What ``run_sse_stream`` needs from an adapter's event mapper."""
+class EventMapper:
+    """Base of the adapters' event mappers: the live partial message, the events of one
+    network read, and the raw JSON of tool calls whose arguments are still streaming.
+
+    A subclass maps provider events onto ``output``, appends our events with ``_emit``,
+    keeps raw argument JSON in ``_scratch`` (content index -> text) and marks the call
+    ``_dirty``; ``flush`` re-parses each dirty call once per read, so a consumer (it only
+    runs between reads) always sees the parse of everything received so far.
+    """
+
+    def __init__(self, model: Model, output: AssistantMessage, stream: AssistantMessageEventStream):
+        self.model = model
+        self.output = output
+        self.stream = stream
+        # Events of one network read are handed over together (EventStream.push_many).
+        self.events: list[Any] = []
+        self._emit = self.events.append
+        self._scratch: dict[int, str] = {}  # content index -> raw tool-call JSON so far
+        self._dirty: set[int] = set()       # tool calls with unparsed fragments
 
     def flush(self) -> None:
-        """Push the events mapped since the last flush (called once per network read)."""
+        """Hand the events mapped so far to the consumer, waking it once."""
+        if self._dirty:
+            content = self.output.content
+            for index in self._dirty:
+                content[index].arguments = parse_streaming_json(self._scratch.get(index, ""))
+            self._dirty.clear()
+        if self.events:
+            self.stream.push_many(self.events)
+            self.events.clear()
 
     def finish(self) -> None:
         """End-of-stream work and checks; raise when the stream did not end properly."""
+        raise NotImplementedError
 
 
 def error_text(exc: BaseException, api_key: str | None,
@@ -134,7 +161,7 @@ def error_text(exc: BaseException, api_key: str | None,
 
 async def run_sse_stream(
     model: Model, options: Mapping[str, Any], stream: AssistantMessageEventStream,
-    output: AssistantMessage, mapper: StreamMapper, *,
+    output: AssistantMessage, mapper: EventMapper, *,
     authorize: Callable[[], str | None],
     build_params: Callable[[], dict[str, Any]],
     build_request: Callable[[dict[str, Any], str | None], tuple[str, dict[str, str]]],

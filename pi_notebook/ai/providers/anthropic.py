@@ -35,9 +35,9 @@ from ..types import (
     ToolCall, ToolCallDeltaEvent, ToolCallEndEvent, ToolCallStartEvent,
 )
 from ._common import (
-    AUTHENTICATED, ProviderStreamError, append_text, compat as _compat, decode_json,
-    has_header, merge_headers, new_output, run_sse_stream, start_stream, stream_simple,
-    tool_schema,
+    AUTHENTICATED, EventMapper, ProviderStreamError, append_text, compat as _compat,
+    decode_json, has_header, merge_headers, new_output, run_sse_stream, start_stream,
+    stream_simple, tool_schema,
 )
 
 __all__ = [
@@ -317,7 +317,7 @@ def map_stop_reason(reason: str, stop_details: Any = None) -> tuple[str, str | N
     raise ProviderStreamError(f"Unhandled stop reason: {reason}")
 
 
-class AnthropicEventMapper:
+class AnthropicEventMapper(EventMapper):
     """Applies decoded SSE events to the live partial message and pushes our events.
 
     Streaming scratch (the wire block index, the raw tool JSON) lives here, never on
@@ -325,15 +325,8 @@ class AnthropicEventMapper:
     """
 
     def __init__(self, model: Model, output: AssistantMessage, stream: AssistantMessageEventStream):
-        self.model = model
-        self.output = output
-        self.stream = stream
-        # Events of one network read are handed over together (EventStream.push_many).
-        self.events: list[Any] = []
-        self._emit = self.events.append
+        super().__init__(model, output, stream)
         self._by_index: dict[int, int] = {}     # wire block index -> content index
-        self._partial_json: dict[int, str] = {}  # content index -> raw tool JSON so far
-        self._dirty: set[int] = set()            # tool calls with unparsed fragments
         self.message_started = False
         self.message_stopped = False
         self.stop_reason_seen = False
@@ -396,7 +389,7 @@ class AnthropicEventMapper:
             initial = block.get("input")
             content.append(ToolCall(id=block.get("id") or "", name=block.get("name") or "",
                                     arguments=initial if isinstance(initial, dict) else {}))
-            self._partial_json[index] = ""
+            self._scratch[index] = ""
             self._emit(ToolCallStartEvent(content_index=index, partial=self.output))
         elif kind == "fallback":
             if content:
@@ -438,10 +431,10 @@ class AnthropicEventMapper:
         elif kind == "input_json_delta":
             if block.type == "toolCall":
                 fragment = delta.get("partial_json") or ""
-                raw = self._partial_json.get(index, "")
-                self._partial_json[index] = ""
+                raw = self._scratch.get(index, "")
+                self._scratch[index] = ""
                 raw += fragment
-                self._partial_json[index] = raw
+                self._scratch[index] = raw
                 # Parsed once per network read in flush(): a consumer only ever looks at the
                 # live block after a read's events are handed over, so it always sees the
                 # parse of everything received so far, without a full re-parse per fragment.
@@ -462,7 +455,7 @@ class AnthropicEventMapper:
             self._emit(ThinkingEndEvent(content_index=index, content=block.thinking,
                                               partial=self.output))
         elif block.type == "toolCall":
-            raw = self._partial_json.pop(index, "")
+            raw = self._scratch.pop(index, "")
             self._dirty.discard(index)
             if raw:
                 block.arguments = parse_streaming_json(raw)
@@ -500,17 +493,6 @@ class AnthropicEventMapper:
 
     def _on_message_stop(self, data: Mapping[str, Any]) -> None:
         self.message_stopped = True
-
-    def flush(self) -> None:
-        """Hand the events mapped so far to the consumer, waking it once."""
-        if self._dirty:
-            content = self.output.content
-            for index in self._dirty:
-                content[index].arguments = parse_streaming_json(self._partial_json.get(index, ""))
-            self._dirty.clear()
-        if self.events:
-            self.stream.push_many(self.events)
-            self.events.clear()
 
     def finish(self) -> None:
         """End-of-stream checks (spec 5.8, last row)."""

@@ -36,8 +36,8 @@ from ..types import (
     ToolCall, ToolCallDeltaEvent, ToolCallEndEvent, ToolCallStartEvent, now_ms,
 )
 from ._common import (
-    ProviderStreamError, append_text, decode_json, merge_headers, new_output, resolve_api_key,
-    run_sse_stream, start_stream, stream_simple, tool_schema,
+    EventMapper, ProviderStreamError, append_text, decode_json, merge_headers, new_output,
+    resolve_api_key, run_sse_stream, start_stream, stream_simple, tool_schema,
 )
 
 __all__ = [
@@ -252,16 +252,11 @@ def map_finish_reason(reason: str) -> str:
     return "error"  # safety, recitation, malformed function call, other, unspecified
 
 
-class GoogleChunkMapper:
+class GoogleChunkMapper(EventMapper):
     """Applies ``GenerateContentResponse`` chunks to the live partial message."""
 
     def __init__(self, model: Model, output: AssistantMessage, stream: AssistantMessageEventStream):
-        self.model = model
-        self.output = output
-        self.stream = stream
-        # Events of one network read are handed over together (EventStream.push_many).
-        self.events: list[Any] = []
-        self._emit = self.events.append
+        super().__init__(model, output, stream)
         self._current: int | None = None  # index of the open text/thinking block
         self._ids: set[str] = set()
 
@@ -377,12 +372,6 @@ class GoogleChunkMapper:
         total = usage.get("totalTokenCount")
         u.total_tokens = total if total is not None else u.input + u.output + u.cache_read
         calculate_cost(self.model, u)
-
-    def flush(self) -> None:
-        """Hand the events mapped so far to the consumer, waking it once."""
-        if self.events:
-            self.stream.push_many(self.events)
-            self.events.clear()
 
     def finish(self) -> None:
         """Close the open block (so partial blocks get their end event, also when the stream

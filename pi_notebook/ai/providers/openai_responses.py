@@ -37,7 +37,7 @@ from ..types import (
     ToolCall, ToolCallDeltaEvent, ToolCallEndEvent, ToolCallStartEvent,
 )
 from ._common import (
-    ProviderStreamError, append_text, compat as _compat, decode_json, has_header,
+    EventMapper, ProviderStreamError, append_text, compat as _compat, decode_json, has_header,
     merge_headers, new_output, resolve_api_key, run_sse_stream, start_stream, stream_simple,
     tool_schema,
 )
@@ -273,21 +273,14 @@ def _tier_factor(model: Model, tier: Any) -> float:
     return _TIER_FACTORS.get(tier, 1.0) if isinstance(tier, str) else 1.0
 
 
-class ResponsesEventMapper:
+class ResponsesEventMapper(EventMapper):
     """Applies Responses stream events (dicts) to the live partial message."""
 
     def __init__(self, model: Model, output: AssistantMessage, stream: AssistantMessageEventStream,
                  service_tier: str | None = None):
-        self.model = model
-        self.output = output
-        self.stream = stream
-        # Events of one network read are handed over together (EventStream.push_many).
-        self.events: list[Any] = []
-        self._emit = self.events.append
+        super().__init__(model, output, stream)
         self.service_tier = service_tier
         self._by_output: dict[int, int] = {}    # output_index -> content index
-        self._scratch: dict[int, str] = {}      # content index -> raw arguments JSON
-        self._dirty: set[int] = set()           # tool calls with unparsed fragments
         self._item_ids: dict[int, str] = {}     # content index -> item id (reasoning back-fill)
         self.terminal = False
 
@@ -370,7 +363,7 @@ class ResponsesEventMapper:
         self._scratch[index] = ""
         raw += delta
         self._scratch[index] = raw
-        self._dirty.add(index)  # parsed once per network read, in flush() (see anthropic.py)
+        self._dirty.add(index)  # parsed once per network read, in EventMapper.flush()
         self._emit(ToolCallDeltaEvent(content_index=index, delta=delta, partial=self.output))
 
     def _args_done(self, data: Mapping[str, Any]) -> None:
@@ -512,17 +505,6 @@ class ResponsesEventMapper:
                 stored = stored or dict(encrypted[item_id])
                 stored["encrypted_content"] = encrypted[item_id]["encrypted_content"]
                 block.thinking_signature = json.dumps(stored, ensure_ascii=False)
-
-    def flush(self) -> None:
-        """Hand the events mapped so far to the consumer, waking it once."""
-        if self._dirty:
-            content = self.output.content
-            for index in self._dirty:
-                content[index].arguments = parse_streaming_json(self._scratch.get(index, ""))
-            self._dirty.clear()
-        if self.events:
-            self.stream.push_many(self.events)
-            self.events.clear()
 
     def finish(self) -> None:
         """End-of-stream checks: a terminal event came and the stop reason is not an error."""
