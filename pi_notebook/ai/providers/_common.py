@@ -25,7 +25,6 @@ from ..event_stream import AssistantMessageEventStream
 from ..types import AssistantMessage, Context, DoneEvent, ErrorEvent, Model, StartEvent, Usage
 
 
-
 class ProviderStreamError(Exception):
     """A failure reported by the provider inside an otherwise healthy stream."""
 
@@ -160,8 +159,7 @@ def error_text(exc: BaseException, api_key: str | None,
 
 
 async def run_sse_stream(
-    model: Model, options: Mapping[str, Any], stream: AssistantMessageEventStream,
-    output: AssistantMessage, mapper: EventMapper, *,
+    mapper: EventMapper, options: Mapping[str, Any], *,
     authorize: Callable[[], str | None],
     build_params: Callable[[], dict[str, Any]],
     build_request: Callable[[dict[str, Any], str | None], tuple[str, dict[str, str]]],
@@ -174,8 +172,10 @@ async def run_sse_stream(
     ``authorize()`` returns the API key to send (raising when one is missing),
     ``build_params()`` the JSON body (before ``on_payload``), ``build_request(params,
     api_key)`` the URL and headers; ``dispatch(mapper, sse)`` maps one decoded SSE event.
-    Reading stops early once ``is_complete()`` says the message is whole.
+    Reading stops early once ``is_complete()`` says the message is whole. The mapper's
+    ``stream`` gets the events and its ``output`` is the message they carry.
     """
+    model, output, stream = mapper.model, mapper.output, mapper.stream
     signal = options.get("signal")
     api_key: str | None = None
     try:

@@ -548,15 +548,14 @@ def _authorize(model: Model, options: Mapping[str, Any]) -> str | None:
 
 async def _run(model: Model, context: Context, options: Mapping[str, Any],
                stream: AssistantMessageEventStream) -> None:
-    output = new_output(model)
-    mapper = AnthropicEventMapper(model, output, stream)
+    mapper = AnthropicEventMapper(model, new_output(model), stream)
 
     def build_request(params: dict[str, Any], api_key: str | None) -> tuple[str, dict[str, str]]:
         return (model.base_url.rstrip("/") + "/v1/messages",
                 build_headers(model, api_key, options, params))
 
     await run_sse_stream(
-        model, options, stream, output, mapper,
+        mapper, options,
         authorize=lambda: _authorize(model, options),
         build_params=lambda: build_params(model, context, options),
         build_request=build_request, dispatch=_dispatch,

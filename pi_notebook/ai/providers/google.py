@@ -395,15 +395,13 @@ def _authorize(model: Model, options: Mapping[str, Any]) -> str | None:
 
 async def _run(model: Model, context: Context, options: Mapping[str, Any],
                stream: AssistantMessageEventStream) -> None:
-    output = new_output(model)
-
     def build_request(params: dict[str, Any], api_key: str | None) -> tuple[str, dict[str, str]]:
         url = f"{model.base_url.rstrip('/')}/models/{model.id}:streamGenerateContent?alt=sse"
         return url, build_headers(model, api_key, options)
 
     # Gemini has no terminal event: the stream is read to its end.
     await run_sse_stream(
-        model, options, stream, output, GoogleChunkMapper(model, output, stream),
+        GoogleChunkMapper(model, new_output(model), stream), options,
         authorize=lambda: _authorize(model, options),
         build_params=lambda: build_params(model, context, options),
         build_request=build_request, dispatch=_dispatch,

@@ -557,14 +557,13 @@ def _authorize(model: Model, options: Mapping[str, Any]) -> str | None:
 
 async def _run(model: Model, context: Context, options: Mapping[str, Any],
                stream: AssistantMessageEventStream) -> None:
-    output = new_output(model)
-    mapper = ResponsesEventMapper(model, output, stream, options.get("service_tier"))
+    mapper = ResponsesEventMapper(model, new_output(model), stream, options.get("service_tier"))
 
     def build_request(params: dict[str, Any], api_key: str | None) -> tuple[str, dict[str, str]]:
         return model.base_url.rstrip("/") + "/responses", build_headers(model, api_key, options)
 
     await run_sse_stream(
-        model, options, stream, output, mapper,
+        mapper, options,
         authorize=lambda: _authorize(model, options),
         build_params=lambda: build_params(model, context, options),
         build_request=build_request, dispatch=_dispatch,
