@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from .env import get_provider_env_value
-from .types import Model
+from .types import Model, get_field
 
 __all__ = [
     "DEFAULT_THINKING_BUDGETS", "MIN_ANSWER_TOKENS", "CONTEXT_SAFETY_TOKENS", "ContextEstimate",
@@ -56,12 +56,6 @@ class ThinkingAdjustment(NamedTuple):
 
 # --- reading messages of either shape -----------------------------------------------------------
 
-def _get(obj: Any, snake: str, camel: str | None = None, default: Any = None) -> Any:
-    if isinstance(obj, Mapping):
-        if camel is not None and camel in obj:
-            return obj[camel]
-        return obj.get(snake, default)
-    return getattr(obj, snake, default)
 
 
 def _compact_json(value: Any) -> str:
@@ -80,10 +74,10 @@ def _json_default(value: Any) -> Any:
 
 def calculate_context_tokens(usage: Any) -> int:
     """``totalTokens``, or the sum of its parts when the provider left it 0."""
-    total = _get(usage, "total_tokens", "totalTokens", 0) or 0
+    total = get_field(usage, "total_tokens", "totalTokens", 0) or 0
     if total:
         return total
-    return sum((_get(usage, s, c, 0) or 0) for s, c in
+    return sum((get_field(usage, s, c, 0) or 0) for s, c in
                (("input", None), ("output", None), ("cache_read", "cacheRead"), ("cache_write", "cacheWrite")))
 
 
@@ -98,26 +92,26 @@ def _content_chars(content: Any) -> int:
         return len(content)
     chars = 0
     for block in content:
-        kind = _get(block, "type")
-        chars += len(_get(block, "text", default="") or "") if kind == "text" else ESTIMATED_IMAGE_CHARS
+        kind = get_field(block, "type")
+        chars += len(get_field(block, "text", default="") or "") if kind == "text" else ESTIMATED_IMAGE_CHARS
     return chars
 
 
 def estimate_message_tokens(message: Any) -> int:
     """chars/4 rounded up; an image counts as 4800 characters."""
-    role = _get(message, "role")
-    content = _get(message, "content")
+    role = get_field(message, "role")
+    content = get_field(message, "content")
     if role != "assistant":
         return math.ceil(_content_chars(content) / CHARS_PER_TOKEN)
     chars = 0
     for block in content or []:
-        kind = _get(block, "type")
+        kind = get_field(block, "type")
         if kind == "text":
-            chars += len(_get(block, "text", default="") or "")
+            chars += len(get_field(block, "text", default="") or "")
         elif kind == "thinking":
-            chars += len(_get(block, "thinking", default="") or "")
+            chars += len(get_field(block, "thinking", default="") or "")
         else:
-            chars += len(_get(block, "name", default="") or "") + len(_compact_json(_get(block, "arguments", default={})))
+            chars += len(get_field(block, "name", default="") or "") + len(_compact_json(get_field(block, "arguments", default={})))
     return math.ceil(chars / CHARS_PER_TOKEN)
 
 
@@ -125,13 +119,13 @@ def _last_assistant_usage(messages: list[Any]) -> tuple[Any, int] | None:
     latest_prefix = -math.inf
     found = None
     for index, message in enumerate(messages):
-        timestamp = _get(message, "timestamp", default=0) or 0
-        if _get(message, "role") == "assistant":
+        timestamp = get_field(message, "timestamp", default=0) or 0
+        if get_field(message, "role") == "assistant":
             # A newer message inserted before this response (a compaction summary, say)
             # means its usage no longer describes the prefix.
-            usage = _get(message, "usage")
+            usage = get_field(message, "usage")
             if (timestamp >= latest_prefix and usage is not None
-                    and _get(message, "stop_reason", "stopReason") not in ("aborted", "error")
+                    and get_field(message, "stop_reason", "stopReason") not in ("aborted", "error")
                     and calculate_context_tokens(usage) > 0):
                 found = (usage, index)
         latest_prefix = max(latest_prefix, timestamp)
@@ -166,9 +160,9 @@ def estimate_context_tokens(context: Any) -> ContextEstimate:
     if isinstance(context, list):
         messages, system_prompt, tools, whole = context, None, None, False
     else:
-        messages = list(_get(context, "messages", default=[]) or [])
-        system_prompt = _get(context, "system_prompt", "systemPrompt")
-        tools = _get(context, "tools")
+        messages = list(get_field(context, "messages", default=[]) or [])
+        system_prompt = get_field(context, "system_prompt", "systemPrompt")
+        tools = get_field(context, "tools")
         whole = True
     found = _last_assistant_usage(messages)
     if found is not None:
@@ -178,9 +172,9 @@ def estimate_context_tokens(context: Any) -> ContextEstimate:
         if whole and tools:
             added = set()
             for message in messages[index + 1:]:
-                if _get(message, "role") == "toolResult":
-                    added.update(_get(message, "added_tool_names", "addedToolNames") or [])
-            extra = _estimate_tools([t for t in tools if _get(t, "name") in added])
+                if get_field(message, "role") == "toolResult":
+                    added.update(get_field(message, "added_tool_names", "addedToolNames") or [])
+            extra = _estimate_tools([t for t in tools if get_field(t, "name") in added])
             trailing += extra
         return ContextEstimate(usage_tokens + trailing, usage_tokens, trailing, index)
     tokens = sum(estimate_message_tokens(m) for m in messages)

@@ -9,13 +9,14 @@ accepts either spelling.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic_core import PydanticUndefined
 
 __all__ = [
-    "now_ms", "PiModel", "TextContent", "ThinkingContent", "ImageContent", "ToolCall",
+    "now_ms", "get_field", "PiModel", "TextContent", "ThinkingContent", "ImageContent", "ToolCall",
     "UserContent", "AssistantContent", "ToolResultContent", "Cost", "Usage", "StopReason",
     "UserMessage", "AssistantMessage", "ToolResultMessage", "Message", "ModelCostTier",
     "ModelCost", "Model", "Tool", "Context", "ThinkingLevel", "AgentThinkingLevel",
@@ -23,6 +24,18 @@ __all__ = [
     "ThinkingDeltaEvent", "ThinkingEndEvent", "ToolCallStartEvent", "ToolCallDeltaEvent",
     "ToolCallEndEvent", "DoneEvent", "ErrorEvent", "AssistantMessageEvent",
 ]
+
+
+def get_field(obj: Any, name: str, alias: str | None = None, default: Any = None) -> Any:
+    """Read a field from a pydantic message or a plain pi-JSON dict (camelCase ``alias``).
+
+    Transcripts may mix both shapes (custom messages, sessions loaded as dicts).
+    """
+    if isinstance(obj, Mapping):
+        if alias is not None and alias in obj:
+            return obj[alias]
+        return obj.get(name, default)
+    return getattr(obj, name, default)
 
 
 def now_ms() -> int:

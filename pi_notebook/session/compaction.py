@@ -27,7 +27,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..ai.types import TextContent, ToolResultMessage, UserMessage
+from ..ai.types import TextContent, ToolResultMessage, UserMessage, get_field
 
 __all__ = ["CompactionInfo", "make_context_compactor", "estimate_message_tokens",
            "estimate_tokens", "extractive_summary", "make_model_summarizer",
@@ -72,34 +72,28 @@ class CompactionInfo:
 
 # --- estimate --------------------------------------------------------------------------------
 
-def _get(obj: Any, name: str, alias: str | None = None, default: Any = None) -> Any:
-    if isinstance(obj, Mapping):
-        if alias is not None and alias in obj:
-            return obj[alias]
-        return obj.get(name, default)
-    return getattr(obj, name, default)
 
 
 def _message_chars(message: Any) -> int:
-    content = _get(message, "content")
+    content = get_field(message, "content")
     if isinstance(content, str):
         return len(content)
     chars = 0
     for block in content or []:
-        kind = _get(block, "type")
+        kind = get_field(block, "type")
         if kind == "text":
-            chars += len(_get(block, "text") or "")
+            chars += len(get_field(block, "text") or "")
         elif kind == "thinking":
-            chars += len(_get(block, "thinking") or "")
+            chars += len(get_field(block, "thinking") or "")
         elif kind == "image":
             chars += _IMAGE_CHARS
         elif kind == "toolCall":
-            chars += len(_get(block, "name") or "")
-            chars += len(json.dumps(_get(block, "arguments") or {}, default=str))
+            chars += len(get_field(block, "name") or "")
+            chars += len(json.dumps(get_field(block, "arguments") or {}, default=str))
         else:
             chars += len(json.dumps(block, default=str)) if isinstance(block, Mapping) else 0
-    if _get(message, "role") == "toolResult":
-        chars += len(_get(message, "tool_name", "toolName") or "")
+    if get_field(message, "role") == "toolResult":
+        chars += len(get_field(message, "tool_name", "toolName") or "")
     return chars
 
 
@@ -119,32 +113,32 @@ def _short(text: str, limit: int) -> str:
 
 
 def _plain_text(message: Any) -> str:
-    content = _get(message, "content")
+    content = get_field(message, "content")
     if isinstance(content, str):
         return content
-    return " ".join(_get(b, "text") or "" for b in content or [] if _get(b, "type") == "text")
+    return " ".join(get_field(b, "text") or "" for b in content or [] if get_field(b, "type") == "text")
 
 
 async def extractive_summary(messages: list[Any]) -> str:
     """One line per message: who said what (shortened), which tools were called."""
     lines = []
     for message in messages:
-        role = _get(message, "role")
+        role = get_field(message, "role")
         if role == "user":
             lines.append(f"- user: {_short(_plain_text(message), 300)}")
         elif role == "assistant":
             text = _short(_plain_text(message), 300)
             calls = [
-                f"{_get(b, 'name')}({_short(json.dumps(_get(b, 'arguments') or {}, default=str), 120)})"
-                for b in _get(message, "content") or [] if _get(b, "type") == "toolCall"
+                f"{get_field(b, 'name')}({_short(json.dumps(get_field(b, 'arguments') or {}, default=str), 120)})"
+                for b in get_field(message, "content") or [] if get_field(b, "type") == "toolCall"
             ]
             line = f"- assistant: {text}" if text else "- assistant:"
             if calls:
                 line += " called " + ", ".join(calls)
             lines.append(line)
         elif role == "toolResult":
-            status = "error" if _get(message, "is_error", "isError") else "result"
-            lines.append(f"- {_get(message, 'tool_name', 'toolName')} {status}: "
+            status = "error" if get_field(message, "is_error", "isError") else "result"
+            lines.append(f"- {get_field(message, 'tool_name', 'toolName')} {status}: "
                          f"{_short(_plain_text(message), 160)}")
     return "\n".join(lines)
 
@@ -164,19 +158,19 @@ SUMMARY_SYSTEM_PROMPT = (
 def _transcript(messages: list[Any], output_chars: int = 1500) -> str:
     parts = []
     for message in messages:
-        role = _get(message, "role")
+        role = get_field(message, "role")
         if role == "toolResult":
             text = _plain_text(message)
             if len(text) > output_chars:
                 text = text[:output_chars] + f" ... [{len(text) - output_chars} chars cut]"
-            parts.append(f"[{_get(message, 'tool_name', 'toolName')} output]\n{text}")
+            parts.append(f"[{get_field(message, 'tool_name', 'toolName')} output]\n{text}")
         elif role == "assistant":
             lines = [_plain_text(message)]
-            for block in _get(message, "content") or []:
-                if _get(block, "type") == "toolCall":
-                    args = _get(block, "arguments") or {}
+            for block in get_field(message, "content") or []:
+                if get_field(block, "type") == "toolCall":
+                    args = get_field(block, "arguments") or {}
                     body = args["code"] if isinstance(args.get("code"), str) else json.dumps(args, default=str)
-                    lines.append(f"[calls {_get(block, 'name')}]\n{body}")
+                    lines.append(f"[calls {get_field(block, 'name')}]\n{body}")
             parts.append("[assistant]\n" + "\n".join(line for line in lines if line))
         elif role == "user":
             parts.append(f"[user]\n{_plain_text(message)}")
@@ -201,8 +195,8 @@ def make_model_summarizer(model: Any, complete_fn: Callable[..., Awaitable[Any]]
         context = Context(system_prompt=SUMMARY_SYSTEM_PROMPT,
                           messages=[UserMessage(content=prompt)])
         reply = await fn(model, context, dict(options or {}))
-        if _get(reply, "stop_reason") in ("error", "aborted"):
-            raise RuntimeError(_get(reply, "error_message") or "summary request failed")
+        if get_field(reply, "stop_reason") in ("error", "aborted"):
+            raise RuntimeError(get_field(reply, "error_message") or "summary request failed")
         text = _plain_text(reply).strip()
         if not text:
             raise RuntimeError("the model returned an empty summary")
@@ -219,13 +213,13 @@ def _cut_points(messages: Sequence[Any], limit: int) -> list[int]:
     call_index: dict[str, int] = {}
     blocked = [0] * (len(messages) + 2)
     for i, message in enumerate(messages):
-        role = _get(message, "role")
+        role = get_field(message, "role")
         if role == "assistant":
-            for block in _get(message, "content") or []:
-                if _get(block, "type") == "toolCall":
-                    call_index[_get(block, "id")] = i
+            for block in get_field(message, "content") or []:
+                if get_field(block, "type") == "toolCall":
+                    call_index[get_field(block, "id")] = i
         elif role == "toolResult":
-            c = call_index.get(_get(message, "tool_call_id", "toolCallId"))
+            c = call_index.get(get_field(message, "tool_call_id", "toolCallId"))
             if c is not None and c < i:
                 # cutting at any position in (c, i] would split the pair
                 blocked[c + 1] += 1
@@ -235,7 +229,7 @@ def _cut_points(messages: Sequence[Any], limit: int) -> list[int]:
     for i in range(len(messages) + 1):
         running += blocked[i]
         if 1 <= i <= limit and running == 0 and (
-            i == len(messages) or _get(messages[i], "role") != "toolResult"
+            i == len(messages) or get_field(messages[i], "role") != "toolResult"
         ):
             points.append(i)
     return points
@@ -301,7 +295,7 @@ def make_context_compactor(
         total = tokens_before
         info = CompactionInfo(context_window=context_window, budget=budget,
                               tokens_before=tokens_before, tokens_after=tokens_before)
-        last_user = max((i for i, m in enumerate(result) if _get(m, "role") == "user"), default=-1)
+        last_user = max((i for i, m in enumerate(result) if get_field(m, "role") == "user"), default=-1)
 
         # 1. drop old tool outputs, oldest first
         for i, message in enumerate(result):
@@ -332,7 +326,7 @@ def make_context_compactor(
                 text = await summarize_range(list(messages[:chosen]), replaced)
                 summary = UserMessage(
                     content=[TextContent(text=SUMMARY_PREFIX.format(count=len(replaced)) + text)],
-                    timestamp=_get(replaced[-1], "timestamp") or 0,
+                    timestamp=get_field(replaced[-1], "timestamp") or 0,
                 )
                 result = [summary, *result[chosen:]]
                 total = estimate_tokens(result)

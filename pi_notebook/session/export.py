@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from ..ai.types import get_field
 
 __all__ = ["build_notebook", "export_notebook", "PYTHON_TOOL_NAME"]
 
@@ -34,12 +35,6 @@ def _nbformat() -> Any:
     return nbformat
 
 
-def _get(obj: Any, name: str, alias: str | None = None, default: Any = None) -> Any:
-    if isinstance(obj, Mapping):
-        if alias is not None and alias in obj:
-            return obj[alias]
-        return obj.get(name, default)
-    return getattr(obj, name, default)
 
 
 def _blocks(content: Any) -> list[Any]:
@@ -49,8 +44,8 @@ def _blocks(content: Any) -> list[Any]:
 
 
 def _text_of(content: Any) -> str:
-    return "\n\n".join(_get(b, "text") or "" for b in _blocks(content)
-                       if _get(b, "type") == "text").strip()
+    return "\n\n".join(get_field(b, "text") or "" for b in _blocks(content)
+                       if get_field(b, "type") == "text").strip()
 
 
 def _fence(text: str, lang: str = "") -> str:
@@ -72,7 +67,7 @@ def _outputs_from_result(result: Any) -> list[Any]:
     """
     nbformat = _nbformat()
     v4 = nbformat.v4
-    details = _get(result, "details")
+    details = get_field(result, "details")
     if isinstance(details, Mapping) and isinstance(details.get("outputs"), list):
         outputs = []
         for raw in details["outputs"]:
@@ -93,28 +88,28 @@ def _outputs_from_result(result: Any) -> list[Any]:
                                          text=text if text.endswith("\n") else text + "\n"))
             text_parts.clear()
 
-    for block in _blocks(_get(result, "content")):
-        kind = _get(block, "type")
+    for block in _blocks(get_field(result, "content")):
+        kind = get_field(block, "type")
         if kind == "text":
-            text_parts.append(_get(block, "text") or "")
+            text_parts.append(get_field(block, "text") or "")
         elif kind == "image":
             flush_text()
-            mime = _get(block, "mime_type", "mimeType") or "image/png"
-            outputs.append(v4.new_output("display_data", data={mime: _get(block, "data") or ""}))
+            mime = get_field(block, "mime_type", "mimeType") or "image/png"
+            outputs.append(v4.new_output("display_data", data={mime: get_field(block, "data") or ""}))
     flush_text()
     return outputs
 
 
 def _call_markdown(call: Any, result: Any, note: str) -> str:
-    name = _get(call, "name") or "?"
-    args = _get(call, "arguments") or {}
+    name = get_field(call, "name") or "?"
+    args = get_field(call, "arguments") or {}
     if name == PYTHON_TOOL_NAME and isinstance(args.get("code"), str):
         body = _fence(args["code"], "python")
     else:
         body = _fence(json.dumps(args, indent=2, ensure_ascii=False, default=repr), "json")
     parts = [f"**Tool call `{name}`** ({note})", body]
     if result is not None:
-        text = _text_of(_get(result, "content"))
+        text = _text_of(get_field(result, "content"))
         if len(text) > _RESULT_PREVIEW_CHARS:
             text = text[:_RESULT_PREVIEW_CHARS] + f"\n... [{len(text) - _RESULT_PREVIEW_CHARS} more chars]"
         if text:
@@ -130,17 +125,17 @@ def build_notebook(messages: Iterable[Any], *, title: str | None = None,
     messages = list(messages)
     results: dict[str, Any] = {}
     for message in messages:
-        if _get(message, "role") == "toolResult":
-            results[_get(message, "tool_call_id", "toolCallId")] = message
+        if get_field(message, "role") == "toolResult":
+            results[get_field(message, "tool_call_id", "toolCallId")] = message
 
     cells: list[Any] = []
     if title:
         cells.append(v4.new_markdown_cell(f"# {title}"))
     for message in messages:
-        role = _get(message, "role")
+        role = get_field(message, "role")
         if role == "user":
-            text = _text_of(_get(message, "content"))
-            images = sum(1 for b in _blocks(_get(message, "content")) if _get(b, "type") == "image")
+            text = _text_of(get_field(message, "content"))
+            images = sum(1 for b in _blocks(get_field(message, "content")) if get_field(b, "type") == "image")
             if images:
                 text += f"\n\n*({images} image{'s' if images > 1 else ''} attached)*"
             if text.strip():
@@ -153,18 +148,18 @@ def build_notebook(messages: Iterable[Any], *, title: str | None = None,
                     cells.append(v4.new_markdown_cell("**Assistant:**\n\n" + "\n\n".join(prose)))
                     prose.clear()
 
-            for block in _blocks(_get(message, "content")):
-                kind = _get(block, "type")
-                if kind == "text" and (_get(block, "text") or "").strip():
-                    prose.append(_get(block, "text"))
-                elif kind == "thinking" and include_thinking and (_get(block, "thinking") or "").strip():
-                    prose.append("> " + _get(block, "thinking").replace("\n", "\n> "))
+            for block in _blocks(get_field(message, "content")):
+                kind = get_field(block, "type")
+                if kind == "text" and (get_field(block, "text") or "").strip():
+                    prose.append(get_field(block, "text"))
+                elif kind == "thinking" and include_thinking and (get_field(block, "thinking") or "").strip():
+                    prose.append("> " + get_field(block, "thinking").replace("\n", "\n> "))
                 elif kind == "toolCall":
                     flush_prose()
-                    cells.append(_tool_call_cell(block, results.get(_get(block, "id"))))
+                    cells.append(_tool_call_cell(block, results.get(get_field(block, "id"))))
             flush_prose()
-            error = _get(message, "error_message", "errorMessage")
-            if _get(message, "stop_reason", "stopReason") in ("error", "aborted") and error:
+            error = get_field(message, "error_message", "errorMessage")
+            if get_field(message, "stop_reason", "stopReason") in ("error", "aborted") and error:
                 cells.append(v4.new_markdown_cell(f"*The response ended early: {error}*"))
         # tool results are attached to their calls; custom messages are not exported
     notebook = v4.new_notebook(cells=cells)
@@ -177,13 +172,13 @@ def build_notebook(messages: Iterable[Any], *, title: str | None = None,
 
 def _tool_call_cell(call: Any, result: Any) -> Any:
     v4 = _nbformat().v4
-    args = _get(call, "arguments") or {}
-    is_python = _get(call, "name") == PYTHON_TOOL_NAME and isinstance(args.get("code"), str)
+    args = get_field(call, "arguments") or {}
+    is_python = get_field(call, "name") == PYTHON_TOOL_NAME and isinstance(args.get("code"), str)
     if not is_python:
         return v4.new_markdown_cell(_call_markdown(call, result, "not code, shown for the record"))
     if result is None:
         return v4.new_markdown_cell(_call_markdown(call, None, "no result: it did not run"))
-    if _get(result, "is_error", "isError"):
+    if get_field(result, "is_error", "isError"):
         return v4.new_markdown_cell(_call_markdown(call, result, "failed or was not run"))
     return v4.new_code_cell(source=args["code"], outputs=_outputs_from_result(result))
 

@@ -26,7 +26,7 @@ from ..types import (
     AssistantMessage, Context, DoneEvent, ErrorEvent, Model, StartEvent,
     TextContent, TextDeltaEvent, TextEndEvent, TextStartEvent, ThinkingContent,
     ThinkingDeltaEvent, ThinkingEndEvent, ThinkingStartEvent, ToolCall, ToolCallDeltaEvent,
-    ToolCallEndEvent, ToolCallStartEvent, Usage, now_ms,
+    ToolCallEndEvent, ToolCallStartEvent, Usage, get_field, now_ms,
 )
 
 __all__ = [
@@ -406,13 +406,6 @@ def _estimate_tokens(text: str) -> int:
     return math.ceil(len(text.encode("utf-16-le")) / 2 / _CHARS_PER_TOKEN)
 
 
-def _get(obj: Any, name: str, alias: str | None = None, default: Any = None) -> Any:
-    """Read a field from a pydantic message or a plain (camelCase) dict."""
-    if isinstance(obj, Mapping):
-        if alias is not None and alias in obj:
-            return obj[alias]
-        return obj.get(name, default)
-    return getattr(obj, name, default)
 
 
 def _content_to_text(content: Any) -> str:
@@ -420,24 +413,24 @@ def _content_to_text(content: Any) -> str:
         return content
     parts: list[str] = []
     for block in content or []:
-        kind = _get(block, "type")
+        kind = get_field(block, "type")
         if kind == "text":
-            parts.append(_get(block, "text") or "")
+            parts.append(get_field(block, "text") or "")
         elif kind == "thinking":
-            parts.append(_get(block, "thinking") or "")
+            parts.append(get_field(block, "thinking") or "")
         elif kind == "image":
-            data = _get(block, "data") or ""
-            parts.append(f"[image:{_get(block, 'mime_type', 'mimeType')}:{len(data)}]")
+            data = get_field(block, "data") or ""
+            parts.append(f"[image:{get_field(block, 'mime_type', 'mimeType')}:{len(data)}]")
         else:
-            parts.append(f"{_get(block, 'name')}:{_json(_get(block, 'arguments') or {})}")
+            parts.append(f"{get_field(block, 'name')}:{_json(get_field(block, 'arguments') or {})}")
     return "\n".join(parts)
 
 
 def _message_to_text(message: Any) -> str:
-    if _get(message, "role") == "toolResult":
-        return "\n".join([str(_get(message, "tool_name", "toolName")),
-                          _content_to_text(_get(message, "content"))])
-    return _content_to_text(_get(message, "content"))
+    if get_field(message, "role") == "toolResult":
+        return "\n".join([str(get_field(message, "tool_name", "toolName")),
+                          _content_to_text(get_field(message, "content"))])
+    return _content_to_text(get_field(message, "content"))
 
 
 def _tool_json(tool: Any) -> Any:
@@ -459,12 +452,12 @@ def _tool_json(tool: Any) -> Any:
 def serialize_context(context: Context) -> str:
     """The prompt text whose length drives the faux usage estimate."""
     parts: list[str] = []
-    system_prompt = _get(context, "system_prompt", "systemPrompt")
+    system_prompt = get_field(context, "system_prompt", "systemPrompt")
     if system_prompt:
         parts.append(f"system:{system_prompt}")
-    for message in _get(context, "messages") or []:
-        parts.append(f"{_get(message, 'role')}:{_message_to_text(message)}")
-    tools = _get(context, "tools")
+    for message in get_field(context, "messages") or []:
+        parts.append(f"{get_field(message, 'role')}:{_message_to_text(message)}")
+    tools = get_field(context, "tools")
     if tools:
         parts.append(f"tools:{_json([_tool_json(t) for t in tools])}")
     return "\n\n".join(parts)
