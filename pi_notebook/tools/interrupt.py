@@ -88,6 +88,9 @@ def _on_main_thread() -> bool:
 def _sigint_handler(signum: int, frame: Any) -> None:
     run = _main_running
     if run is not None and _on_main_thread():
+        for other in list(_guarded_runs):  # parallel calls on workers stop too
+            if other is not run:
+                other._forward_kernel_interrupt()
         run._note("kernel interrupt")
         raise KeyboardInterrupt(run.message)
     runs = list(_guarded_runs)

@@ -297,16 +297,17 @@ def test_stop_button_during_agent_wait_cell_stops_the_code_and_the_run() -> None
     try:
         kernel.ok(faux_setup(None))
         kernel.ok(SETUP)
+        started = kernel.cwd / "spinning"  # the code says it runs (the shell is busy meanwhile)
+        code = f"open({str(started)!r}, 'w').close()\nwhile True: pass"
         kernel.ok("faux.set_responses([faux_assistant_message([faux_tool_call('python', "
-                  "{'code': 'while True: pass'}, id='wait-spin')], stop_reason='toolUse'), "
+                  f"{{'code': {code!r}}}, id='wait-spin')], stop_reason='toolUse'), "
                   "faux_assistant_message('never')])")
         msg_id = kernel.start("%%agent -m faux/faux-1 --approve auto --wait\nspin\n")
         deadline = time.monotonic() + 20
-        while not [m for m in kernel.messages() if m["msg_type"] == "status"
-                   and m["parent_header"].get("msg_id") == msg_id]:
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
-        time.sleep(1.0)  # the tool is spinning on its worker by now
+        while not started.exists():
+            assert time.monotonic() < deadline, "the tool never started"
+            time.sleep(0.02)
+        time.sleep(0.2)  # inside the loop
         sent = time.time()
         kernel.interrupt()
         reply = kernel.wait_reply(msg_id, timeout=HANG_BOUND_S)  # the cell ended
