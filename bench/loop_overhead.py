@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import statistics
 import subprocess
 import sys
@@ -51,42 +50,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests" / "ai"))
 
-WORDS = ["The", " sea", " is", " deep", " and", " full", " of", " life", ",", " fish", " swim", "."]
-
-
-# --- bodies (the same chunk shape as bench/stream_overhead.py) ------------------------------
-
-def _chunk(delta: dict[str, Any], finish: str | None = None) -> str:
-    payload = {"choices": [{"finish_reason": finish, "index": 0, "delta": delta}],
-               "created": 1795998014, "id": "chatcmpl-bo5egteOXriJQG5WUDFFw3uqAGSltcRN",
-               "model": "bench-model", "system_fingerprint": "b0-unknown",
-               "object": "chat.completion.chunk"}
-    return "data: " + json.dumps(payload, separators=(",", ":")) + "\n\n"
-
-
-def _tail(finish: str) -> str:
-    usage = {"choices": [], "id": "chatcmpl-x", "model": "bench-model",
-             "object": "chat.completion.chunk",
-             "usage": {"completion_tokens": 10, "prompt_tokens": 10, "total_tokens": 20}}
-    return _chunk({}, finish) + "data: " + json.dumps(usage) + "\n\ndata: [DONE]\n\n"
-
-
-def text_body(n: int) -> bytes:
-    parts = [_chunk({"role": "assistant", "content": None})]
-    parts += [_chunk({"content": WORDS[i % len(WORDS)]}) for i in range(n)]
-    return ("".join(parts) + _tail("stop")).encode()
-
-
-def tool_body(fragments: int) -> bytes:
-    args = json.dumps({"path": "notes/plan.md",
-                       "content": " ".join(f"line {i}" for i in range(fragments * 2))})
-    size = -(-len(args) // fragments)
-    pieces = [args[i:i + size] for i in range(0, len(args), size)]
-    parts = [_chunk({"tool_calls": [{"index": 0, "id": "call_1", "type": "function",
-                                     "function": {"name": "write", "arguments": pieces[0]}}]})]
-    parts += [_chunk({"tool_calls": [{"index": 0, "function": {"arguments": p}}]})
-              for p in pieces[1:]]
-    return ("".join(parts) + _tail("tool_calls")).encode()
+# The SSE bodies, the floor and the protocol minimum are stream_overhead.py's: same server
+# shapes, same floor, so the two benchmarks' ratios are comparable.
+from stream_overhead import floor_run, text_body, tool_body  # noqa: E402
+from stream_overhead import minimum_run as _stream_minimum_run  # noqa: E402
 
 
 # --- server process ---------------------------------------------------------------------------
@@ -123,70 +90,34 @@ def serve(text_files: list[str], tool_file: str, final_file: str) -> None:
 
 # --- measurement ------------------------------------------------------------------------------
 
-async def floor_run(client: Any, url: str) -> int:
-    count = 0
-    async with client.stream("POST", url, json={"model": "bench-model", "stream": True}) as response:
-        async for line in response.aiter_lines():
-            if line.startswith("data: ") and line != "data: [DONE]":
-                json.loads(line[6:])
-                count += 1
-    return count
-
-
 async def minimum_run(client: Any, url: str) -> int:
-    """The floor plus the objects pi requires per delta (see the module docstring), built
-    inline with the same slot setters as the loop's hot path."""
+    """The floor plus the objects pi requires per delta (see the module docstring): the delta
+    event (stream_overhead's minimum), then the shallow copy of the partial message and the
+    ``message_update`` event, built with the same slot setters as the loop's hot path, handed
+    to one awaited subscriber."""
     from pi_notebook.agent.types import MessageUpdateEvent
     from pi_notebook.ai.types import (
-        SET_EXTRA, SET_FIELDS_SET, SET_MODEL_DICT, SET_PRIVATE, AssistantMessage, TextContent,
-        TextDeltaEvent, ToolCallDeltaEvent, new_instance,
+        SET_EXTRA, SET_FIELDS_SET, SET_MODEL_DICT, SET_PRIVATE, AssistantMessage, new_instance,
     )
 
     async def subscriber(event: Any, signal: Any) -> None:
         _ = event.type
 
-    partial = AssistantMessage(content=[TextContent(text="")], stop_reason="pending")
-    fields = partial.content[0].__dict__
-    count = 0
-    async with client.stream("POST", url, json={"model": "bench-model", "stream": True}) as response:
-        async for line in response.aiter_lines():
-            if line.startswith("data: ") and line != "data: [DONE]":
-                chunk = json.loads(line[6:])
-                count += 1
-                choices = chunk.get("choices")
-                delta = choices[0].get("delta") if choices else None
-                if not delta:
-                    continue
-                if "content" in delta:
-                    text = delta["content"] or ""
-                    so_far = fields["text"]
-                    fields["text"] = ""  # sole reference: CPython appends in place
-                    so_far += text
-                    fields["text"] = so_far
-                    event = new_instance(TextDeltaEvent)
-                    SET_MODEL_DICT(event, {"type": "text_delta", "content_index": 0, "delta": text,
-                                           "partial": partial})
-                else:
-                    event = new_instance(ToolCallDeltaEvent)
-                    SET_MODEL_DICT(event, {
-                        "type": "toolcall_delta", "content_index": 0,
-                        "delta": delta["tool_calls"][0]["function"]["arguments"], "partial": partial})
-                SET_FIELDS_SET(event, {"content_index", "delta", "partial"})
-                SET_EXTRA(event, None)
-                SET_PRIVATE(event, None)
-                copy = new_instance(AssistantMessage)
-                SET_MODEL_DICT(copy, partial.__dict__.copy())
-                SET_FIELDS_SET(copy, set(partial.__pydantic_fields_set__))
-                SET_EXTRA(copy, None)
-                SET_PRIVATE(copy, None)
-                update = new_instance(MessageUpdateEvent)
-                SET_MODEL_DICT(update, {"type": "message_update", "message": copy,
-                                        "assistant_message_event": event})
-                SET_FIELDS_SET(update, {"message", "assistant_message_event"})
-                SET_EXTRA(update, None)
-                SET_PRIVATE(update, None)
-                await subscriber(update, None)
-    return count
+    async def agent_work(event: Any, partial: Any) -> None:
+        copy = new_instance(AssistantMessage)
+        SET_MODEL_DICT(copy, partial.__dict__.copy())
+        SET_FIELDS_SET(copy, set(partial.__pydantic_fields_set__))
+        SET_EXTRA(copy, None)
+        SET_PRIVATE(copy, None)
+        update = new_instance(MessageUpdateEvent)
+        SET_MODEL_DICT(update, {"type": "message_update", "message": copy,
+                                "assistant_message_event": event})
+        SET_FIELDS_SET(update, {"message", "assistant_message_event"})
+        SET_EXTRA(update, None)
+        SET_PRIVATE(update, None)
+        await subscriber(update, None)
+
+    return await _stream_minimum_run(client, url, on_event=agent_work)
 
 
 def make_agent(base_url: str) -> Any:

@@ -92,8 +92,11 @@ async def floor_run(client: httpx.AsyncClient, url: str) -> int:
     return count
 
 
-async def minimum_run(client: httpx.AsyncClient, url: str) -> int:
-    """The floor plus one event per delta on a live partial message (see the docstring)."""
+async def minimum_run(client: httpx.AsyncClient, url: str, on_event=None) -> int:
+    """The floor plus one event per delta on a live partial message (see the docstring).
+
+    ``on_event(event, partial)``, when given, is awaited per delta: loop_overhead.py adds the
+    Agent's required per-delta work there."""
     partial = AssistantMessage(content=[TextContent(text="")], stop_reason="pending")
     fields = partial.content[0].__dict__
     count = 0
@@ -123,6 +126,8 @@ async def minimum_run(client: httpx.AsyncClient, url: str) -> int:
                 SET_FIELDS_SET(event, {"content_index", "delta", "partial"})
                 SET_EXTRA(event, None)
                 SET_PRIVATE(event, None)
+                if on_event is not None:
+                    await on_event(event, partial)
     return count
 
 
