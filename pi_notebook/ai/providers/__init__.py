@@ -1,8 +1,8 @@
-"""Wire-API adapters and the faux test provider.
+"""Wire-API adapters, the embedded local model and the faux test provider.
 
 Each built-in adapter module exposes ``register()``; ``register_builtin_providers``
 imports them lazily, on the first ``stream()`` call, so that importing the package
-stays cheap.
+(and ``%load_ext pi_notebook``) stays cheap.
 """
 
 from __future__ import annotations
@@ -14,10 +14,4 @@ _BUILTIN_MODULES = ("openai_completions", "openai_responses", "anthropic", "goog
 
 def register_builtin_providers() -> None:
     for name in _BUILTIN_MODULES:
-        try:
-            module = importlib.import_module(f"{__name__}.{name}")
-        except ModuleNotFoundError as exc:  # adapter not built yet in this checkout
-            if exc.name == f"{__name__}.{name}":
-                continue
-            raise
-        module.register()
+        importlib.import_module(f"{__name__}.{name}").register()
