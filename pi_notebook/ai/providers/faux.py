@@ -339,47 +339,43 @@ async def _stream_with_deltas(
         return
     out.push(StartEvent(partial=partial.model_copy()))
 
+    async def stream_block(index: int, live: Any, text: str, start_cls: type, delta_cls: type,
+                           grow: str | None) -> bool:
+        """``*_start``, then one ``*_delta`` per chunk (appending to ``live.<grow>``).
+
+        False when aborted mid-block: the error is pushed and, as in pi, the open block
+        gets no ``*_end``."""
+        partial.content = [*partial.content, live]
+        out.push(start_cls(content_index=index, partial=partial.model_copy()))
+        for chunk in _split_by_token_size(text, min_tokens, max_tokens):
+            await _wait_for_chunk(chunk, tokens_per_second)
+            if _aborted(signal):
+                push_aborted()
+                return False
+            if grow is not None:
+                setattr(live, grow, getattr(live, grow) + chunk)
+            out.push(delta_cls(content_index=index, delta=chunk, partial=partial.model_copy()))
+        return True
+
     for index, block in enumerate(message.content):
         if isinstance(block, ThinkingContent):
-            live_thinking = ThinkingContent(thinking="")
-            partial.content = [*partial.content, live_thinking]
-            out.push(ThinkingStartEvent(content_index=index, partial=partial.model_copy()))
-            for chunk in _split_by_token_size(block.thinking, min_tokens, max_tokens):
-                await _wait_for_chunk(chunk, tokens_per_second)
-                if _aborted(signal):
-                    push_aborted()
-                    return
-                live_thinking.thinking += chunk
-                out.push(ThinkingDeltaEvent(content_index=index, delta=chunk,
-                                            partial=partial.model_copy()))
+            if not await stream_block(index, ThinkingContent(thinking=""), block.thinking,
+                                      ThinkingStartEvent, ThinkingDeltaEvent, "thinking"):
+                return
             out.push(ThinkingEndEvent(content_index=index, content=block.thinking,
                                       partial=partial.model_copy()))
         elif isinstance(block, TextContent):
-            live_text = TextContent(text="")
-            partial.content = [*partial.content, live_text]
-            out.push(TextStartEvent(content_index=index, partial=partial.model_copy()))
-            for chunk in _split_by_token_size(block.text, min_tokens, max_tokens):
-                await _wait_for_chunk(chunk, tokens_per_second)
-                if _aborted(signal):
-                    push_aborted()
-                    return
-                live_text.text += chunk
-                out.push(TextDeltaEvent(content_index=index, delta=chunk,
-                                        partial=partial.model_copy()))
+            if not await stream_block(index, TextContent(text=""), block.text,
+                                      TextStartEvent, TextDeltaEvent, "text"):
+                return
             out.push(TextEndEvent(content_index=index, content=block.text,
                                   partial=partial.model_copy()))
         else:
             live_call = ToolCall(id=block.id, name=block.name, arguments={})
-            partial.content = [*partial.content, live_call]
-            out.push(ToolCallStartEvent(content_index=index, partial=partial.model_copy()))
             # The arguments are not re-parsed while streaming (pi's faux does not either).
-            for chunk in _split_by_token_size(_json(block.arguments), min_tokens, max_tokens):
-                await _wait_for_chunk(chunk, tokens_per_second)
-                if _aborted(signal):
-                    push_aborted()
-                    return
-                out.push(ToolCallDeltaEvent(content_index=index, delta=chunk,
-                                            partial=partial.model_copy()))
+            if not await stream_block(index, live_call, _json(block.arguments),
+                                      ToolCallStartEvent, ToolCallDeltaEvent, None):
+                return
             live_call.arguments = block.arguments
             out.push(ToolCallEndEvent(content_index=index, tool_call=live_call,
                                       partial=partial.model_copy()))
