@@ -39,9 +39,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -52,7 +50,7 @@ sys.path.insert(0, str(ROOT / "tests" / "ai"))
 
 # The SSE bodies, the floor and the protocol minimum are stream_overhead.py's: same server
 # shapes, same floor, so the two benchmarks' ratios are comparable.
-from stream_overhead import floor_run, text_body, tool_body  # noqa: E402
+from stream_overhead import floor_run, serving, text_body, tool_body  # noqa: E402
 from stream_overhead import minimum_run as _stream_minimum_run  # noqa: E402
 
 
@@ -238,24 +236,9 @@ def main() -> None:
         *texts, tool_file, final_file = args.serve
         serve(texts, tool_file, final_file)
         return
-    with tempfile.TemporaryDirectory() as tmp:
-        bodies = [text_body(2000), text_body(20000), tool_body(200), text_body(50)]
-        files = []
-        for i, body in enumerate(bodies):
-            path = Path(tmp) / f"body{i}.sse"
-            path.write_bytes(body)
-            files.append(str(path))
-        server = subprocess.Popen([sys.executable, __file__, "--serve", *files],
-                                  stdout=subprocess.PIPE, text=True)
-        try:
-            assert server.stdout is not None
-            base = server.stdout.readline().strip()
-            if not base.startswith("http://127.0.0.1:"):
-                raise SystemExit(f"benchmark server did not start: {base!r}")
-            asyncio.run(measure(base, args.reps))
-        finally:
-            server.terminate()
-            server.wait(timeout=10)
+    bodies = [text_body(2000), text_body(20000), tool_body(200), text_body(50)]
+    with serving(bodies, [sys.executable, __file__, "--serve"]) as base:
+        asyncio.run(measure(base, args.reps))
 
 
 if __name__ == "__main__":

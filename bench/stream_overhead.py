@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import statistics
 import subprocess
@@ -200,26 +201,35 @@ async def measure(base: str, reps: int) -> None:
           f"per request; new client each time: {fresh_cpu * 10:.2f} ms CPU / {fresh_wall * 10:.2f} ms wall")
 
 
+@contextlib.contextmanager
+def serving(bodies: list[bytes], command: list[str]):
+    """Write ``bodies`` to files, start ``command + files`` (a server printing its base URL
+    on its first line) in its own process, so its CPU time is not counted, and yield the URL."""
+    with tempfile.TemporaryDirectory() as tmp:
+        files = []
+        for i, body in enumerate(bodies):
+            path = Path(tmp) / f"body{i}.sse"
+            path.write_bytes(body)
+            files.append(str(path))
+        server = subprocess.Popen([*command, *files], stdout=subprocess.PIPE, text=True)
+        try:
+            assert server.stdout is not None
+            base = server.stdout.readline().strip()
+            if not base.startswith("http://127.0.0.1:"):
+                raise SystemExit(f"benchmark server did not start: {base!r}")
+            yield base
+        finally:
+            server.terminate()
+            server.wait(timeout=10)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--reps", type=int, default=7)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        files = []
-        for i, body in enumerate([text_body(2000), text_body(20000), tool_body(200), text_body(3)]):
-            path = Path(tmp) / f"body{i}.sse"
-            path.write_bytes(body)
-            files.append(str(path))
-        server = subprocess.Popen([sys.executable, str(ROOT / "tests" / "ai" / "sse_server.py"), *files],
-                                  stdout=subprocess.PIPE, text=True)
-        try:
-            base = server.stdout.readline().strip()
-            if not base.startswith("http://127.0.0.1:"):
-                raise SystemExit(f"benchmark server did not start: {base!r}")
-            asyncio.run(measure(base, args.reps))
-        finally:
-            server.terminate()
-            server.wait(timeout=10)
+    bodies = [text_body(2000), text_body(20000), tool_body(200), text_body(3)]
+    with serving(bodies, [sys.executable, str(ROOT / "tests" / "ai" / "sse_server.py")]) as base:
+        asyncio.run(measure(base, args.reps))
 
 
 if __name__ == "__main__":
