@@ -374,6 +374,28 @@ _COMPARISON = {"minimum": ">=", "maximum": "<=", "exclusiveMinimum": ">", "exclu
 _KEYWORD_ORDER = {"type": 0, "required": 1, "properties": 2, "additionalProperties": 3}
 
 
+_TEMPLATES = {  # TypeBox/AJV wording; "{spec}" is the keyword's schema value
+    "additionalProperties": "must not have additional properties",
+    "anyOf": "must match a schema in anyOf",
+    "oneOf": "must match exactly one schema in oneOf",
+    "const": "must be equal to constant",
+    "enum": "must be equal to one of the allowed values",
+    "format": 'must match format "{spec}"',
+    "pattern": 'must match pattern "{spec}"',
+    "maxItems": "must not have more than {spec} items",
+    "minItems": "must not have fewer than {spec} items",
+    "maxLength": "must not have more than {spec} characters",
+    "minLength": "must not have fewer than {spec} characters",
+    "maxProperties": "must not have more than {spec} properties",
+    "minProperties": "must not have fewer than {spec} properties",
+    "not": "must not be valid",
+    "uniqueItems": "must not have duplicate items",
+    "contains": "must contain at least 1 valid item",
+    "unevaluatedProperties": "must not have unevaluated properties",
+    "unevaluatedItems": "must not have unevaluated items",
+}
+
+
 def _type_message(expected: Any) -> str:
     if isinstance(expected, list):
         return "must be either " + " or ".join(map(str, expected))
@@ -386,44 +408,10 @@ def _message(error: Any) -> str:
         return _type_message(spec)
     if keyword in _COMPARISON:
         return f"must be {_COMPARISON[keyword]} {_js_string(spec) if _is_number(spec) else spec}"
-    if keyword == "additionalProperties":
-        return "must not have additional properties"
-    if keyword == "anyOf":
-        return "must match a schema in anyOf"
-    if keyword == "oneOf":
-        return "must match exactly one schema in oneOf"
-    if keyword == "const":
-        return "must be equal to constant"
-    if keyword == "enum":
-        return "must be equal to one of the allowed values"
-    if keyword == "format":
-        return f'must match format "{spec}"'
-    if keyword == "pattern":
-        return f'must match pattern "{spec}"'
-    if keyword == "maxItems":
-        return f"must not have more than {spec} items"
-    if keyword == "minItems":
-        return f"must not have fewer than {spec} items"
-    if keyword == "maxLength":
-        return f"must not have more than {spec} characters"
-    if keyword == "minLength":
-        return f"must not have fewer than {spec} characters"
-    if keyword == "maxProperties":
-        return f"must not have more than {spec} properties"
-    if keyword == "minProperties":
-        return f"must not have fewer than {spec} properties"
     if keyword == "multipleOf":
         return f"must be multiple of {_js_string(spec) if _is_number(spec) else spec}"
-    if keyword == "not":
-        return "must not be valid"
-    if keyword == "uniqueItems":
-        return "must not have duplicate items"
-    if keyword == "contains":
-        return "must contain at least 1 valid item"
-    if keyword == "unevaluatedProperties":
-        return "must not have unevaluated properties"
-    if keyword == "unevaluatedItems":
-        return "must not have unevaluated items"
+    if isinstance(keyword, str) and keyword in _TEMPLATES:
+        return _TEMPLATES[keyword].format(spec=spec)
     if keyword in (False, "false") or error.schema is False:
         return "schema is false"
     return error.message
