@@ -7,7 +7,7 @@ import re
 from typing import Any
 
 __all__ = ["field", "content_text", "content_images", "fmt_tokens", "fmt_cost", "fmt_seconds",
-           "strip_control", "fence_for", "B64_RE", "find_invisible", "reveal_invisible", "safe_text"]
+           "strip_control", "fence_for", "B64_RE", "find_invisible", "reveal_invisible", "mark_invisible", "safe_text"]
 
 _MISSING = object()
 # Base64 payload of an image we embed ourselves as a data: URL.
@@ -129,6 +129,12 @@ def find_invisible(text: str) -> list[str]:
 def reveal_invisible(text: str) -> str:
     """``text`` with every invisible or bidi-control character written as ``⟨U+XXXX⟩``."""
     return _INVISIBLE_RE.sub(lambda m: f"⟨U+{ord(m.group(0)):04X}⟩", text)
+
+
+def mark_invisible(html: str) -> str:
+    """Escaped HTML (e.g. highlighted code) with each invisible character replaced by a
+    marked-up ``⟨U+XXXX⟩`` (the characters are not HTML-special, so this is safe)."""
+    return _INVISIBLE_RE.sub(lambda m: f'<span class="pi-invisible">⟨U+{ord(m.group(0)):04X}⟩</span>', html)
 
 
 _SURROGATE_RE = re.compile("[\ud800-\udfff]")

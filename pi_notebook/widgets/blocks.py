@@ -232,7 +232,7 @@ def _render_md(text: str, live: bool) -> str:
     if live:
         # Put the cursor inside the last paragraph so it sits at the end of the text.
         html = html[:-5] + CURSOR_HTML + "</p>\n" if html.endswith("</p>\n") else html + CURSOR_HTML
-    return f'<div class="pi-md">{html}</div>'
+    return f'<div class="pi-md jp-RenderedHTMLCommon jp-RenderedMarkdown">{html}</div>'
 
 
 def _render_thinking(text: str, live: bool) -> str:

@@ -216,6 +216,7 @@ _FRAME_RE = re.compile(r"^\s*(File\s|Cell In\[|Input In \[)")
 # Frames of installed libraries, the standard library and compiled extensions: folded.
 _LIBRARY_RE = re.compile(r"site-packages|dist-packages|[/\\]lib[/\\]python\d|\.pyx\b|\.pxi\b|<frozen |"
                          r"Could not get source")
+_EXC_RE = re.compile(r"^[A-Za-z_][\w.]*(:|$)")
 _START_RE = re.compile(r"Traceback \(most recent call last\)")
 SHORT_TRACEBACK_LINES = 12
 
@@ -244,17 +245,17 @@ def fold_traceback(text: str) -> tuple[str, bool]:
             current.append(line)
     if not frames:
         return text, False
-    # The exception lines follow the last frame's code: the first line (after the
-    # frame header) that starts in column 0 with text.
+    # The exception lines end the traceback: from the last line that starts in column
+    # 0 with a name (``KeyError: 'b'``, ``mod.CustomError``), to the end.
     last = frames[-1]
     tail: list[str] = []
-    for j in range(1, len(last)):
-        if last[j] and not last[j][0].isspace() and not _LIBRARY_RE.search(last[j]):
+    for j in range(len(last) - 1, 0, -1):
+        if _EXC_RE.match(last[j]):
             tail = last[j:]
             del last[j:]
             break
     user = [f for f in frames if not _LIBRARY_RE.search(f[0])]
-    shown = [*head, *(_trim(user[-1]) if user else []), *tail]
+    shown = [*head, *(_trim(user[-1]) if user else []), "", *tail]
     summary = "\n".join(line for line in shown).strip("\n")
     return summary, summary != text
 

@@ -9,14 +9,13 @@ the agent's code and the exception first; the full traceback is folded.
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable
 from typing import Any
 
 import ipywidgets as W
 
-from ._util import B64_RE, content_images, field, find_invisible, fmt_seconds, reveal_invisible, strip_control
+from ._util import B64_RE, content_images, field, find_invisible, fmt_seconds, mark_invisible, strip_control
 from .blocks import Block, ChunkedText, WidgetSet, line_split_point, pill_html
 from .markdown import escape_text, highlight_code
 from .toolcall import OutputRun, ToolItem, fold_traceback
@@ -25,7 +24,6 @@ __all__ = ["ToolCard", "MAX_RESULT_CHARS", "image_html", "invisible_warning_html
 
 MAX_RESULT_CHARS = 20_000
 _IMAGE_MIMES = ("image/png", "image/jpeg", "image/gif")
-_MARKER_RE = re.compile(r"⟨U\+[0-9A-F]{4}⟩")
 
 
 def image_html(mime: str, data: str, css_class: str = "pi-out-img") -> str | None:
@@ -49,8 +47,7 @@ def invisible_warning_html(code: str) -> str:
 
 def code_html(code: str, lang: str) -> str:
     """Highlighted code with invisible characters written out and marked."""
-    html = highlight_code(reveal_invisible(code), lang)
-    return _MARKER_RE.sub(lambda m: f'<span class="pi-invisible">{m.group(0)}</span>', html)
+    return mark_invisible(highlight_code(code, lang))
 
 
 def _render_stream(name: str) -> Callable[[str, bool], str]:

@@ -178,8 +178,7 @@ class Transcript:
             if not item.frozen:
                 item.abort(now)
                 self.changed(item)
-        if self._assistant:
-            self._freeze_live(self._assistant)
+        self._freeze_live({i: item for i, item in enumerate(self.items) if isinstance(item, TextItem)})
         self.status, self.status_detail = status, ""
         self.changed(header=True)
 
