@@ -212,6 +212,8 @@ class Transcript:
     def apply(self, event: Any) -> None:
         """Apply one agent event (events of other types are ignored)."""
         match event:
+            case MessageUpdateEvent():  # by far the most frequent: first
+                self._on_message_update(event)
             case AgentStartEvent():
                 self._on_agent_start()
             case AgentEndEvent():
@@ -221,8 +223,6 @@ class Transcript:
                     self.set_status("thinking")
             case MessageStartEvent():
                 self._on_message_start(event.message)
-            case MessageUpdateEvent():
-                self._on_message_update(event)
             case MessageEndEvent():
                 if field(event.message, "role") == "assistant":
                     self._finish_assistant(event.message)
@@ -311,13 +311,20 @@ class Transcript:
 
     def _on_message_update(self, event: MessageUpdateEvent) -> None:
         ame = event.assistant_message_event
-        kind = field(ame, "type")
-        if self._assistant is None:
-            self._assistant = {}
         if event.message is not None:
             self.live_usage = field(event.message, "usage", self.live_usage)
             self.header_dirty = True
+        kind = field(ame, "type")
         index = field(ame, "content_index")
+        if kind == "text_delta" and self._assistant is not None and self.status == "writing":
+            # The hot path (one call per streamed token): append and mark, nothing else.
+            item = self._assistant.get(index)
+            if type(item) is TextItem:
+                item.stream.append(str(ame.delta or ""))
+                self.changed(item)
+                return
+        if self._assistant is None:
+            self._assistant = {}
         if kind in ("text_start", "text_delta", "text_end"):
             item = self._content(index, TextItem)
             if isinstance(item, TextItem) and not isinstance(item, ThinkingItem):

@@ -285,3 +285,13 @@ def test_policy_is_in_the_header():
     assert "approval: auto" in transcript_markdown(t).split("\n")[0]
 
 
+
+
+def test_the_model_and_the_static_transcript_import_no_widgets():
+    import subprocess
+    import sys
+
+    code = ("import sys, pi_notebook.widgets.transcript_md, pi_notebook.widgets.text_view; "
+            "print(sorted(m for m in ('ipywidgets', 'IPython') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
