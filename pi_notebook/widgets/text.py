@@ -15,11 +15,10 @@ from ..tools.updates import (
     ResultOutput,
     StreamOutput,
     parse_call_details,
-    parse_output,
 )
 from ._util import content_text, field, reveal_invisible, strip_control
 from .items import USER_LABELS
-from .toolcall import fold_traceback
+from .toolcall import fold_traceback, read_output
 
 __all__ = ["render_event_text"]
 
@@ -77,7 +76,7 @@ def render_event_text(event: Any, *, user_kind: str | None = None) -> str | None
             return "\n[aborted]\n"
         return None
     if etype == "tool_execution_update":
-        match parse_output(field(field(event, "partial_result"), "details")):
+        match read_output(field(field(event, "partial_result"), "details")):
             case StreamOutput(text=text):
                 return strip_control(text) or None
             case DisplayOutput(data=data) | ResultOutput(data=data):

@@ -26,7 +26,7 @@ from ..tools.updates import (
 from ._util import content_text, field, strip_control
 from .items import Item, StreamText
 
-__all__ = ["ToolItem", "OutputRun", "ToolStatus", "fold_traceback", "args_code", "MAX_OUTPUT_CHARS"]
+__all__ = ["ToolItem", "OutputRun", "ToolStatus", "fold_traceback", "args_code", "read_output", "MAX_OUTPUT_CHARS"]
 
 ToolStatus = Literal["preparing", "waiting for approval", "running", "done", "error", "skipped",
                      "aborted", "interrupted", "timed out"]
@@ -104,7 +104,7 @@ class ToolItem(Item):
             self.started = now  # the clock counts execution, not the wait for a click
 
     def add_update(self, partial: Any) -> None:
-        output = parse_output(field(partial, "details"))
+        output = read_output(field(partial, "details"))
         if output is None:
             # A generic tool's partial result: pi tools report progress as the latest
             # partial content, so it replaces the previous one.
@@ -196,6 +196,14 @@ class ToolItem(Item):
         if not code and self.approval_code:
             return self.approval_code, "python"
         return code, lang
+
+
+def read_output(details: Any) -> ToolOutput | None:
+    """A live update's typed output. The untyped ``{"event": "stream" | "display", ...}``
+    dicts of earlier versions (old session files, a tool not yet switched) are read too."""
+    if isinstance(details, dict) and details.get("event") in ("stream", "display") and "kind" not in details:
+        details = {**details, "kind": details["event"]}
+    return parse_output(details)
 
 
 def args_code(tool_name: str, args: Any) -> tuple[str, str]:

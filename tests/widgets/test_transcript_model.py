@@ -296,3 +296,12 @@ def test_the_model_and_the_static_transcript_import_no_widgets():
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('ipywidgets', 'comm')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_untyped_stream_updates_of_earlier_versions_are_still_read():
+    t, _ = _transcript()
+    t.apply(ToolExecutionStartEvent(tool_call_id="c", tool_name="python", args={"code": "x"}))
+    t.apply(ToolExecutionUpdateEvent(tool_call_id="c", tool_name="python", args={}, partial_result=AgentToolResult(
+        details={"event": "stream", "name": "stderr", "text": "old\n"})))
+    out = t.tools["c"].outputs
+    assert [(o.kind, o.name, o.stream.text) for o in out if o.stream] == [("stream", "stderr", "old\n")]
