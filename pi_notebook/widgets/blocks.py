@@ -319,7 +319,7 @@ class ThinkingBlock(Block[ThinkingItem]):
 
     def _preview_html(self) -> str:
         text = strip_control(self.item.preview(self.PREVIEW_LINES))
-        return f'<div class="pi-thinking pi-thinking-preview">{escape_text(text)}{CURSOR_HTML}</div>'
+        return f'<div class="pi-thinking pi-thinking-preview"><div>{escape_text(text)}{CURSOR_HTML}</div></div>'
 
     def sync(self) -> None:
         box = self.chunks.sync()

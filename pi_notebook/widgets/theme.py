@@ -129,7 +129,9 @@ _BASE_CSS = """
   padding: 2px 10px 6px 10px; border: none; background: transparent; }
 .pi-agent .pi-thinking-box .jupyter-widget-Collapse, .pi-agent .pi-thinking-box .lm-Collapse,
 .pi-agent .pi-thinking-box .p-Collapse { border: none; }
-.pi-agent .pi-thinking-preview { margin: 0 0 2px 8px; max-height: 4.8em; overflow: hidden; }
+/* the newest lines of the preview stay in view: aligned to the bottom, the top clipped */
+.pi-agent .pi-thinking-preview { margin: 0 0 2px 8px; max-height: 4.8em; overflow: hidden; display: flex;
+  flex-direction: column; justify-content: flex-end; }
 .pi-agent .pi-thinking { white-space: pre-wrap; overflow-wrap: break-word; font-size: 12px; font-style: italic;
   color: var(--jp-content-font-color3, #8c959f); border-left: 2px solid var(--jp-border-color2, #e1e4e8);
   padding-left: 8px; }
@@ -187,6 +189,8 @@ body[data-jp-theme-light="false"] .pi-agent .pi-approval { background: #3a3117; 
 body[data-jp-theme-light="false"] .pi-agent .pi-approval .widget-html-content { color: #f2dc8c; }
 body[data-jp-theme-light="false"] .pi-agent .pi-notice.pi-warning { background: #3a3117; color: #f2dc8c; }
 body[data-jp-theme-light="false"] .pi-agent .pi-notice.pi-error { background: #3b1f22; color: #ffb3b3; }
+body[data-jp-theme-light="false"] .pi-agent .pi-invisible { background: #5e2f33; color: #ffdad6; }
+body[data-jp-theme-light="false"] .pi-agent .pi-invisible-warning { color: #ffb4ab; }
 body[data-jp-theme-light="false"] .pi-agent .pi-pill { filter: saturate(.8) brightness(.92); }
 .pi-agent .pi-remove button, .pi-agent button.pi-remove { min-width: 0; }
 """
