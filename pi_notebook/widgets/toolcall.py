@@ -94,6 +94,7 @@ class ToolItem(Item):
 
     def resolve_approval(self, outcome: str, now: float) -> None:
         self.approval_pending = False
+        self.args_version += 1
         if self.frozen:  # the run ended (or the call finished) while waiting
             return
         self.approval_outcome = outcome

@@ -143,7 +143,9 @@ class ToolCard(Block[ToolItem]):
         code, lang = self.item.code()
         if not code:
             return ""
-        return invisible_warning_html(code) + code_html(code, lang)
+        # While the approval panel is up, its own warning line says it (once).
+        warning = "" if self.item.approval_pending else invisible_warning_html(code)
+        return warning + code_html(code, lang)
 
     def _on_click(self, choice: str) -> Callable[[Any], None]:
         def handler(_button: Any) -> None:
