@@ -139,15 +139,22 @@ class AgentView(W.VBox):
         return f"{FALLBACK_TEXT}: {self.transcript.model_label} ({self.transcript.status})"
 
     def display_bundle(self) -> dict[str, Any]:
-        """The MIME bundle to display: the widget view plus a static fallback for
-        frontends without the live model (a saved notebook reopened without its kernel
-        in nbconvert / nbviewer / GitHub, or untrusted in JupyterLab)."""
+        """The MIME bundle to display: the widget view plus a static fallback (the
+        fallback line and the transcript so far) for frontends without the live model,
+        e.g. the notebook saved while the run was live and reopened without its kernel
+        in nbconvert / nbviewer / GitHub, or untrusted in JupyterLab. Plain
+        ``display(view)`` sends the same bundle (``_repr_mimebundle_``)."""
         md = self.to_markdown()
         return {
             WIDGET_VIEW_MIME: {"version_major": 2, "version_minor": 0, "model_id": self.model_id},
             "text/plain": f"{FALLBACK_TEXT}\n\n{md}",
             "text/markdown": f"*{FALLBACK_TEXT}*\n\n{md}",
         }
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any] | None:
+        if self._closed or self.comm is None:
+            return None
+        return self.display_bundle()
 
     def to_markdown(self) -> str:
         """The static Markdown transcript (safe to render with raw HTML on)."""

@@ -265,3 +265,11 @@ def test_text_view_prints_typed_outputs_and_labels_deliveries(capsys):
     assert "out\n" in out and "KeyError: 'b'" in out and "Could not get source" not in out
     assert "[value]" not in out and "[elapsed" not in out
     assert threading.current_thread() is threading.main_thread()
+
+
+async def test_plain_display_sends_the_same_bundle(view, comms: CommLog):
+    from IPython.core.formatters import DisplayFormatter
+
+    data, _meta = DisplayFormatter().format(view)
+    assert data["application/vnd.jupyter.widget-view+json"]["model_id"] == view.model_id
+    assert FALLBACK_TEXT in data["text/markdown"] and data["text/plain"].startswith(FALLBACK_TEXT)
