@@ -273,3 +273,17 @@ async def test_plain_display_sends_the_same_bundle(view, comms: CommLog):
     data, _meta = DisplayFormatter().format(view)
     assert data["application/vnd.jupyter.widget-view+json"]["model_id"] == view.model_id
     assert FALLBACK_TEXT in data["text/markdown"] and data["text/plain"].startswith(FALLBACK_TEXT)
+
+
+async def test_a_notebook_saved_mid_run_shows_the_fallback_in_nbconvert(view, comms: CommLog):
+    import nbformat
+    from nbconvert import HTMLExporter
+
+    view.add_user_message("plot <it>")
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("%%agent\nplot it")
+    cell.outputs = [nbformat.v4.new_output("display_data", data=view.display_bundle())]
+    nb.cells.append(cell)  # saved without widget state: the kernel is gone
+    html, _ = HTMLExporter().from_notebook_node(nb)
+    assert FALLBACK_TEXT in html and "plot &lt;it&gt;" in html
+    assert "application/vnd.jupyter.widget-view+json" not in html
