@@ -82,9 +82,12 @@ def test_field_name_split_and_single_bytes():
     assert simple(decode(*[body[i:i + 1] for i in range(len(body))])) == [("tool", "x", None)]
 
 
-def test_no_trailing_newline_at_eof_is_flushed():
-    assert [e.data for e in decode(b"data: last")] == ["last"]
-    assert [e.data for e in decode(b"data: a\ndata: b\n")] == ["a\nb"]
+def test_event_without_its_blank_line_at_eof_is_discarded():
+    # WHATWG: "If the file ends in the middle of an event, before the final empty line, the
+    # incomplete event is not dispatched." A cut stream must not pass for a whole last event.
+    assert decode(b"data: last") == []
+    assert decode(b"data: a\ndata: b\n") == []
+    assert [e.data for e in decode(b"data: a\n\ndata: b\n")] == ["a"]
 
 
 def test_bom_is_stripped_once():
