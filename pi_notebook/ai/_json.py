@@ -28,7 +28,7 @@ import re
 from json.decoder import scanstring as _scanstring  # the C scanner when available
 from typing import Any
 
-__all__ = ["parse_streaming_json", "parse_json_with_repair", "repair_json", "parse_partial_json",
+__all__ = ["parse_streaming_json", "parse_final_arguments", "parse_json_with_repair", "repair_json", "parse_partial_json",
            "PartialJSONError", "MalformedJSONError"]
 
 
@@ -315,3 +315,21 @@ def parse_streaming_json(text: str | None) -> dict[str, Any]:
             except (ValueError, RecursionError):
                 return {}
     return result if isinstance(result, dict) else {}
+
+
+def parse_final_arguments(text: str | None) -> tuple[dict[str, Any], bool]:
+    """The final parse of a tool call's argument text: ``(arguments, complete)``.
+
+    ``complete`` is True only when the text is empty (no arguments) or strict JSON for an
+    object. Text that needed repair, was cut, or is not an object still gives the best-effort
+    :func:`parse_streaming_json` result, with ``complete`` False: such a call must not run.
+    """
+    if not text or text.isspace():
+        return {}, True
+    try:
+        result = _strict_loads(text)
+    except (ValueError, RecursionError):
+        return parse_streaming_json(text), False
+    if isinstance(result, dict):
+        return result, True
+    return {}, False

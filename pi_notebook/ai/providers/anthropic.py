@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .. import _http
-from .._json import parse_json_with_repair, parse_streaming_json
+from .._json import parse_final_arguments, parse_json_with_repair, parse_streaming_json
 from ..env import get_env_api_key, get_provider_env_value, missing_key_message, needs_api_key
 from ..event_stream import AssistantMessageEventStream
 from ..models import calculate_cost, clamp_thinking_level
@@ -30,6 +30,7 @@ from ..options import (adjust_max_tokens_for_thinking, build_base_options,
 from ..stream import register_api_provider
 from ..transform import normalize_anthropic_tool_call_id, sanitize_surrogates, transform_messages
 from ..types import (
+    mark_arguments_incomplete,
     AssistantMessage, Context, Model, TextContent, TextDeltaEvent, TextEndEvent,
     TextStartEvent, ThinkingContent, ThinkingDeltaEvent, ThinkingEndEvent, ThinkingStartEvent,
     ToolCall, ToolCallDeltaEvent, ToolCallEndEvent, ToolCallStartEvent,
@@ -458,7 +459,8 @@ class AnthropicEventMapper(EventMapper):
             raw = self._scratch.pop(index, "")
             self._dirty.discard(index)
             if raw:
-                block.arguments = parse_streaming_json(raw)
+                block.arguments, complete = parse_final_arguments(raw)
+                mark_arguments_incomplete(block, not complete)
             self._emit(ToolCallEndEvent(content_index=index, tool_call=block, partial=self.output))
 
     def _on_message_delta(self, data: Mapping[str, Any]) -> None:
@@ -495,8 +497,21 @@ class AnthropicEventMapper(EventMapper):
         self.message_stopped = True
 
     def finish(self) -> None:
-        """End-of-stream checks (spec 5.8, last row)."""
-        if self.message_started and not self.message_stopped:
+        """End-of-stream checks (spec 5.8, last row).
+
+        The stop reason arrives in ``message_delta``, after every content block, so a stream
+        that has it is whole even when its ``message_stop`` is missing: a last event lacking
+        its blank line is discarded by the SSE rules (docs/design/wire-timeouts.md), and the
+        SDKs' own recorded fixtures end that way.
+        """
+        # A tool call whose block never stopped: the stream ended inside its arguments.
+        for index in self._by_index.values():
+            block = self.output.content[index]
+            if block.type == "toolCall":
+                block.arguments = parse_streaming_json(self._scratch.pop(index, ""))
+                self._dirty.discard(index)
+                mark_arguments_incomplete(block)
+        if self.message_started and not self.message_stopped and not self.stop_reason_seen:
             raise ProviderStreamError("Anthropic stream ended before message_stop")
         if not self.stop_reason_seen:
             raise ProviderStreamError("Anthropic stream ended without a stop reason")
