@@ -24,7 +24,7 @@ from .. import _http
 from .._json import parse_final_arguments, parse_json_with_repair, parse_streaming_json
 from ..env import get_env_api_key, get_provider_env_value, missing_key_message, needs_api_key
 from ..event_stream import AssistantMessageEventStream
-from ..models import calculate_cost, clamp_thinking_level
+from ..models import calculate_cost, clamp_thinking_level, is_answered_snapshot
 from ..options import (adjust_max_tokens_for_thinking, build_base_options,
                        clamp_max_tokens_to_context, resolve_cache_retention)
 from ..stream import register_api_provider
@@ -126,24 +126,22 @@ def _assistant_blocks(message: AssistantMessage, model: Model) -> list[dict[str,
     return blocks
 
 
-def _is_dated_snapshot(requested: str, answered: str) -> bool:
-    # "claude-sonnet-4-5" is answered as "claude-sonnet-4-5-20250929"
-    return answered.startswith(requested + "-") and answered[len(requested) + 1:].isdigit()
-
-
 def _claim_snapshot_answers(messages: list[Any], model: Model) -> list[Any]:
     """Give our own earlier answers back the requested model id before the transform.
 
     pi 0.85.1 records the model named in ``message_start`` (a dated snapshot for an
     alias), so ``transform_messages`` would see the previous turn as another model's and
     turn its signed thinking into text; with thinking on, Anthropic then rejects the
-    tool-use continuation. Known upstream (earendil-works/pi#9188); only exact
-    ``<requested>-<date>`` snapshots of this provider and API are claimed.
+    tool-use continuation. Known upstream (earendil-works/pi#9188). Only answers of this
+    provider and API whose model the catalogue lists as a snapshot of the requested alias are
+    claimed: the dated id is not always the alias plus a date (``claude-sonnet-4-0`` is
+    answered as ``claude-sonnet-4-20250514``).
     """
     out = []
     for message in messages:
         if (getattr(message, "role", None) == "assistant" and message.provider == model.provider
-                and message.api == model.api and _is_dated_snapshot(model.id, message.model)):
+                and message.api == model.api and message.model != model.id
+                and is_answered_snapshot(model, message.model)):
             message = message.model_copy(update={"model": model.id})
         out.append(message)
     return out
