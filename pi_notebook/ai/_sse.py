@@ -83,7 +83,8 @@ class SSEDecoder:
         A last line without its line end is still a line, but the event it belongs to has
         no blank line after it, so (as the standard says) it is not dispatched.
         """
-        events = self._feed_text(self._utf8.decode(b"", True))
+        text = self._utf8.decode(b"", True)  # a UTF-8 sequence cut at the end: U+FFFD
+        events = self._feed_text(text) if text else []
         self._parts = []
         self._data.clear()
         self._event = ""
