@@ -25,7 +25,7 @@ timeout_ms=None, first_byte_timeout_ms=None, idle_timeout_ms=None, secrets=())``
       answers. ``idle_timeout_ms`` (default 120 s) bounds each wait between two body chunks: a
       stream that stalls mid-answer. Either raises :class:`RequestTimeout` with a message that
       says which one fired; ``0`` turns a bound off. They are the stream options of the same
-      names (docs/design/wire-timeouts.md).
+      names (docs/design/wire-trust.md).
 
 ``StreamResponse``
     ``status: int``, ``headers: dict[str, str]`` (lower-cased names), ``url: str``;
@@ -61,7 +61,7 @@ import asyncio
 import json
 import platform
 import weakref
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Generator, Iterable, Mapping
 from typing import Any
 
 import httpx
@@ -246,13 +246,15 @@ async def aclose_clients() -> None:
 # --- abort plumbing ----------------------------------------------------------------------
 
 class _AbortGuard:
-    """Turns an AbortSignal into cancellation of the one await that is blocked in this module.
+    """Turns an AbortSignal, or a deadline passing, into cancellation of the one await that is
+    blocked in this module.
 
-    Only the awaits bracketed by ``enter()``/``leave()`` are ever cancelled, so an abort never
-    lands in the caller's own code; the resulting CancelledError is converted by ``absorb()``.
+    Only the awaits bracketed by ``enter()``/``leave()`` are ever cancelled, so neither lands in
+    the caller's own code; the resulting CancelledError is converted by ``absorb()``. (A timer
+    plus cancel rather than ``asyncio.timeout``, which Python 3.10 lacks.)
     """
 
-    __slots__ = ("signal", "loop", "task", "blocked", "fired", "_remove")
+    __slots__ = ("signal", "loop", "task", "blocked", "fired", "timed_out", "_timer", "_remove")
 
     def __init__(self, signal: AbortSignal | None) -> None:
         self.signal = signal
@@ -260,6 +262,8 @@ class _AbortGuard:
         self.task: asyncio.Task[Any] | None = None
         self.blocked = False
         self.fired = False
+        self.timed_out = False
+        self._timer: asyncio.TimerHandle | None = None
         self._remove = signal.add_listener(self._on_abort) if signal is not None else None
 
     def _on_abort(self) -> None:
@@ -274,23 +278,39 @@ class _AbortGuard:
             self.fired = True
             task.cancel()
 
-    def enter(self) -> None:
+    def _on_deadline(self) -> None:
+        task = self.task
+        if self.blocked and task is not None and not task.done() and not self.fired:
+            self.fired = self.timed_out = True
+            task.cancel()
+
+    def enter(self, deadline: float | None = None) -> None:
+        """Start a guarded await; ``deadline`` (loop time) bounds it."""
         if self.signal is not None and self.signal.aborted:
             raise RequestAborted()
         self.task = asyncio.current_task()
         self.blocked = True
+        if deadline is not None:
+            self._timer = self.loop.call_at(deadline, self._on_deadline)
 
     def leave(self) -> None:
         self.blocked = False
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
 
-    def absorb(self, exc: asyncio.CancelledError) -> RequestAborted:
-        """Return the RequestAborted to raise if ``exc`` is our own cancellation, else re-raise."""
+    def absorb(self, exc: asyncio.CancelledError) -> RequestAborted | None:
+        """If ``exc`` is our own cancellation: the RequestAborted to raise, or ``None`` when the
+        deadline passed (the caller raises its timeout). Anyone else's cancellation re-raises."""
         if not self.fired:
             raise exc
         task = self.task
         uncancel = getattr(task, "uncancel", None)  # 3.11+: undo our cancel() so outer code is unaffected
         if uncancel is not None:
             uncancel()
+        if self.timed_out:
+            self.fired = self.timed_out = False
+            return None
         return RequestAborted()
 
     def detach(self) -> None:
@@ -334,17 +354,15 @@ class StreamResponse:
                     self._first_byte_deadline = None
                 else:
                     deadline = None if self._idle_s is None else loop.time() + self._idle_s
-                guard.enter()
+                guard.enter(deadline)
                 try:
-                    async with asyncio.timeout_at(deadline):
-                        chunk = await iterator.__anext__()
+                    chunk = await iterator.__anext__()
                 except StopAsyncIteration:
                     return
-                except TimeoutError:
-                    raise (_first_byte_timeout(self._host, self._first_byte_ms) if first
-                           else _idle_timeout(self._host, (self._idle_s or 0) * 1000)) from None
                 except asyncio.CancelledError as exc:
-                    raise guard.absorb(exc) from None
+                    raise (guard.absorb(exc)
+                           or (_first_byte_timeout(self._host, self._first_byte_ms) if first
+                               else _idle_timeout(self._host, (self._idle_s or 0) * 1000))) from None
                 except httpx.HTTPError as exc:
                     raise _map_transport_error(exc, self._host, True, self._secrets) from None
                 finally:
@@ -396,7 +414,7 @@ class _OpenStream:
         self._args = args
         self._response: StreamResponse | None = None
 
-    def __await__(self):  # type: ignore[no-untyped-def]
+    def __await__(self) -> Generator[Any, None, StreamResponse]:
         return _open(**self._args).__await__()
 
     async def __aenter__(self) -> StreamResponse:
@@ -447,14 +465,11 @@ async def _open(method: str, url: str, headers: Mapping[str, str] | None, json_b
     deadline = None if first_byte_s is None else loop.time() + first_byte_s
     guard = _AbortGuard(signal)
     try:
-        guard.enter()
+        guard.enter(deadline)
         try:
-            async with asyncio.timeout_at(deadline):
-                response = await client.send(request, stream=True)
-        except TimeoutError:
-            raise _first_byte_timeout(host, (first_byte_s or 0) * 1000) from None
+            response = await client.send(request, stream=True)
         except asyncio.CancelledError as exc:
-            raise guard.absorb(exc) from None
+            raise guard.absorb(exc) or _first_byte_timeout(host, (first_byte_s or 0) * 1000) from None
         except httpx.UnsupportedProtocol as exc:
             raise ConnectionFailed(f"Invalid request URL (check the base URL): {_describe(exc)}", host) from None
         except httpx.HTTPError as exc:

@@ -149,9 +149,8 @@ class SSEDecoder:
         elif name == "id":
             if "\0" not in value:
                 self._id = value
-        elif name == "retry":
-            if value.isascii() and value.isdigit():
-                self._retry = int(value)
+        elif name == "retry" and value.isascii() and value.isdigit():
+            self._retry = int(value)
         # any other field is ignored, as the standard says
 
     def _dispatch(self, events: list[Any]) -> None:

@@ -137,7 +137,7 @@ def parse_model_ref(ref: str) -> tuple[str | None, str]:
 
 
 def _all_refs() -> list[str]:
-    refs = []
+    refs: list[str] = []
     for name, entry in _load().items():
         refs.extend(f"{name}/{mid}" for mid in entry.raw_models)
     for name, models in _registered.items():
@@ -187,7 +187,7 @@ def get_models(provider: str) -> list[Model]:
 
 
 def _find_bare_id(model_id: str) -> Model | None:
-    for provider, models in _registered.items():
+    for models in _registered.values():
         if model_id in models:
             return models[model_id]
     for provider, entry in _load().items():

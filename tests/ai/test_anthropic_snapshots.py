@@ -18,7 +18,13 @@ from sse_server import Reply, ScriptedServer, sse_event
 from pi_notebook.ai.models import get_model, get_models, is_answered_snapshot
 from pi_notebook.ai.providers.anthropic import convert_messages, stream_simple_anthropic_messages
 from pi_notebook.ai.types import (
-    AssistantMessage, Context, TextContent, ThinkingContent, Tool, ToolCall, ToolResultMessage,
+    AssistantMessage,
+    Context,
+    TextContent,
+    ThinkingContent,
+    Tool,
+    ToolCall,
+    ToolResultMessage,
     UserMessage,
 )
 

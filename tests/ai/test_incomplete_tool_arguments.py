@@ -21,12 +21,19 @@ from sse_server import Reply, ScriptedServer, sse_body, sse_event
 from pi_notebook.agent import AgentContext, AgentLoopConfig, AgentTool, AgentToolResult, run_agent_loop
 from pi_notebook.ai._json import parse_final_arguments
 from pi_notebook.ai.providers.anthropic import (
-    stream_anthropic_messages, stream_simple_anthropic_messages,
+    stream_anthropic_messages,
+    stream_simple_anthropic_messages,
 )
 from pi_notebook.ai.providers.openai_completions import stream_openai_completions
 from pi_notebook.ai.providers.openai_responses import stream_openai_responses
 from pi_notebook.ai.types import (
-    Context, Model, ModelCost, TextContent, ToolCall, UserMessage, arguments_incomplete,
+    Context,
+    Model,
+    ModelCost,
+    TextContent,
+    ToolCall,
+    UserMessage,
+    arguments_incomplete,
     mark_arguments_incomplete,
 )
 

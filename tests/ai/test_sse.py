@@ -127,7 +127,7 @@ def reference_events(text: str) -> list[tuple[str, str, str | None]]:
             continue
         if line.startswith(":"):
             continue
-        name, sep, value = line.partition(":")
+        name, _sep, value = line.partition(":")
         if value.startswith(" "):
             value = value[1:]
         if name == "data":
@@ -161,7 +161,7 @@ def test_any_chunking_matches_the_reference(lines, eol, cuts):
     text = eol.join(lines) + eol + eol
     body = text.encode("utf-8")
     points = sorted({c for c in cuts if c < len(body)})
-    chunks = [body[a:b] for a, b in zip([0, *points], [*points, len(body)])]
+    chunks = [body[a:b] for a, b in zip([0, *points], [*points, len(body)], strict=True)]
     assert simple(decode(*chunks)) == reference_events(text)
 
 

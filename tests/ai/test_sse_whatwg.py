@@ -11,6 +11,8 @@ adapter produces the same message.
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -68,9 +70,8 @@ def reference_events(body: bytes) -> list[tuple[str, str, str | None, int | None
         elif field == "id":
             if "\0" not in value:
                 last_id = value
-        elif field == "retry":
-            if value and all("0" <= ch <= "9" for ch in value):
-                retry = int(value)
+        elif field == "retry" and value and all("0" <= ch <= "9" for ch in value):
+            retry = int(value)
     return events
 
 
@@ -179,7 +180,7 @@ def streams(draw) -> bytes:
 def chunkings(draw, body: bytes) -> list[bytes]:
     cuts = sorted(set(draw(st.lists(st.integers(0, max(len(body), 0)), max_size=30))))
     points = [0, *cuts, len(body)]
-    return [body[a:b] for a, b in zip(points, points[1:])]
+    return [body[a:b] for a, b in itertools.pairwise(points)]
 
 
 @settings(max_examples=400, deadline=None)
@@ -196,7 +197,7 @@ def test_generated_streams_decode_as_the_standard_says(data):
 @given(st.binary(max_size=200), st.lists(st.integers(0, 200), max_size=20))
 def test_arbitrary_bytes_never_raise_and_match_the_standard(body, cuts):
     points = [0, *sorted(c for c in set(cuts) if c <= len(body)), len(body)]
-    chunks = [body[a:b] for a, b in zip(points, points[1:])]
+    chunks = [body[a:b] for a, b in itertools.pairwise(points)]
     assert decode(chunks) == reference_events(body)
 
 

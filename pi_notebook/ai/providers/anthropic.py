@@ -25,20 +25,49 @@ from .._json import parse_final_arguments, parse_json_with_repair, parse_streami
 from ..env import get_env_api_key, get_provider_env_value, missing_key_message, needs_api_key
 from ..event_stream import AssistantMessageEventStream
 from ..models import calculate_cost, clamp_thinking_level, is_answered_snapshot
-from ..options import (adjust_max_tokens_for_thinking, build_base_options,
-                       clamp_max_tokens_to_context, resolve_cache_retention)
+from ..options import (
+    adjust_max_tokens_for_thinking,
+    build_base_options,
+    clamp_max_tokens_to_context,
+    resolve_cache_retention,
+)
 from ..stream import register_api_provider
 from ..transform import normalize_anthropic_tool_call_id, sanitize_surrogates, transform_messages
 from ..types import (
+    AssistantMessage,
+    Context,
+    Model,
+    StopReason,
+    TextContent,
+    TextDeltaEvent,
+    TextEndEvent,
+    TextStartEvent,
+    ThinkingContent,
+    ThinkingDeltaEvent,
+    ThinkingEndEvent,
+    ThinkingStartEvent,
+    ToolCall,
+    ToolCallDeltaEvent,
+    ToolCallEndEvent,
+    ToolCallStartEvent,
     mark_arguments_incomplete,
-    AssistantMessage, Context, Model, TextContent, TextDeltaEvent, TextEndEvent,
-    TextStartEvent, ThinkingContent, ThinkingDeltaEvent, ThinkingEndEvent, ThinkingStartEvent,
-    ToolCall, ToolCallDeltaEvent, ToolCallEndEvent, ToolCallStartEvent,
 )
 from ._common import (
-    AUTHENTICATED, EventMapper, ProviderStreamError, append_text, compat as _compat,
-    decode_json, has_header, merge_headers, new_output, run_sse_stream, start_stream,
-    stream_simple, tool_schema,
+    AUTHENTICATED,
+    EventMapper,
+    ProviderStreamError,
+    append_text,
+    decode_json,
+    has_header,
+    merge_headers,
+    new_output,
+    run_sse_stream,
+    start_stream,
+    stream_simple,
+    tool_schema,
+)
+from ._common import (
+    compat as _compat,
 )
 
 __all__ = [
@@ -298,13 +327,13 @@ def build_headers(model: Model, api_key: str | None, options: Mapping[str, Any],
 
 # --- stream mapping --------------------------------------------------------------------
 
-_STOP_REASONS = {
+_STOP_REASONS: dict[str, StopReason] = {
     "end_turn": "stop", "max_tokens": "length", "tool_use": "toolUse", "pause_turn": "stop",
     "stop_sequence": "stop",
 }
 
 
-def map_stop_reason(reason: str, stop_details: Any = None) -> tuple[str, str | None]:
+def map_stop_reason(reason: str, stop_details: Any = None) -> tuple[StopReason, str | None]:
     """Anthropic ``stop_reason`` -> (pi stop reason, error message or None)."""
     if reason in _STOP_REASONS:
         return _STOP_REASONS[reason], None
@@ -439,9 +468,8 @@ class AnthropicEventMapper(EventMapper):
                 # parse of everything received so far, without a full re-parse per fragment.
                 self._dirty.add(index)
                 self._emit(ToolCallDeltaEvent(content_index=index, delta=fragment, partial=self.output))
-        elif kind == "signature_delta":
-            if block.type == "thinking":
-                append_text(block, "thinking_signature", delta.get("signature") or "")  # no event (pi)
+        elif kind == "signature_delta" and block.type == "thinking":
+            append_text(block, "thinking_signature", delta.get("signature") or "")  # no event (pi)
 
     def _on_content_block_stop(self, data: Mapping[str, Any]) -> None:
         index, block = self._block(data)
@@ -499,7 +527,7 @@ class AnthropicEventMapper(EventMapper):
 
         The stop reason arrives in ``message_delta``, after every content block, so a stream
         that has it is whole even when its ``message_stop`` is missing: a last event lacking
-        its blank line is discarded by the SSE rules (docs/design/wire-timeouts.md), and the
+        its blank line is discarded by the SSE rules (docs/design/wire-trust.md), and the
         SDKs' own recorded fixtures end that way.
         """
         # A tool call whose block never stopped: the stream ended inside its arguments.

@@ -32,14 +32,39 @@ from ..options import build_base_options, resolve_cache_retention
 from ..stream import register_api_provider
 from ..transform import sanitize_surrogates, short_hash, transform_messages
 from ..types import (
-    AssistantMessage, Context, Model, TextContent, TextDeltaEvent, TextEndEvent,
-    TextStartEvent, ThinkingContent, ThinkingDeltaEvent, ThinkingEndEvent, ThinkingStartEvent,
-    ToolCall, ToolCallDeltaEvent, ToolCallEndEvent, ToolCallStartEvent, mark_arguments_incomplete,
+    AssistantMessage,
+    Context,
+    Model,
+    TextContent,
+    TextDeltaEvent,
+    TextEndEvent,
+    TextStartEvent,
+    ThinkingContent,
+    ThinkingDeltaEvent,
+    ThinkingEndEvent,
+    ThinkingStartEvent,
+    ToolCall,
+    ToolCallDeltaEvent,
+    ToolCallEndEvent,
+    ToolCallStartEvent,
+    mark_arguments_incomplete,
 )
 from ._common import (
-    EventMapper, ProviderStreamError, append_text, compat as _compat, decode_json, has_header,
-    merge_headers, new_output, resolve_api_key, run_sse_stream, start_stream, stream_simple,
+    EventMapper,
+    ProviderStreamError,
+    append_text,
+    decode_json,
+    has_header,
+    merge_headers,
+    new_output,
+    resolve_api_key,
+    run_sse_stream,
+    start_stream,
+    stream_simple,
     tool_schema,
+)
+from ._common import (
+    compat as _compat,
 )
 
 __all__ = [
@@ -288,7 +313,7 @@ class ResponsesEventMapper(EventMapper):
     def handle(self, data: Any) -> None:
         if not isinstance(data, Mapping):
             return
-        kind = data.get("type")
+        kind = data.get("type") or ""
         handler = _HANDLERS.get(kind)
         if handler is not None:
             handler(self, data)
@@ -387,7 +412,7 @@ class ResponsesEventMapper(EventMapper):
 
     def _item_done(self, data: Mapping[str, Any]) -> None:
         item = data.get("item") or {}
-        kind = item.get("type")
+        kind = item.get("type") or ""
         wanted = {"reasoning": "thinking", "message": "text", "function_call": "toolCall"}.get(kind)
         if wanted is None:
             return
@@ -516,6 +541,7 @@ class ResponsesEventMapper(EventMapper):
         """End-of-stream checks: a terminal event came and the stop reason is not an error."""
         for index in self._open_calls:  # the stream ended inside these calls' arguments
             block = self.output.content[index]
+            assert isinstance(block, ToolCall)
             block.arguments = parse_streaming_json(self._scratch.get(index, ""))
             self._dirty.discard(index)
             mark_arguments_incomplete(block)
