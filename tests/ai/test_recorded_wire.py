@@ -133,7 +133,20 @@ def _observed(message) -> dict[str, Any]:
     thinking = "".join(b.thinking for b in message.content if b.type == "thinking" and not b.redacted)
     calls = [(b.name, CUT if arguments_incomplete(b) else b.arguments)
              for b in message.content if b.type == "toolCall"]
-    return {"text": text, "thinking": thinking, "tool_calls": calls}
+    ids = [b.id for b in message.content if b.type == "toolCall"]
+    return {"text": text, "thinking": thinking, "tool_calls": calls, "tool_ids": ids}
+
+
+def _signatures(api: str, message) -> list[Any]:
+    """What the adapter kept to replay each thinking block (or Gemini call) on the next turn."""
+    if api == "google-generative-ai":
+        return [("call", b.thought_signature) for b in message.content if b.type == "toolCall"]
+    thinking = [b for b in message.content if b.type == "thinking"]
+    if api == "openai-responses":
+        return [json.loads(b.thinking_signature) for b in thinking]
+    if api == "anthropic-messages":
+        return [b.thinking_signature for b in thinking]
+    return []
 
 
 def _params(paths: list[Path]):
@@ -167,6 +180,10 @@ async def test_recorded_stream_replays_as_it_says(path: Path, how: str, monkeypa
     assert seen["text"] == expected.text
     assert seen["thinking"] == expected.thinking
     assert seen["tool_calls"] == expected.tool_calls
+    if expected.tool_ids is not None:
+        assert seen["tool_ids"] == expected.tool_ids
+    if api != "openai-completions":
+        assert _signatures(api, message) == expected.signatures
     if expected.input is not None:
         assert message.usage.input == expected.input
         assert message.usage.output == expected.output

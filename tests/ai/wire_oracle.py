@@ -27,6 +27,8 @@ class Expected:
     input: int | None = None
     output: int | None = None
     cache_read: int | None = None
+    tool_ids: list[str] | None = None      # None: the wire sends no ids (ours are generated)
+    signatures: list[Any] = field(default_factory=list)  # per thinking block, in order
 
 
 CUT = object()  # the arguments' JSON never completed
@@ -93,6 +95,8 @@ def expect_anthropic(events: list[tuple[str, Any]]) -> Expected:
                 block["thinking"] = block.get("thinking", "") + delta["thinking"]
             elif delta["type"] == "input_json_delta":
                 block["_raw"] += delta["partial_json"]
+            elif delta["type"] == "signature_delta":
+                block["signature"] = block.get("signature", "") + delta["signature"]
         elif kind == "message_delta":
             reason = data["delta"].get("stop_reason")
             if reason:
@@ -106,12 +110,17 @@ def expect_anthropic(events: list[tuple[str, Any]]) -> Expected:
                                  ("cache_read", "cache_read_input_tokens")):
                 if usage.get(theirs) is not None:
                     setattr(out, ours, usage[theirs])
+    out.tool_ids = []
     for block in order:
         if block["type"] == "text":
             out.text += block.get("text", "")
         elif block["type"] == "thinking":
             out.thinking += block.get("thinking", "")
+            out.signatures.append(block.get("signature", ""))
+        elif block["type"] == "redacted_thinking":
+            out.signatures.append(block["data"])
         elif block["type"] == "tool_use":
+            out.tool_ids.append(block["id"])
             out.tool_calls.append((block["name"], _args(block["_raw"]) if block["_raw"]
                                    else block.get("input") or {}))
     return out
@@ -128,6 +137,7 @@ def expect_google(events: list[tuple[str, Any]]) -> Expected:
                 if "functionCall" in part:
                     call = part["functionCall"]
                     out.tool_calls.append((call["name"], call.get("args") or {}))
+                    out.signatures.append(("call", part.get("thoughtSignature")))
                 elif "text" in part:
                     if part.get("thought"):
                         out.thinking += part["text"]
@@ -159,8 +169,10 @@ def expect_responses(events: list[tuple[str, Any]]) -> Expected:
                                     else part.get("refusal", "") for part in item.get("content") or [])
             elif item["type"] == "reasoning":
                 out.thinking += "\n\n".join(s["text"] for s in item.get("summary") or [])
+                out.signatures.append(item)  # replayed whole on the next turn
             elif item["type"] == "function_call":
                 out.tool_calls.append((item["name"], _args(item.get("arguments") or "")))
+                out.tool_ids = (out.tool_ids or []) + [f"{item['call_id']}|{item['id']}"]
         elif kind == "error":
             out.stop_reason = "error"
             out.error_contains = data.get("message")
@@ -211,12 +223,14 @@ def expect_completions(events: list[tuple[str, Any]]) -> Expected:
                     out.thinking += delta[key]
                     break
             for call in delta.get("tool_calls") or []:
-                entry = calls.setdefault(call.get("index", 0), {"name": "", "args": ""})
+                entry = calls.setdefault(call.get("index", 0), {"name": "", "args": "", "id": ""})
+                entry["id"] = entry["id"] or call.get("id") or ""
                 function = call.get("function") or {}
                 entry["name"] += function.get("name") or ""
                 entry["args"] += function.get("arguments") or ""
             reason = choice.get("finish_reason") or reason
     out.tool_calls = [(c["name"], _args(c["args"])) for _, c in sorted(calls.items())]
+    out.tool_ids = [c["id"] for _, c in sorted(calls.items())]
     if out.stop_reason != "error":
         out.stop_reason = {"stop": "stop", "length": "length", "tool_calls": "toolUse",
                            "function_call": "toolUse"}.get(reason or "stop", "error")
