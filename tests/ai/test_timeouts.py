@@ -200,3 +200,26 @@ async def test_the_agent_run_ends_with_the_error_instead_of_hanging(server):
     assert time.monotonic() - start < 5
     assert messages[-1].stop_reason == "error" and "idle timeout" in messages[-1].error_message
     assert events[-1].type == "agent_end"
+
+
+async def test_abort_during_a_providers_first_byte_wait_ends_the_stream_as_aborted(server):
+    server.push(Reply(header_delay=30))
+    controller = AbortController()
+    stream = stream_simple_anthropic_messages(
+        model("anthropic-messages", "anthropic", server.url), Context(messages=[UserMessage(content="hi")]),
+        {"api_key": "k", "signal": controller.signal, "first_byte_timeout_ms": 20_000})
+    asyncio.get_running_loop().call_later(0.2, controller.abort)
+    start = time.monotonic()
+    message = await stream.result()
+    assert time.monotonic() - start < 3
+    assert message.stop_reason == "aborted" and message.error_message == "Request was aborted"
+
+
+async def test_a_first_byte_timeout_is_retried_like_a_failed_connect(server):
+    server.push(Reply(header_delay=2), Reply(header_delay=2))
+    stream = stream_simple_anthropic_messages(
+        model("anthropic-messages", "anthropic", server.url), Context(messages=[UserMessage(content="hi")]),
+        {"api_key": "k", "first_byte_timeout_ms": 200, "max_retries": 1, "max_retry_delay_ms": 100})
+    message = await stream.result()
+    assert len(server.requests) == 2
+    assert message.stop_reason == "error" and "first-byte timeout" in message.error_message
