@@ -172,11 +172,17 @@ async def test_recorded_stream_replays_as_it_says(path: Path, how: str, monkeypa
 
     assert events[-1].type in ("done", "error")
     assert [e.type for e in events].count("done") + [e.type for e in events].count("error") == 1
-    assert message.stop_reason == expected.stop_reason, message.error_message
-    if expected.error_contains is not None:
-        assert expected.error_contains in (message.error_message or "")
-    elif message.stop_reason != "error":
-        assert message.error_message is None
+    if expected.refusal:
+        # either shape surfaces it: the refusal as the answer's text, or as the error message
+        assert message.stop_reason in ("stop", "error")
+        assert expected.refusal in seen["text"] + (message.error_message or "")
+        seen["text"] = seen["text"].replace(expected.refusal, "", 1)
+    else:
+        assert message.stop_reason == expected.stop_reason, message.error_message
+        if expected.error_contains is not None:
+            assert expected.error_contains in (message.error_message or "")
+        elif message.stop_reason != "error":
+            assert message.error_message is None
     assert seen["text"] == expected.text
     assert seen["thinking"] == expected.thinking
     assert seen["tool_calls"] == expected.tool_calls

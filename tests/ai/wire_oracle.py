@@ -24,6 +24,7 @@ class Expected:
     tool_calls: list[tuple[str, Any]] = field(default_factory=list)  # (name, args or CUT)
     stop_reason: str = "stop"
     error_contains: str | None = None
+    refusal: str = ""  # a refusal the user and the model must see (as text or as the error)
     input: int | None = None
     output: int | None = None
     cache_read: int | None = None
@@ -217,7 +218,7 @@ def expect_completions(events: list[tuple[str, Any]]) -> Expected:
                 continue  # n > 1: pi keeps the first choice
             delta = choice.get("delta") or {}
             out.text += delta.get("content") or ""
-            out.text += delta.get("refusal") or ""  # a refusal is the answer the user must see
+            out.refusal += delta.get("refusal") or ""
             for key in ("reasoning_content", "reasoning"):
                 if delta.get(key):
                     out.thinking += delta[key]
