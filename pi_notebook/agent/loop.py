@@ -27,7 +27,8 @@ from ..ai.abort import AbortSignal
 from ..ai.event_stream import EventStream
 from ..ai.types import (
     SET_EXTRA, SET_FIELDS_SET, SET_MODEL_DICT, SET_PRIVATE, AssistantMessage, Context, TextContent,
-    ToolCall, ToolResultMessage, construct_unchecked, fast_shallow_copy, new_instance, now_ms,
+    ToolCall, ToolResultMessage, arguments_incomplete, construct_unchecked, fast_shallow_copy,
+    new_instance, now_ms,
 )
 from ..ai.validation import validate_tool_arguments
 from .types import (
@@ -645,6 +646,11 @@ async def _prepare_tool_call(
     tool = _find_tool(context, tool_call.name)
     if tool is None:
         return _Immediate(_error_result(f"Tool {tool_call.name} not found"))
+    if arguments_incomplete(tool_call):  # cut or repaired JSON: never run it, whatever the stop reason
+        return _Immediate(_error_result(
+            f'The arguments of this tool call ("{tool_call.name}") were incomplete (the stream ended '
+            "inside them or they were not valid JSON), so it was not executed; call the tool again "
+            "with complete arguments."))
     try:
         prepared_call = tool_call
         if tool.prepare_arguments is not None:

@@ -3,7 +3,7 @@
 Adapters never touch httpx; they use this small, stable API:
 
 ``open_stream(method, url, *, headers=None, json_body=None, content=None, signal=None,
-timeout_ms=None, secrets=())``
+timeout_ms=None, first_byte_timeout_ms=None, idle_timeout_ms=None, secrets=())``
     Send a request and return once the response **headers** have arrived. The result is
     usable both ways::
 
@@ -18,8 +18,14 @@ timeout_ms=None, secrets=())``
       4000 characters with ``"... [truncated N chars]"``); the response is closed for you.
     * ``secrets`` (e.g. ``(api_key,)``) are replaced by ``"***"`` in any error text built here,
       in case a server echoes them back.
-    * ``timeout_ms`` bounds connecting and each wait for data (an idle stream); the default is
-      30 s to connect and 10 minutes between bytes (what the official SDKs allow a slow model).
+    * ``timeout_ms`` bounds connecting and each wait for data at the socket level; the default
+      is 30 s to connect and 10 minutes between bytes (what the official SDKs allow).
+    * ``first_byte_timeout_ms`` (default 60 s) bounds the time from sending the request to the
+      first byte of the body, headers included: a server that accepts the connection and never
+      answers. ``idle_timeout_ms`` (default 120 s) bounds each wait between two body chunks: a
+      stream that stalls mid-answer. Either raises :class:`RequestTimeout` with a message that
+      says which one fired; ``0`` turns a bound off. They are the stream options of the same
+      names (docs/design/wire-trust.md).
 
 ``StreamResponse``
     ``status: int``, ``headers: dict[str, str]`` (lower-cased names), ``url: str``;
@@ -32,7 +38,8 @@ Errors (all carry a message that is safe to show: host only, never the path, que
   or ``"<status> status code (no body)"``),
 * :class:`ConnectionFailed` (``host``; ``status`` is ``None`` and ``headers`` ``{}``, so
   :func:`retry_provider_request` treats a failed connect as retryable, as pi does),
-  with the subclass :class:`RequestTimeout`,
+  with the subclass :class:`RequestTimeout` (``kind``: ``"connect"``, ``"read"``,
+  ``"first_byte"`` or ``"idle"``),
 * :class:`RequestAborted`, a subclass of :class:`~pi_notebook.ai.abort.AbortError` with the text
   ``"Request was aborted"``: the signal fired before or during the request or the read.
 
@@ -54,7 +61,7 @@ import asyncio
 import json
 import platform
 import weakref
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Generator, Iterable, Mapping
 from typing import Any
 
 import httpx
@@ -69,6 +76,8 @@ __all__ = [
 ]
 
 BODY_LIMIT = 4000
+DEFAULT_FIRST_BYTE_TIMEOUT_MS = 60_000
+DEFAULT_IDLE_TIMEOUT_MS = 120_000
 _DEFAULT_TIMEOUT = httpx.Timeout(600.0, connect=30.0)
 _LIMITS = httpx.Limits(max_connections=100, max_keepalive_connections=20, keepalive_expiry=30.0)
 
@@ -110,6 +119,35 @@ class ConnectionFailed(HttpError):
 
 class RequestTimeout(ConnectionFailed):
     """Connecting or waiting for data took longer than the timeout."""
+
+    def __init__(self, message: str, host: str, kind: str = "read") -> None:
+        super().__init__(message, host)
+        self.kind = kind
+
+
+def _seconds(ms: float) -> str:
+    return f"{ms / 1000:g} s"
+
+
+def _first_byte_timeout(host: str, ms: float) -> RequestTimeout:
+    return RequestTimeout(
+        f"The model server sent nothing for {_seconds(ms)} (first-byte timeout): {host} accepted "
+        "the request but did not start answering. Try again later, or raise "
+        "first_byte_timeout_ms if this model is slow to start.", host, "first_byte")
+
+
+def _idle_timeout(host: str, ms: float) -> RequestTimeout:
+    return RequestTimeout(
+        f"The model server stopped sending for {_seconds(ms)} in the middle of its answer (idle "
+        f"timeout): {host} went quiet and the stream was ended. Try again, or raise "
+        "idle_timeout_ms if this model pauses that long.", host, "idle")
+
+
+def _bound(ms: int | float | None, default: int) -> float | None:
+    """A timeout option in ms -> seconds for asyncio, ``None`` when turned off (0 or less)."""
+    if ms is None:
+        ms = default
+    return ms / 1000 if ms > 0 else None
 
 
 class RequestAborted(AbortError):
@@ -173,7 +211,8 @@ def _map_transport_error(exc: httpx.HTTPError, host: str, reading: bool, secrets
     detail = redact(_describe(exc), secrets)
     if isinstance(exc, httpx.TimeoutException):
         what = "waiting for data from" if reading else "connecting to"
-        return RequestTimeout(f"Request timed out {what} {host}: {detail}", host)
+        return RequestTimeout(f"Request timed out {what} {host}: {detail}", host,
+                              "read" if reading else "connect")
     if reading:
         return ConnectionFailed(f"Connection to {host} lost while reading the response: {detail}", host)
     return ConnectionFailed(f"Connection error: could not reach {host}: {detail}", host)
@@ -207,13 +246,15 @@ async def aclose_clients() -> None:
 # --- abort plumbing ----------------------------------------------------------------------
 
 class _AbortGuard:
-    """Turns an AbortSignal into cancellation of the one await that is blocked in this module.
+    """Turns an AbortSignal, or a deadline passing, into cancellation of the one await that is
+    blocked in this module.
 
-    Only the awaits bracketed by ``enter()``/``leave()`` are ever cancelled, so an abort never
-    lands in the caller's own code; the resulting CancelledError is converted by ``absorb()``.
+    Only the awaits bracketed by ``enter()``/``leave()`` are ever cancelled, so neither lands in
+    the caller's own code; the resulting CancelledError is converted by ``absorb()``. (A timer
+    plus cancel rather than ``asyncio.timeout``, which Python 3.10 lacks.)
     """
 
-    __slots__ = ("signal", "loop", "task", "blocked", "fired", "_remove")
+    __slots__ = ("signal", "loop", "task", "blocked", "fired", "timed_out", "_timer", "_remove")
 
     def __init__(self, signal: AbortSignal | None) -> None:
         self.signal = signal
@@ -221,6 +262,8 @@ class _AbortGuard:
         self.task: asyncio.Task[Any] | None = None
         self.blocked = False
         self.fired = False
+        self.timed_out = False
+        self._timer: asyncio.TimerHandle | None = None
         self._remove = signal.add_listener(self._on_abort) if signal is not None else None
 
     def _on_abort(self) -> None:
@@ -235,23 +278,39 @@ class _AbortGuard:
             self.fired = True
             task.cancel()
 
-    def enter(self) -> None:
+    def _on_deadline(self) -> None:
+        task = self.task
+        if self.blocked and task is not None and not task.done() and not self.fired:
+            self.fired = self.timed_out = True
+            task.cancel()
+
+    def enter(self, deadline: float | None = None) -> None:
+        """Start a guarded await; ``deadline`` (loop time) bounds it."""
         if self.signal is not None and self.signal.aborted:
             raise RequestAborted()
         self.task = asyncio.current_task()
         self.blocked = True
+        if deadline is not None:
+            self._timer = self.loop.call_at(deadline, self._on_deadline)
 
     def leave(self) -> None:
         self.blocked = False
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
 
-    def absorb(self, exc: asyncio.CancelledError) -> RequestAborted:
-        """Return the RequestAborted to raise if ``exc`` is our own cancellation, else re-raise."""
+    def absorb(self, exc: asyncio.CancelledError) -> RequestAborted | None:
+        """If ``exc`` is our own cancellation: the RequestAborted to raise, or ``None`` when the
+        deadline passed (the caller raises its timeout). Anyone else's cancellation re-raises."""
         if not self.fired:
             raise exc
         task = self.task
         uncancel = getattr(task, "uncancel", None)  # 3.11+: undo our cancel() so outer code is unaffected
         if uncancel is not None:
             uncancel()
+        if self.timed_out:
+            self.fired = self.timed_out = False
+            return None
         return RequestAborted()
 
     def detach(self) -> None:
@@ -266,12 +325,18 @@ class StreamResponse:
     """An open streaming response (headers received, body not yet read)."""
 
     def __init__(self, response: httpx.Response, guard: _AbortGuard, host: str,
-                 secrets: tuple[str | None, ...]) -> None:
+                 secrets: tuple[str | None, ...], first_byte_deadline: float | None = None,
+                 first_byte_ms: float = 0, idle_s: float | None = None) -> None:
         self._response = response
         self._guard = guard
         self._host = host
         self._secrets = secrets
         self._closed = False
+        # The first chunk shares the deadline that started when the request was sent; every
+        # later wait gets the idle bound afresh.
+        self._first_byte_deadline = first_byte_deadline
+        self._first_byte_ms = first_byte_ms
+        self._idle_s = idle_s
         self.status: int = response.status_code
         self.headers: dict[str, str] = {k.lower(): v for k, v in response.headers.items()}
         self.url: str = str(response.url.copy_with(query=None))
@@ -280,15 +345,24 @@ class StreamResponse:
         """Decoded body chunks as they arrive (sizes are whatever the network delivers)."""
         guard = self._guard
         iterator = self._response.aiter_bytes().__aiter__()
+        loop = asyncio.get_running_loop()
         try:
             while True:
-                guard.enter()
+                first = self._first_byte_deadline is not None
+                if first:
+                    deadline = self._first_byte_deadline
+                    self._first_byte_deadline = None
+                else:
+                    deadline = None if self._idle_s is None else loop.time() + self._idle_s
+                guard.enter(deadline)
                 try:
                     chunk = await iterator.__anext__()
                 except StopAsyncIteration:
                     return
                 except asyncio.CancelledError as exc:
-                    raise guard.absorb(exc) from None
+                    raise (guard.absorb(exc)
+                           or (_first_byte_timeout(self._host, self._first_byte_ms) if first
+                               else _idle_timeout(self._host, (self._idle_s or 0) * 1000))) from None
                 except httpx.HTTPError as exc:
                     raise _map_transport_error(exc, self._host, True, self._secrets) from None
                 finally:
@@ -340,7 +414,7 @@ class _OpenStream:
         self._args = args
         self._response: StreamResponse | None = None
 
-    def __await__(self):  # type: ignore[no-untyped-def]
+    def __await__(self) -> Generator[Any, None, StreamResponse]:
         return _open(**self._args).__await__()
 
     async def __aenter__(self) -> StreamResponse:
@@ -355,15 +429,19 @@ class _OpenStream:
 def open_stream(method: str, url: str, *, headers: Mapping[str, str] | None = None,
                 json_body: Any = None, content: bytes | None = None,
                 signal: AbortSignal | None = None, timeout_ms: int | float | None = None,
+                first_byte_timeout_ms: int | float | None = None,
+                idle_timeout_ms: int | float | None = None,
                 secrets: Iterable[str | None] = ()) -> _OpenStream:
     """Start a request; see the module docstring."""
     return _OpenStream(dict(method=method, url=url, headers=headers, json_body=json_body,
                             content=content, signal=signal, timeout_ms=timeout_ms,
-                            secrets=tuple(secrets)))
+                            first_byte_timeout_ms=first_byte_timeout_ms,
+                            idle_timeout_ms=idle_timeout_ms, secrets=tuple(secrets)))
 
 
 async def _open(method: str, url: str, headers: Mapping[str, str] | None, json_body: Any,
                 content: bytes | None, signal: AbortSignal | None, timeout_ms: int | float | None,
+                first_byte_timeout_ms: int | float | None, idle_timeout_ms: int | float | None,
                 secrets: tuple[str | None, ...]) -> StreamResponse:
     if signal is not None and signal.aborted:
         raise RequestAborted()
@@ -381,13 +459,17 @@ async def _open(method: str, url: str, headers: Mapping[str, str] | None, json_b
                                        timeout=timeout)
     except (httpx.InvalidURL, httpx.UnsupportedProtocol, ValueError) as exc:
         raise ConnectionFailed(f"Invalid request URL (check the base URL): {_describe(exc)}", host) from None
+    first_byte_s = _bound(first_byte_timeout_ms, DEFAULT_FIRST_BYTE_TIMEOUT_MS)
+    idle_s = _bound(idle_timeout_ms, DEFAULT_IDLE_TIMEOUT_MS)
+    loop = asyncio.get_running_loop()
+    deadline = None if first_byte_s is None else loop.time() + first_byte_s
     guard = _AbortGuard(signal)
     try:
-        guard.enter()
+        guard.enter(deadline)
         try:
             response = await client.send(request, stream=True)
         except asyncio.CancelledError as exc:
-            raise guard.absorb(exc) from None
+            raise guard.absorb(exc) or _first_byte_timeout(host, (first_byte_s or 0) * 1000) from None
         except httpx.UnsupportedProtocol as exc:
             raise ConnectionFailed(f"Invalid request URL (check the base URL): {_describe(exc)}", host) from None
         except httpx.HTTPError as exc:
@@ -397,7 +479,8 @@ async def _open(method: str, url: str, headers: Mapping[str, str] | None, json_b
     except BaseException:
         guard.detach()
         raise
-    stream = StreamResponse(response, guard, host, secrets)
+    stream = StreamResponse(response, guard, host, secrets, deadline, (first_byte_s or 0) * 1000,
+                            idle_s)
     if 200 <= response.status_code < 300:
         return stream
     try:

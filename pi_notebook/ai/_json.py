@@ -25,10 +25,10 @@ from __future__ import annotations
 
 import json
 import re
-from json.decoder import scanstring as _scanstring  # the C scanner when available
+from json.decoder import scanstring as _scanstring  # type: ignore[attr-defined]  # the C scanner; typeshed omits it
 from typing import Any
 
-__all__ = ["parse_streaming_json", "parse_json_with_repair", "repair_json", "parse_partial_json",
+__all__ = ["parse_streaming_json", "parse_final_arguments", "parse_json_with_repair", "repair_json", "parse_partial_json",
            "PartialJSONError", "MalformedJSONError"]
 
 
@@ -67,7 +67,7 @@ def repair_json(text: str) -> str:
             break
         pos = quote + 1
         while True:  # inside a string literal
-            at = _STRING_OK_RUN.match(text, pos).end()
+            at = _STRING_OK_RUN.match(text, pos).end()  # type: ignore[union-attr]  # matches ""
             if at >= length:
                 pos = length
                 break
@@ -194,7 +194,7 @@ class _PartialParser:
                     self.i = n
                     escape = (n - len(s.rstrip("\\"))) % 2
                     return _strict_loads(s[start:n - escape] + '"')
-        end = _STRING_BODY.match(s, start + 1).end()
+        end = _STRING_BODY.match(s, start + 1).end()  # type: ignore[union-attr]  # matches ""
         if end < n and s[end] == '"':
             self.i = end + 1
             try:
@@ -226,13 +226,13 @@ class _PartialParser:
                 self.i += 1  # the colon, unchecked as in npm
                 try:
                     value = self.any()
-                except Exception:  # noqa: BLE001 - npm catches everything here
+                except Exception:  # npm catches everything here
                     return result
                 result[key] = value
                 self._blank()
                 if self.i < n and s[self.i] == ",":
                     self.i += 1
-        except Exception:  # noqa: BLE001
+        except Exception:  # as npm does
             return result
         self.i += 1
         return result
@@ -247,7 +247,7 @@ class _PartialParser:
                 self._blank()
                 if self.i < n and s[self.i] == ",":
                     self.i += 1
-        except Exception:  # noqa: BLE001
+        except Exception:  # as npm does
             return result
         self.i += 1
         return result
@@ -315,3 +315,21 @@ def parse_streaming_json(text: str | None) -> dict[str, Any]:
             except (ValueError, RecursionError):
                 return {}
     return result if isinstance(result, dict) else {}
+
+
+def parse_final_arguments(text: str | None) -> tuple[dict[str, Any], bool]:
+    """The final parse of a tool call's argument text: ``(arguments, complete)``.
+
+    ``complete`` is True only when the text is empty (no arguments) or strict JSON for an
+    object. Text that needed repair, was cut, or is not an object still gives the best-effort
+    :func:`parse_streaming_json` result, with ``complete`` False: such a call must not run.
+    """
+    if not text or text.isspace():
+        return {}, True
+    try:
+        result = _strict_loads(text)
+    except (ValueError, RecursionError):
+        return parse_streaming_json(text), False
+    if isinstance(result, dict):
+        return result, True
+    return {}, False

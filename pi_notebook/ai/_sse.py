@@ -4,14 +4,17 @@
     async for chunk in response.iter_bytes():
         for event in decoder.feed(chunk):
             ...event.event, event.data, event.id...
-    for event in decoder.flush():     # at EOF: a last event without its blank line
-        ...
+    decoder.flush()                   # at EOF: [] (an event lacking its blank line is dropped)
 
 Chunks may split anywhere: inside a UTF-8 sequence, between ``\\r`` and ``\\n``, inside a field
 name. Lines end with CRLF, LF or CR; ``:`` lines are comments; ``data`` lines of one event are
-joined with ``\\n``; an event with no data line is not dispatched (the WHATWG rules). ``event``
-defaults to ``"message"``; ``id`` is the last event id seen (it persists across events).
-Invalid UTF-8 is replaced with U+FFFD rather than failing the stream.
+joined with ``\\n``; an event with no data line is not dispatched; a field name without a colon
+is the whole line with an empty value; one space after the colon is dropped; ``retry`` takes
+ASCII digits only; an ``id`` containing NUL is ignored; one leading BOM is skipped; and at end of
+stream an event that never got its blank line is discarded (the WHATWG event-stream rules, to
+the letter: a truncated stream must not pass for a complete last event). ``event`` defaults to
+``"message"``; ``id`` is the last event id seen (it persists across events). Invalid UTF-8 is
+replaced with U+FFFD rather than failing the stream.
 
 ``SSEDecoder(data_only=True)`` yields just the ``data`` strings (for APIs such as Chat
 Completions that ignore event names), saving an object per event on the hot path.
@@ -75,13 +78,16 @@ class SSEDecoder:
         return self._feed_text(text) if text else []
 
     def flush(self) -> list[Any]:
-        """End of stream: finish a last line and dispatch a last event lacking its blank line."""
-        events = self._feed_text(self._utf8.decode(b"", True))
-        if self._parts:
-            line = "".join(self._parts)
-            self._parts = []
-            self._line(line, events)
-        self._dispatch(events)
+        """End of stream: the events completed by the last bytes; pending data is discarded.
+
+        A last line without its line end is still a line, but the event it belongs to has
+        no blank line after it, so (as the standard says) it is not dispatched.
+        """
+        text = self._utf8.decode(b"", True)  # a UTF-8 sequence cut at the end: U+FFFD
+        events = self._feed_text(text) if text else []
+        self._parts = []
+        self._data.clear()
+        self._event = ""
         return events
 
     # -- internals -----------------------------------------------------------------------
@@ -143,9 +149,8 @@ class SSEDecoder:
         elif name == "id":
             if "\0" not in value:
                 self._id = value
-        elif name == "retry":
-            if value.isdigit():
-                self._retry = int(value)
+        elif name == "retry" and value.isascii() and value.isdigit():
+            self._retry = int(value)
         # any other field is ignored, as the standard says
 
     def _dispatch(self, events: list[Any]) -> None:

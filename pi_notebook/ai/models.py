@@ -28,7 +28,7 @@ __all__ = [
     "UnknownModelError", "LOCAL_PROVIDERS", "THINKING_LEVELS", "get_model", "get_models",
     "get_providers", "parse_model_ref", "suggest_model_ids", "register_models", "unregister_models",
     "is_local_provider", "calculate_cost", "get_supported_thinking_levels", "clamp_thinking_level",
-    "models_are_equal", "has_api", "catalogue_date",
+    "models_are_equal", "has_api", "catalogue_date", "is_answered_snapshot",
 ]
 
 _DATA = Path(__file__).parent / "data" / "models.json"
@@ -137,7 +137,7 @@ def parse_model_ref(ref: str) -> tuple[str | None, str]:
 
 
 def _all_refs() -> list[str]:
-    refs = []
+    refs: list[str] = []
     for name, entry in _load().items():
         refs.extend(f"{name}/{mid}" for mid in entry.raw_models)
     for name, models in _registered.items():
@@ -187,7 +187,7 @@ def get_models(provider: str) -> list[Model]:
 
 
 def _find_bare_id(model_id: str) -> Model | None:
-    for provider, models in _registered.items():
+    for models in _registered.values():
         if model_id in models:
             return models[model_id]
     for provider, entry in _load().items():
@@ -376,3 +376,22 @@ def models_are_equal(a: Model | None, b: Model | None) -> bool:
 
 def has_api(model: Model, api: str) -> bool:
     return model.api == api
+
+
+def is_answered_snapshot(model: Model, answered_id: str) -> bool:
+    """Whether ``answered_id`` is a dated snapshot the catalogue lists for the alias ``model.id``.
+
+    Providers answer an alias with the id of the snapshot it currently points to, spelled
+    differently (``claude-sonnet-4-0`` is answered as ``claude-sonnet-4-20250514``), so no
+    rule on the spelling can tell; the catalogue's ``snapshots`` list does. The model's own
+    provider is looked up first, then any catalogue provider of the same API (a proxy
+    registered under another name serves the same ids).
+    """
+    catalogue = _load()
+    entries = [catalogue[model.provider]] if model.provider in catalogue else []
+    entries += [e for name, e in catalogue.items() if e.api == model.api and name != model.provider]
+    for entry in entries:
+        raw = entry.raw_models.get(model.id)
+        if raw is not None:
+            return answered_id in (raw.get("snapshots") or ())
+    return False

@@ -2,8 +2,8 @@
 
 Options are plain dicts with snake_case keys: ``signal, api_key, headers, temperature,
 max_tokens, reasoning, thinking_budgets, session_id, cache_retention, on_payload,
-on_response, max_retries, max_retry_delay_ms, timeout_ms, tool_choice, sampling_params,
-env`` (plus ``transport`` and ``metadata``, passed through).
+on_response, max_retries, max_retry_delay_ms, timeout_ms, first_byte_timeout_ms,
+idle_timeout_ms, tool_choice, sampling_params, env`` (plus ``transport`` and ``metadata``, passed through).
 
 Messages may be pydantic models (snake_case attributes) or pi-JSON dicts (camelCase).
 """
@@ -216,6 +216,8 @@ def build_base_options(model: Model, context: Any, options: Mapping[str, Any] | 
         "on_payload": opts.get("on_payload"),
         "on_response": opts.get("on_response"),
         "timeout_ms": opts.get("timeout_ms"),
+        "first_byte_timeout_ms": opts.get("first_byte_timeout_ms"),
+        "idle_timeout_ms": opts.get("idle_timeout_ms"),
         "max_retries": opts.get("max_retries"),
         "max_retry_delay_ms": opts.get("max_retry_delay_ms"),
         "metadata": opts.get("metadata"),

@@ -12,11 +12,12 @@ import time
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 from pydantic_core import PydanticUndefined
 
 __all__ = [
     "now_ms", "get_field", "PiModel", "TextContent", "ThinkingContent", "ImageContent", "ToolCall",
+    "mark_arguments_incomplete", "arguments_incomplete",
     "UserContent", "AssistantContent", "ToolResultContent", "Cost", "Usage", "StopReason",
     "UserMessage", "AssistantMessage", "ToolResultMessage", "Message", "ModelCostTier",
     "ModelCost", "Model", "Tool", "Context", "ThinkingLevel", "AgentThinkingLevel",
@@ -156,6 +157,19 @@ class ToolCall(PiModel):
     arguments: dict[str, Any] = Field(default_factory=dict)
     thought_signature: str | None = None
     namespace: str | None = None
+    # Set by the adapter when the arguments' JSON was cut (the stream ended inside it) or had
+    # to be repaired: such a call is never executed. Private, so pi's JSON is unchanged.
+    _arguments_incomplete: bool = PrivateAttr(default=False)
+
+
+def mark_arguments_incomplete(tool_call: ToolCall, incomplete: bool = True) -> None:
+    """Record that ``tool_call``'s arguments are not what the model finished sending."""
+    tool_call._arguments_incomplete = incomplete
+
+
+def arguments_incomplete(tool_call: ToolCall) -> bool:
+    """Whether the adapter found ``tool_call``'s arguments cut or repaired (never execute it)."""
+    return bool(getattr(tool_call, "_arguments_incomplete", False))
 
 
 UserContent = Annotated[Union[TextContent, ImageContent], Field(discriminator="type")]

@@ -190,7 +190,10 @@ async def run_sse_stream(
         url, headers = build_request(params, api_key)
         response = await _http.retry_provider_request(
             lambda: _http.open_stream("POST", url, headers=headers, json_body=params, signal=signal,
-                                      timeout_ms=options.get("timeout_ms"), secrets=(api_key,)),
+                                      timeout_ms=options.get("timeout_ms"),
+                                      first_byte_timeout_ms=options.get("first_byte_timeout_ms"),
+                                      idle_timeout_ms=options.get("idle_timeout_ms"),
+                                      secrets=(api_key,)),
             max_retries=options.get("max_retries") or 0,
             max_retry_delay_ms=options.get("max_retry_delay_ms", 60000), signal=signal)
         try:

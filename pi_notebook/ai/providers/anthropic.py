@@ -21,23 +21,53 @@ from collections.abc import Mapping
 from typing import Any
 
 from .. import _http
-from .._json import parse_json_with_repair, parse_streaming_json
+from .._json import parse_final_arguments, parse_json_with_repair, parse_streaming_json
 from ..env import get_env_api_key, get_provider_env_value, missing_key_message, needs_api_key
 from ..event_stream import AssistantMessageEventStream
-from ..models import calculate_cost, clamp_thinking_level
-from ..options import (adjust_max_tokens_for_thinking, build_base_options,
-                       clamp_max_tokens_to_context, resolve_cache_retention)
+from ..models import calculate_cost, clamp_thinking_level, is_answered_snapshot
+from ..options import (
+    adjust_max_tokens_for_thinking,
+    build_base_options,
+    clamp_max_tokens_to_context,
+    resolve_cache_retention,
+)
 from ..stream import register_api_provider
 from ..transform import normalize_anthropic_tool_call_id, sanitize_surrogates, transform_messages
 from ..types import (
-    AssistantMessage, Context, Model, TextContent, TextDeltaEvent, TextEndEvent,
-    TextStartEvent, ThinkingContent, ThinkingDeltaEvent, ThinkingEndEvent, ThinkingStartEvent,
-    ToolCall, ToolCallDeltaEvent, ToolCallEndEvent, ToolCallStartEvent,
+    AssistantMessage,
+    Context,
+    Model,
+    StopReason,
+    TextContent,
+    TextDeltaEvent,
+    TextEndEvent,
+    TextStartEvent,
+    ThinkingContent,
+    ThinkingDeltaEvent,
+    ThinkingEndEvent,
+    ThinkingStartEvent,
+    ToolCall,
+    ToolCallDeltaEvent,
+    ToolCallEndEvent,
+    ToolCallStartEvent,
+    mark_arguments_incomplete,
 )
 from ._common import (
-    AUTHENTICATED, EventMapper, ProviderStreamError, append_text, compat as _compat,
-    decode_json, has_header, merge_headers, new_output, run_sse_stream, start_stream,
-    stream_simple, tool_schema,
+    AUTHENTICATED,
+    EventMapper,
+    ProviderStreamError,
+    append_text,
+    decode_json,
+    has_header,
+    merge_headers,
+    new_output,
+    run_sse_stream,
+    start_stream,
+    stream_simple,
+    tool_schema,
+)
+from ._common import (
+    compat as _compat,
 )
 
 __all__ = [
@@ -125,24 +155,22 @@ def _assistant_blocks(message: AssistantMessage, model: Model) -> list[dict[str,
     return blocks
 
 
-def _is_dated_snapshot(requested: str, answered: str) -> bool:
-    # "claude-sonnet-4-5" is answered as "claude-sonnet-4-5-20250929"
-    return answered.startswith(requested + "-") and answered[len(requested) + 1:].isdigit()
-
-
 def _claim_snapshot_answers(messages: list[Any], model: Model) -> list[Any]:
     """Give our own earlier answers back the requested model id before the transform.
 
     pi 0.85.1 records the model named in ``message_start`` (a dated snapshot for an
     alias), so ``transform_messages`` would see the previous turn as another model's and
     turn its signed thinking into text; with thinking on, Anthropic then rejects the
-    tool-use continuation. Known upstream (earendil-works/pi#9188); only exact
-    ``<requested>-<date>`` snapshots of this provider and API are claimed.
+    tool-use continuation. Known upstream (earendil-works/pi#9188). Only answers of this
+    provider and API whose model the catalogue lists as a snapshot of the requested alias are
+    claimed: the dated id is not always the alias plus a date (``claude-sonnet-4-0`` is
+    answered as ``claude-sonnet-4-20250514``).
     """
     out = []
     for message in messages:
         if (getattr(message, "role", None) == "assistant" and message.provider == model.provider
-                and message.api == model.api and _is_dated_snapshot(model.id, message.model)):
+                and message.api == model.api and message.model != model.id
+                and is_answered_snapshot(model, message.model)):
             message = message.model_copy(update={"model": model.id})
         out.append(message)
     return out
@@ -299,13 +327,13 @@ def build_headers(model: Model, api_key: str | None, options: Mapping[str, Any],
 
 # --- stream mapping --------------------------------------------------------------------
 
-_STOP_REASONS = {
+_STOP_REASONS: dict[str, StopReason] = {
     "end_turn": "stop", "max_tokens": "length", "tool_use": "toolUse", "pause_turn": "stop",
     "stop_sequence": "stop",
 }
 
 
-def map_stop_reason(reason: str, stop_details: Any = None) -> tuple[str, str | None]:
+def map_stop_reason(reason: str, stop_details: Any = None) -> tuple[StopReason, str | None]:
     """Anthropic ``stop_reason`` -> (pi stop reason, error message or None)."""
     if reason in _STOP_REASONS:
         return _STOP_REASONS[reason], None
@@ -440,9 +468,8 @@ class AnthropicEventMapper(EventMapper):
                 # parse of everything received so far, without a full re-parse per fragment.
                 self._dirty.add(index)
                 self._emit(ToolCallDeltaEvent(content_index=index, delta=fragment, partial=self.output))
-        elif kind == "signature_delta":
-            if block.type == "thinking":
-                append_text(block, "thinking_signature", delta.get("signature") or "")  # no event (pi)
+        elif kind == "signature_delta" and block.type == "thinking":
+            append_text(block, "thinking_signature", delta.get("signature") or "")  # no event (pi)
 
     def _on_content_block_stop(self, data: Mapping[str, Any]) -> None:
         index, block = self._block(data)
@@ -458,7 +485,8 @@ class AnthropicEventMapper(EventMapper):
             raw = self._scratch.pop(index, "")
             self._dirty.discard(index)
             if raw:
-                block.arguments = parse_streaming_json(raw)
+                block.arguments, complete = parse_final_arguments(raw)
+                mark_arguments_incomplete(block, not complete)
             self._emit(ToolCallEndEvent(content_index=index, tool_call=block, partial=self.output))
 
     def _on_message_delta(self, data: Mapping[str, Any]) -> None:
@@ -495,8 +523,21 @@ class AnthropicEventMapper(EventMapper):
         self.message_stopped = True
 
     def finish(self) -> None:
-        """End-of-stream checks (spec 5.8, last row)."""
-        if self.message_started and not self.message_stopped:
+        """End-of-stream checks (spec 5.8, last row).
+
+        The stop reason arrives in ``message_delta``, after every content block, so a stream
+        that has it is whole even when its ``message_stop`` is missing: a last event lacking
+        its blank line is discarded by the SSE rules (docs/design/wire-trust.md), and the
+        SDKs' own recorded fixtures end that way.
+        """
+        # A tool call whose block never stopped: the stream ended inside its arguments.
+        for index in self._by_index.values():
+            block = self.output.content[index]
+            if block.type == "toolCall":
+                block.arguments = parse_streaming_json(self._scratch.pop(index, ""))
+                self._dirty.discard(index)
+                mark_arguments_incomplete(block)
+        if self.message_started and not self.message_stopped and not self.stop_reason_seen:
             raise ProviderStreamError("Anthropic stream ended before message_stop")
         if not self.stop_reason_seen:
             raise ProviderStreamError("Anthropic stream ended without a stop reason")

@@ -28,16 +28,43 @@ from ..event_stream import AssistantMessageEventStream
 from ..models import calculate_cost, clamp_thinking_level
 from ..options import build_base_options
 from ..stream import register_api_provider
-from ..transform import (normalize_google_tool_call_id, requires_tool_call_id, sanitize_surrogates,
-                         transform_messages)
+from ..transform import (
+    normalize_google_tool_call_id,
+    requires_tool_call_id,
+    sanitize_surrogates,
+    transform_messages,
+)
 from ..types import (
-    AssistantMessage, Context, Model, TextContent, TextDeltaEvent, TextEndEvent,
-    TextStartEvent, ThinkingContent, ThinkingDeltaEvent, ThinkingEndEvent, ThinkingStartEvent,
-    ToolCall, ToolCallDeltaEvent, ToolCallEndEvent, ToolCallStartEvent, now_ms,
+    AssistantMessage,
+    Context,
+    Model,
+    StopReason,
+    TextContent,
+    TextDeltaEvent,
+    TextEndEvent,
+    TextStartEvent,
+    ThinkingContent,
+    ThinkingDeltaEvent,
+    ThinkingEndEvent,
+    ThinkingStartEvent,
+    ToolCall,
+    ToolCallDeltaEvent,
+    ToolCallEndEvent,
+    ToolCallStartEvent,
+    now_ms,
 )
 from ._common import (
-    EventMapper, ProviderStreamError, append_text, decode_json, merge_headers, new_output,
-    resolve_api_key, run_sse_stream, start_stream, stream_simple, tool_schema,
+    EventMapper,
+    ProviderStreamError,
+    append_text,
+    decode_json,
+    merge_headers,
+    new_output,
+    resolve_api_key,
+    run_sse_stream,
+    start_stream,
+    stream_simple,
+    tool_schema,
 )
 
 __all__ = [
@@ -84,7 +111,9 @@ def _is_gemini3_or_later(model_id: str) -> bool:
 
 def is_valid_signature(signature: str | None) -> bool:
     """Gemini thought signatures are base64; anything else would be rejected on replay."""
-    return bool(signature) and len(signature) % 4 == 0 and _BASE64.match(signature) is not None
+    if not signature:
+        return False
+    return len(signature) % 4 == 0 and _BASE64.match(signature) is not None
 
 
 # --- request ---------------------------------------------------------------------------
@@ -244,7 +273,7 @@ def build_headers(model: Model, api_key: str | None, options: Mapping[str, Any])
 
 # --- stream mapping --------------------------------------------------------------------
 
-def map_finish_reason(reason: str) -> str:
+def map_finish_reason(reason: str) -> StopReason:
     if reason == "STOP":
         return "stop"
     if reason == "MAX_TOKENS":
@@ -297,6 +326,7 @@ class GoogleChunkMapper(EventMapper):
             thinking = part.get("thought") is True  # a signature alone does not make thinking
             block = self._open("thinking" if thinking else "text")
             index = self._current
+            assert index is not None  # _open() just set it
             text = part["text"]
             if thinking:
                 if text:
@@ -354,10 +384,10 @@ class GoogleChunkMapper(EventMapper):
             return
         self._current = None
         block = self.output.content[index]
-        if block.type == "thinking":
+        if isinstance(block, ThinkingContent):
             self._emit(ThinkingEndEvent(content_index=index, content=block.thinking,
                                               partial=self.output))
-        else:
+        elif isinstance(block, TextContent):
             self._emit(TextEndEvent(content_index=index, content=block.text, partial=self.output))
 
     def _usage(self, usage: Mapping[str, Any]) -> None:

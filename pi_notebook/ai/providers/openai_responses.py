@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .. import _http
-from .._json import parse_streaming_json
+from .._json import parse_final_arguments, parse_streaming_json
 from ..env import missing_key_message, needs_api_key
 from ..errors import describe_provider_error
 from ..event_stream import AssistantMessageEventStream
@@ -32,14 +32,39 @@ from ..options import build_base_options, resolve_cache_retention
 from ..stream import register_api_provider
 from ..transform import sanitize_surrogates, short_hash, transform_messages
 from ..types import (
-    AssistantMessage, Context, Model, TextContent, TextDeltaEvent, TextEndEvent,
-    TextStartEvent, ThinkingContent, ThinkingDeltaEvent, ThinkingEndEvent, ThinkingStartEvent,
-    ToolCall, ToolCallDeltaEvent, ToolCallEndEvent, ToolCallStartEvent,
+    AssistantMessage,
+    Context,
+    Model,
+    TextContent,
+    TextDeltaEvent,
+    TextEndEvent,
+    TextStartEvent,
+    ThinkingContent,
+    ThinkingDeltaEvent,
+    ThinkingEndEvent,
+    ThinkingStartEvent,
+    ToolCall,
+    ToolCallDeltaEvent,
+    ToolCallEndEvent,
+    ToolCallStartEvent,
+    mark_arguments_incomplete,
 )
 from ._common import (
-    EventMapper, ProviderStreamError, append_text, compat as _compat, decode_json, has_header,
-    merge_headers, new_output, resolve_api_key, run_sse_stream, start_stream, stream_simple,
+    EventMapper,
+    ProviderStreamError,
+    append_text,
+    decode_json,
+    has_header,
+    merge_headers,
+    new_output,
+    resolve_api_key,
+    run_sse_stream,
+    start_stream,
+    stream_simple,
     tool_schema,
+)
+from ._common import (
+    compat as _compat,
 )
 
 __all__ = [
@@ -283,11 +308,12 @@ class ResponsesEventMapper(EventMapper):
         self._by_output: dict[int, int] = {}    # output_index -> content index
         self._item_ids: dict[int, str] = {}     # content index -> item id (reasoning back-fill)
         self.terminal = False
+        self._open_calls: set[int] = set()  # function calls whose final arguments have not come
 
     def handle(self, data: Any) -> None:
         if not isinstance(data, Mapping):
             return
-        kind = data.get("type")
+        kind = data.get("type") or ""
         handler = _HANDLERS.get(kind)
         if handler is not None:
             handler(self, data)
@@ -327,6 +353,7 @@ class ResponsesEventMapper(EventMapper):
                 call.namespace = item["namespace"]
             content.append(call)
             self._scratch[index] = raw
+            self._open_calls.add(index)
             self._emit(ToolCallStartEvent(content_index=index, partial=self.output))
         else:
             return
@@ -376,14 +403,16 @@ class ResponsesEventMapper(EventMapper):
         previous = self._scratch.get(index, "")
         self._scratch[index] = final
         self._dirty.discard(index)
-        block.arguments = parse_streaming_json(final)
+        self._open_calls.discard(index)
+        block.arguments, complete = parse_final_arguments(final)
+        mark_arguments_incomplete(block, not complete)
         if final.startswith(previous) and len(final) > len(previous):
             self._emit(ToolCallDeltaEvent(content_index=index, delta=final[len(previous):],
                                                 partial=self.output))
 
     def _item_done(self, data: Mapping[str, Any]) -> None:
         item = data.get("item") or {}
-        kind = item.get("type")
+        kind = item.get("type") or ""
         wanted = {"reasoning": "thinking", "message": "text", "function_call": "toolCall"}.get(kind)
         if wanted is None:
             return
@@ -415,7 +444,9 @@ class ResponsesEventMapper(EventMapper):
             raw = item.get("arguments") or self._scratch.get(index) or "{}"
             self._scratch.pop(index, None)
             self._dirty.discard(index)
-            block.arguments = parse_streaming_json(raw)
+            self._open_calls.discard(index)
+            block.arguments, complete = parse_final_arguments(raw)
+            mark_arguments_incomplete(block, not complete)
             if item.get("namespace"):
                 block.namespace = item["namespace"]
             self._emit(ToolCallEndEvent(content_index=index, tool_call=block, partial=self.output))
@@ -508,6 +539,13 @@ class ResponsesEventMapper(EventMapper):
 
     def finish(self) -> None:
         """End-of-stream checks: a terminal event came and the stop reason is not an error."""
+        for index in self._open_calls:  # the stream ended inside these calls' arguments
+            block = self.output.content[index]
+            assert isinstance(block, ToolCall)
+            block.arguments = parse_streaming_json(self._scratch.get(index, ""))
+            self._dirty.discard(index)
+            mark_arguments_incomplete(block)
+        self._open_calls.clear()
         if not self.terminal:
             raise ProviderStreamError(ENDED_EARLY)
         if self.output.stop_reason in ("error", "aborted"):
