@@ -1,0 +1,200 @@
+from __future__ import annotations
+
+import contextlib
+import io
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from pi_notebook.agent import Agent
+from pi_notebook.ai.providers.faux import (
+    faux_assistant_message, faux_tool_call, register_faux_provider,
+)
+from pi_notebook.ai.stream import stream_simple
+from pi_notebook.tools.history import ExecutionHistory, cell_kind, make_history_tool
+from pi_notebook.tools.python_tool import run_code
+from tools_helpers import get_shell, routed
+
+pd = pytest.importorskip("pandas")
+
+CANARY = "sk-canary-history-31415926"
+
+
+@contextlib.contextmanager
+def recording(**kw: Any) -> Iterator[tuple[Any, ExecutionHistory]]:
+    shell = get_shell()
+    history = ExecutionHistory(**kw)
+    history.install(shell)
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = io.StringIO(), io.StringIO()  # tracebacks the shell prints
+    try:
+        yield shell, history
+    finally:
+        sys.stdout, sys.stderr = saved
+        history.uninstall()
+
+
+def run(shell: Any, source: str) -> Any:
+    return shell.run_cell(source, store_history=True)
+
+
+def test_cells_recorded_in_order_with_output_value_and_errors() -> None:
+    with recording() as (shell, history):
+        run(shell, "print('hello from the user')\nanswer = 41 + 1\nanswer")
+        run(shell, "undefined_thing + 1")
+        run(shell, "import pandas as pd\nsales = pd.DataFrame({'revenue': [1.0, 2.0]})\n"
+                   "sales['revenu'].sum()")
+        run(shell, "raise KeyboardInterrupt")
+        records = history.records()
+    counts = [r.execution_count for r in records]
+    assert counts == sorted(counts) and len(counts) == 4
+    ok, name_error, key_error, interrupted = records
+    assert ok.stdout == "hello from the user\n" and ok.result == "42" and not ok.raised
+    assert name_error.error is not None and name_error.error.ename == "NameError"
+    assert "undefined_thing" in name_error.error.evalue and name_error.error.lineno == 1
+    assert key_error.error is not None and key_error.error.ename == "KeyError"
+    assert key_error.error.lineno == 3 and key_error.error.line == "sales['revenu'].sum()"
+    assert interrupted.interrupted and interrupted.raised
+
+    text = history.render(last=10)
+    assert f"In [{ok.execution_count}] (code, ok" in text and "hello from the user" in text
+    assert f"Out [{ok.execution_count}]: 42" in text
+    assert "error: NameError: name 'undefined_thing' is not defined at line 1" in text
+    # the user's frame comes first, pandas frames are folded into one line
+    tb = key_error.error.traceback
+    assert tb.splitlines()[0].startswith(f"In[{key_error.execution_count}] line 3")
+    assert "library frames in pandas" in tb and "get_loc" in tb
+    assert "interactiveshell.py" not in tb  # IPython's own exec frame is dropped
+    assert f"In [{interrupted.execution_count}] (code, interrupted" in text
+
+
+def test_syntax_error_before_exec() -> None:
+    with recording() as (shell, history):
+        run(shell, "x = (1,\n")
+        record = history.last()
+    assert record is not None and record.error is not None
+    assert record.error.ename == "SyntaxError" and record.error.before_exec
+
+
+def test_last_error_note_and_reset_by_a_good_cell() -> None:
+    with recording() as (shell, history):
+        assert history.last_error_note() is None
+        run(shell, "import pandas as pd\ndf = pd.DataFrame({'revenue': [1, 2]})")
+        run(shell, "total = 0\ndf['revenu'].sum()")
+        count = history.last().execution_count  # type: ignore[union-attr]  # just recorded
+        note = history.last_error_note()
+        assert note == f"Cell [{count}] raised KeyError: 'revenu' at line 2: df['revenu'].sum()"
+        run(shell, "%%agent\nfix it")  # an agent prompt does not hide the error
+        assert history.last_error_note() == note
+        run(shell, "total = 1")
+        assert history.last_error_note() is None
+        run(shell, "raise KeyboardInterrupt")
+        assert history.last_error_note() is None  # an interrupt is not an error to fix
+
+
+def test_agent_cells_are_prompts_not_code() -> None:
+    assert cell_kind("%%agent -m faux\nplot revenue") == "agent prompt"
+    assert cell_kind("%agent fix") == "agent command"
+    assert cell_kind("%steer use a log scale\n%followup then save it") == "agent command"
+    assert cell_kind("%agentx") == "code" and cell_kind("%%agentfoo\n") == "code"
+    assert cell_kind("x = 1\n%agent fix") == "code"
+    with recording() as (shell, history):
+        run(shell, "%%agent\nwhy is df empty?")
+        record = history.last(code_only=False)
+    assert record is not None and record.kind == "agent prompt"
+    assert "(agent prompt" in history.render()
+
+
+async def test_agent_code_is_never_recorded_as_the_users() -> None:
+    with recording() as (shell, history):
+        run(shell, "user_value = 1")
+        with routed(shell):
+            await run_code(shell, "agent_value = 2\nagent_value")
+            # agent code that calls run_cell itself runs inside the agent's capture
+            await run_code(shell, "get_ipython().run_cell('nested_value = 3', store_history=True)")
+        sources = [r.source for r in history.records()]
+    assert sources == ["user_value = 1"]
+    assert shell.user_ns["nested_value"] == 3
+
+
+def test_secrets_redacted_before_cutting(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HISTORY_TEST_API_KEY", CANARY)
+    with recording(max_source_chars=120, max_output_chars=60) as (shell, history):
+        run(shell, f"token = '{CANARY}'\nprint(token)\nraise ValueError(token)")
+        # a secret exactly where the head/tail cut would split it
+        run(shell, "# " + "a" * 70 + f"\ns = '{CANARY}'\n" + "# " + "b" * 70)
+        text = history.render()
+    assert CANARY not in text
+    fragments = {CANARY[i:i + 8] for i in range(len(CANARY) - 7)}
+    assert not any(f in text for f in fragments)
+    assert "[redacted]" in text
+
+
+def test_ring_and_head_tail_cut() -> None:
+    with recording(max_cells=3, max_source_chars=200) as (shell, history):
+        for i in range(5):
+            run(shell, f"v{i} = {i}")
+        run(shell, "long_cell = 1\n" + "\n".join(f"line_{i} = {i}" for i in range(200)))
+        records = history.records()
+    assert len(records) == 3 and records[0].source == "v3 = 3"
+    long_source = records[-1].source
+    assert long_source.startswith("long_cell = 1") and long_source.endswith("line_199 = 199")
+    assert "characters" in long_source and "cut" in long_source and len(long_source) < 320
+
+
+def test_big_out_value_is_budgeted() -> None:
+    with recording(max_output_chars=300) as (shell, history):
+        run(shell, "list(range(100000))")
+        record = history.last()
+    assert record is not None and record.result is not None and len(record.result) < 420
+
+
+def test_recent_names_newest_first() -> None:
+    with recording() as (shell, history):
+        run(shell, "a = 1\nb, c = 2, 3")
+        run(shell, "def helper(x):\n    return x\nimport os as operating_system")
+        run(shell, "a = 5")
+        names = history.recent_names()
+    assert names[:1] == ["a"] and names.index("helper") < names.index("b")
+    assert "operating_system" in names
+
+
+async def test_history_tool_output_reaches_the_model() -> None:
+    faux = register_faux_provider()
+    try:
+        with recording() as (shell, history):
+            run(shell, "print('printed by cell')\n21 * 2")
+            run(shell, "import pandas as pd\nframe = pd.DataFrame({'a': [1]})\nframe['b']")
+            seen: list[str] = []
+
+            def answer(context: Any, options: Any, state: Any, model: Any) -> Any:
+                seen.append("".join(b.text for b in context.messages[-1].content
+                                    if getattr(b, "type", "") == "text"))
+                return faux_assistant_message("The last cell raised KeyError 'b'.")
+
+            faux.set_responses([
+                faux_assistant_message([faux_tool_call("notebook_history", {"last": 5}, id="h1")],
+                                       stop_reason="toolUse"),
+                answer,
+            ])
+            agent = Agent(initial_state={"model": faux.get_model(), "system_prompt": "test",
+                                         "tools": [make_history_tool(history)]},
+                          stream_fn=stream_simple)
+            await agent.prompt("what went wrong?")
+    finally:
+        faux.unregister()
+    assert len(seen) == 1
+    text = seen[0]
+    assert "printed by cell" in text and "]: 42" in text
+    assert "error: KeyError: 'b' at line 3: frame['b']" in text
+    assert "library frames in pandas" in text
+
+
+async def test_history_tool_bad_arguments_are_clear_errors() -> None:
+    tool = make_history_tool(ExecutionHistory())
+    with pytest.raises(ValueError, match="'cell' must be an integer"):
+        await tool.execute("c", {"cell": "3"}, None, None)
+    result = await tool.execute("c", {"cell": 999}, None, None)
+    assert "No cell [999]" in result.content[0].text  # type: ignore[union-attr]  # TextContent
