@@ -7,15 +7,17 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from tools_helpers import get_shell, routed
 
 from pi_notebook.agent import Agent
 from pi_notebook.ai.providers.faux import (
-    faux_assistant_message, faux_tool_call, register_faux_provider,
+    faux_assistant_message,
+    faux_tool_call,
+    register_faux_provider,
 )
 from pi_notebook.ai.stream import stream_simple
 from pi_notebook.tools.history import ExecutionHistory, cell_kind, make_history_tool
 from pi_notebook.tools.python_tool import run_code
-from tools_helpers import get_shell, routed
 
 pd = pytest.importorskip("pandas")
 
