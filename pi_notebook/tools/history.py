@@ -50,7 +50,8 @@ from .format import bundle_text, cut, dataframe_summary, series_summary, strip_a
 from .redact import redact
 
 __all__ = [
-    "CellError", "CellKind", "CellRecord", "ExecutionHistory", "cell_kind", "make_history_tool",
+    "CellError", "CellKind", "CellRecord", "ExecutionHistory", "bounded_value_text", "cell_kind",
+    "format_record", "make_history_tool",
 ]
 
 CellKind = Literal["code", "agent prompt", "agent command"]
@@ -207,7 +208,7 @@ class ExecutionHistory:
         stdout, stderr, out_text = self._outputs(count)
         value = getattr(result, "result", None)
         if value is not None and out_text is None:
-            out_text = _value_text(value)
+            out_text = bounded_value_text(value)
         return CellRecord(
             execution_count=count, kind=kind, source=_clip(raw, self.max_source_chars),
             cell_id=getattr(info, "cell_id", None),
@@ -404,7 +405,7 @@ def _safe_str(exc: BaseException) -> str:
     return strip_ansi(text)
 
 
-def _value_text(value: Any) -> str:
+def bounded_value_text(value: Any) -> str:
     """Bounded text of an ``Out`` value when the displayhook left no text (no repr of big objects)."""
     cls = type(value)
     if cls.__module__.split(".")[0] == "pandas":
