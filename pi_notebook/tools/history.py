@@ -51,7 +51,7 @@ from .redact import redact
 
 __all__ = [
     "CellError", "CellKind", "CellRecord", "ExecutionHistory", "bounded_value_text", "cell_kind",
-    "format_record", "make_history_tool",
+    "fix_prompt", "format_record", "make_history_tool",
 ]
 
 CellKind = Literal["code", "agent prompt", "agent command"]
@@ -526,6 +526,32 @@ def _assigned_names(raw: str, shell: Any) -> tuple[str, ...]:
         for target in targets:
             names += [n.id for n in ast.walk(target) if isinstance(n, ast.Name)]
     return tuple(dict.fromkeys(names))
+
+
+def fix_prompt(history: ExecutionHistory) -> str | None:
+    """The prompt ``%agent fix`` sends: explain and fix the user's latest error (None when the
+    latest code cell did not raise). The failing cell travels with it, so even a small model
+    needs no tool call to start."""
+    record = history.last_error()
+    if record is None or record.error is None:
+        return None
+    error = record.error
+    lines = [
+        f"Explain and fix the error in cell {record.label}: {error.headline()}.",
+        "",
+        f"Cell {record.label}:",
+        _indent(record.source),
+    ]
+    if error.traceback:
+        lines += ["Traceback (most recent call last):", _indent(error.traceback)]
+    lines += [
+        "",
+        "Say in one or two sentences what caused it. Then run the corrected code with the python "
+        "tool, so that what the cell was meant to compute exists in the namespace, and check it "
+        "worked. End by showing the corrected line(s) and what you changed. Use notebook_history "
+        "or inspect_variable if you need more context; do not redefine data the user already has.",
+    ]
+    return "\n".join(lines)
 
 
 # --- the tool -----------------------------------------------------------------------------------

@@ -3,7 +3,9 @@ from __future__ import annotations
 import contextlib
 import io
 import sys
+import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,8 +18,8 @@ from pi_notebook.ai.providers.faux import (
     register_faux_provider,
 )
 from pi_notebook.ai.stream import stream_simple
-from pi_notebook.tools.history import ExecutionHistory, cell_kind, make_history_tool
-from pi_notebook.tools.python_tool import run_code
+from pi_notebook.tools.history import ExecutionHistory, cell_kind, fix_prompt, make_history_tool
+from pi_notebook.tools.python_tool import make_python_tool, run_code
 
 pd = pytest.importorskip("pandas")
 
@@ -206,3 +208,83 @@ async def test_history_tool_bad_arguments_are_clear_errors() -> None:
 
 def result_text(result: Any) -> str:
     return "".join(getattr(block, "text", "") for block in result.content or [])
+
+
+def test_fix_prompt_only_after_an_error() -> None:
+    with recording() as (shell, history):
+        run(shell, "ok = 1")
+        assert fix_prompt(history) is None
+        run(shell, "import pandas as pd\nframe = pd.DataFrame({'revenue': [1, 2]})\n"
+                   "total = frame['revenu'].sum()")
+        prompt = fix_prompt(history)
+        last = history.last()
+    assert prompt is not None and last is not None
+    assert prompt.startswith(f"Explain and fix the error in cell [{last.execution_count}]: "
+                             "KeyError: 'revenu' at line 3: total = frame['revenu'].sum().")
+    assert "    total = frame['revenu'].sum()" in prompt  # the cell's source travels along
+    assert "library frames in pandas" in prompt and "python tool" in prompt
+
+
+async def test_fix_flow_reads_history_and_runs_the_corrected_line() -> None:
+    """What ``%agent fix`` does once wired: the scripted model reads the history and runs a fix."""
+    faux = register_faux_provider()
+    contexts: list[str] = []
+
+    def run_fix(context: Any, options: Any, state: Any, model: Any) -> Any:
+        contexts.append(result_text(context.messages[-1]))
+        return faux_assistant_message([faux_tool_call(
+            "python", {"code": "total = frame['revenue'].sum()\ntotal"}, id="p1")], stop_reason="toolUse")
+
+    try:
+        with recording() as (shell, history):
+            run(shell, "import pandas as pd\nframe = pd.DataFrame({'revenue': [1, 2]})")
+            run(shell, "total = frame['revenu'].sum()")
+            shell.user_ns.pop("total", None)
+            prompt = fix_prompt(history)
+            assert prompt is not None
+            faux.set_responses([
+                faux_assistant_message([faux_tool_call("notebook_history", {"last": 2}, id="h1")],
+                                       stop_reason="toolUse"),
+                run_fix,
+                faux_assistant_message("Fixed: the column is 'revenue', not 'revenu'."),
+            ])
+            tools = [make_history_tool(history), make_python_tool(shell, None)]
+            agent = Agent(initial_state={"model": faux.get_model(), "system_prompt": "test", "tools": tools},
+                          stream_fn=stream_simple)
+            with routed(shell):
+                await agent.prompt(prompt)
+            recorded = [r.source for r in history.records()]
+    finally:
+        faux.unregister()
+    first_user = agent.state.messages[0]
+    assert "Explain and fix the error in cell [" in str(first_user.content)
+    assert "error: KeyError: 'revenu' at line 1" in contexts[0]
+    assert int(shell.user_ns["total"]) == 3
+    assert not any("revenue'].sum()\ntotal" in s for s in recorded)  # the fix is the agent's, not a user cell
+
+
+@pytest.mark.kernel
+def test_history_in_a_real_kernel() -> None:
+    """ipykernel names cell files differently and runs ``await`` cells past IPython's stdout tee."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "kernel"))
+    from kernel_helpers import Kernel
+
+    with Kernel() as kernel:
+        kernel.ok("from pi_notebook.tools.history import ExecutionHistory\n"
+                  "_h = ExecutionHistory(); _h.install(get_ipython())")
+        kernel.ok("print('printed in the kernel')\n6 * 7")
+        kernel.execute("import pandas as pd\nframe = pd.DataFrame({'revenue': [1]})\nframe['revenu']")
+        kernel.ok("import asyncio\nawait asyncio.sleep(0)\nprint('after await')")
+        note = kernel.ev("_h.last_error_note()")
+        sleeping = kernel.start("import time\ntime.sleep(30)")
+        time.sleep(1.5)  # the kernel is busy: nothing can be polled until the interrupt
+        kernel.interrupt()
+        kernel.wait_reply(sleeping)
+        text = kernel.ev("_h.render()")
+    assert "printed in the kernel" in text and "]: 42" in text
+    assert "error: KeyError: 'revenu' at line 3: frame['revenu']" in text
+    assert "library frames in pandas" in text
+    # the await cell: stdout not teed by IPython, and the record says so
+    assert "(printed output not recorded for this cell)" in text.split("await asyncio.sleep(0)")[1]
+    assert note is None  # the await cell ran fine after the error
+    assert "    time.sleep(30)\ninterrupted (KeyboardInterrupt) at line 2" in text
