@@ -25,10 +25,13 @@ unknown, and the record says so.
 Every text is redacted (tools/redact.py) *before* it is cut (head + tail), so a secret split by
 a cut cannot survive in pieces. API:
 
+- ``install_history(shell)`` / ``installed_history(shell)`` / ``uninstall_history(shell)``: the
+  shell's one recorder (what the extension installs and the tools read);
 - ``ExecutionHistory(max_cells=50, ...)``; ``.install(shell)`` / ``.uninstall()``;
   ``.records()``, ``.get(count)``, ``.last(code_only=True)``, ``.render(last, cell)``,
   ``.last_error_note()``, ``.recent_names()``.
-- ``make_history_tool(history) -> AgentTool``: the read-only ``notebook_history`` tool.
+- ``make_history_tool(history) -> AgentTool``: the read-only ``notebook_history`` tool;
+- ``fix_prompt(history) -> str | None``: the prompt of ``%agent fix``.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ import sysconfig
 import threading
 import time
 import traceback
+import weakref
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -51,7 +55,8 @@ from .redact import redact
 
 __all__ = [
     "CellError", "CellKind", "CellRecord", "ExecutionHistory", "bounded_value_text", "cell_kind",
-    "fix_prompt", "format_record", "make_history_tool",
+    "fix_prompt", "format_record", "install_history", "installed_history", "make_history_tool",
+    "uninstall_history",
 ]
 
 CellKind = Literal["code", "agent prompt", "agent command"]
@@ -526,6 +531,29 @@ def _assigned_names(raw: str, shell: Any) -> tuple[str, ...]:
         for target in targets:
             names += [n.id for n in ast.walk(target) if isinstance(n, ast.Name)]
     return tuple(dict.fromkeys(names))
+
+
+_installed: weakref.WeakKeyDictionary[Any, ExecutionHistory] = weakref.WeakKeyDictionary()
+
+
+def install_history(shell: Any, **kw: Any) -> ExecutionHistory:
+    """The shell's one recorder, installed on first call (``kw`` go to the constructor then)."""
+    history = _installed.get(shell)
+    if history is None:
+        history = ExecutionHistory(**kw)
+        history.install(shell)
+        _installed[shell] = history
+    return history
+
+
+def installed_history(shell: Any) -> ExecutionHistory | None:
+    return _installed.get(shell)
+
+
+def uninstall_history(shell: Any) -> None:
+    history = _installed.pop(shell, None)
+    if history is not None:
+        history.uninstall()
 
 
 def fix_prompt(history: ExecutionHistory) -> str | None:

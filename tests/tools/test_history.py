@@ -18,7 +18,15 @@ from pi_notebook.ai.providers.faux import (
     register_faux_provider,
 )
 from pi_notebook.ai.stream import stream_simple
-from pi_notebook.tools.history import ExecutionHistory, cell_kind, fix_prompt, make_history_tool
+from pi_notebook.tools.history import (
+    ExecutionHistory,
+    cell_kind,
+    fix_prompt,
+    install_history,
+    installed_history,
+    make_history_tool,
+    uninstall_history,
+)
 from pi_notebook.tools.python_tool import make_python_tool, run_code
 
 pd = pytest.importorskip("pandas")
@@ -288,3 +296,18 @@ def test_history_in_a_real_kernel() -> None:
     assert "(printed output not recorded for this cell)" in text.split("await asyncio.sleep(0)")[1]
     assert note is None  # the await cell ran fine after the error
     assert "    time.sleep(30)\ninterrupted (KeyboardInterrupt) at line 2" in text
+
+
+def test_one_recorder_per_shell() -> None:
+    shell = get_shell()
+    first = install_history(shell)
+    try:
+        assert install_history(shell) is first and installed_history(shell) is first
+        with contextlib.redirect_stdout(io.StringIO()):
+            run(shell, "recorded_once = 1")
+        assert [r.source for r in first.records()].count("recorded_once = 1") == 1
+    finally:
+        uninstall_history(shell)
+    assert installed_history(shell) is None
+    run(shell, "not_recorded = 1")
+    assert all(r.source != "not_recorded = 1" for r in first.records())
