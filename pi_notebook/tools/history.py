@@ -30,15 +30,15 @@ a cut cannot survive in pieces. API:
 - ``ExecutionHistory(max_cells=50, ...)``; ``.install(shell)`` / ``.uninstall()``;
   ``.records()``, ``.get(count)``, ``.last(code_only=True)``, ``.render(last, cell)``,
   ``.last_error_note()``, ``.recent_names()``.
-- ``make_history_tool(history) -> AgentTool``: the read-only ``notebook_history`` tool;
-- ``fix_prompt(history) -> str | None``: the prompt of ``%agent fix``.
+- ``format_record(record)``: one cell as the compact text the model reads.
+
+The ``notebook_history`` tool and the ``%agent fix`` prompt are in tools/history_tool.py,
+traceback trimming in tools/tracebacks.py.
 """
 
 from __future__ import annotations
 
 import ast
-import os
-import sysconfig
 import threading
 import time
 import traceback
@@ -47,16 +47,14 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ..agent.types import AgentTool, AgentToolResult
-from ..ai.types import TextContent
 from .capture import capture_active
 from .format import bundle_text, cut, dataframe_summary, series_summary, strip_ansi
 from .redact import redact
+from .tracebacks import safe_str, trim_traceback
 
 __all__ = [
     "CellError", "CellKind", "CellRecord", "ExecutionHistory", "bounded_value_text", "cell_kind",
-    "fix_prompt", "format_record", "install_history", "installed_history", "make_history_tool",
-    "uninstall_history",
+    "format_record", "indent", "install_history", "installed_history", "uninstall_history",
 ]
 
 CellKind = Literal["code", "agent prompt", "agent command"]
@@ -267,7 +265,7 @@ class ExecutionHistory:
             line = (exc.text or "").strip() or None
             return CellError(ename=ename, evalue=_clip(exc.msg or "", 300), lineno=exc.lineno,
                              line=_clip(line, 200) if line else None, before_exec=before)
-        evalue = _safe_str(exc)
+        evalue = safe_str(exc)
         frames = traceback.extract_tb(exc.__traceback__) if exc.__traceback__ else []
         cell_files = self._cell_files()
         lineno = line = None
@@ -275,7 +273,7 @@ class ExecutionHistory:
             if cell_files.get(frame.filename) == count:
                 lineno, line = frame.lineno, (frame.line or "").strip() or None
                 break
-        tb_text = _trim_traceback(frames, cell_files, exc)
+        tb_text = trim_traceback(frames, cell_files, exc)
         return CellError(ename=ename, evalue=_clip(evalue, 300), lineno=lineno,
                          line=_clip(line, 200) if line else None,
                          traceback=_clip(tb_text, self.max_traceback_chars), before_exec=before)
@@ -361,16 +359,16 @@ def format_record(record: CellRecord) -> str:
         meta.append(f"{record.elapsed_s:.2f} s")
     if record.cell_id:
         meta.append(f"cell id {record.cell_id}")
-    lines = [f"In {record.label} ({', '.join(meta)}):", _indent(record.source)]
+    lines = [f"In {record.label} ({', '.join(meta)}):", indent(record.source)]
     if record.stdout:
-        lines += ["stdout:", _indent(record.stdout)]
+        lines += ["stdout:", indent(record.stdout)]
     if record.stderr:
-        lines += ["stderr:", _indent(record.stderr)]
+        lines += ["stderr:", indent(record.stderr)]
     if record.stdout is None and record.kind == "code":
         lines.append("(printed output not recorded for this cell)")
     if record.result is not None:
         lines.append(f"Out {record.label}: " + (record.result if "\n" not in record.result
-                                                else "\n" + _indent(record.result)))
+                                                else "\n" + indent(record.result)))
     if record.error is not None:
         if record.interrupted:
             lines.append(f"interrupted ({record.error.ename})"
@@ -378,11 +376,11 @@ def format_record(record: CellRecord) -> str:
         else:
             lines.append("error: " + record.error.headline())
             if record.error.traceback:
-                lines += ["traceback (most recent call last):", _indent(record.error.traceback)]
+                lines += ["traceback (most recent call last):", indent(record.error.traceback)]
     return "\n".join(lines)
 
 
-def _indent(text: str) -> str:
+def indent(text: str) -> str:
     return "\n".join("    " + line for line in text.splitlines()) or "    "
 
 
@@ -401,13 +399,6 @@ def _clip(text: str | None, budget: int) -> str:
         return ""
     return cut(redact(text), budget)
 
-
-def _safe_str(exc: BaseException) -> str:
-    try:
-        text = str(exc)
-    except Exception as err:
-        text = f"<str() failed: {type(err).__name__}>"
-    return strip_ansi(text)
 
 
 def bounded_value_text(value: Any) -> str:
@@ -429,77 +420,6 @@ def bounded_value_text(value: Any) -> str:
         return short.repr(value)
     except Exception as exc:
         return f"<{cls.__name__}: repr failed: {type(exc).__name__}>"
-
-
-_LIBRARY_ROOTS = tuple(sorted({os.path.realpath(p) + os.sep for key in ("stdlib", "platstdlib", "purelib", "platlib")
-                               if (p := sysconfig.get_paths().get(key))}, key=len, reverse=True))
-
-
-def _library_name(filename: str) -> str | None:
-    """The package a library frame belongs to, or None for user code."""
-    if filename.startswith("<"):
-        return None  # <ipython-input-…>, <string>: cells and generated code
-    marker = next((m for m in ("site-packages" + os.sep, "dist-packages" + os.sep) if m in filename), None)
-    if marker is not None:
-        rest = filename.split(marker, 1)[1]
-        return rest.split(os.sep, 1)[0].removesuffix(".py")
-    real = os.path.realpath(filename) if os.path.isabs(filename) else filename
-    for root in _LIBRARY_ROOTS:
-        if real.startswith(root):
-            rest = real[len(root):]
-            return rest.split(os.sep, 1)[0].removesuffix(".py") or "stdlib"
-    if not os.path.isabs(filename) and filename.endswith((".pyx", ".pxi", ".pxd")):
-        return filename.split("/", 1)[0]  # compiled extension sources (pandas/_libs/…)
-    return None
-
-
-def _short_path(filename: str) -> str:
-    for marker in ("site-packages" + os.sep, "dist-packages" + os.sep):
-        if marker in filename:
-            return filename.split(marker, 1)[1]
-    return filename
-
-
-def _trim_traceback(frames: list[traceback.FrameSummary], cell_files: dict[str, int],
-                    exc: BaseException) -> str:
-    """Cell and user frames one line each; each run of library frames folded into one line.
-
-    The frames IPython itself adds above the first cell frame (``run_code``'s ``exec``) go.
-    """
-    first_cell = next((i for i, f in enumerate(frames) if f.filename in cell_files
-                       or f.filename.startswith("<ipython-input")), 0)
-    frames = frames[first_cell:]
-    lines: list[str] = []
-    folded: list[traceback.FrameSummary] = []
-
-    def flush() -> None:
-        if not folded:
-            return
-        packages = sorted({_library_name(f.filename) or "?" for f in folded})
-        inner = folded[-1]
-        lines.append(f"... {len(folded)} library frame{'s' if len(folded) != 1 else ''} in "
-                     f"{', '.join(packages)} (innermost: {_short_path(inner.filename)}:{inner.lineno} "
-                     f"in {inner.name})")
-        folded.clear()
-
-    for frame in frames:
-        count = cell_files.get(frame.filename)
-        if count is None and _library_name(frame.filename) is not None:
-            folded.append(frame)
-            continue
-        flush()
-        where = f"In[{count}]" if count is not None else _short_path(frame.filename)
-        scope = "" if frame.name == "<module>" else f", in {frame.name}"
-        source = (frame.line or "").strip()
-        lines.append(f"{where} line {frame.lineno}{scope}" + (f": {source}" if source else ""))
-    flush()
-    cause = exc.__cause__ or (None if exc.__suppress_context__ else exc.__context__)
-    if cause is not None:
-        text = f"{type(cause).__name__}: {_safe_str(cause)}"
-        if text != f"{type(exc).__name__}: {_safe_str(exc)}":  # pandas re-raises the same KeyError
-            link = "caused by" if exc.__cause__ is not None else "while handling"
-            lines.append(f"({link} {text[:300]})")
-    return redact("\n".join(lines))
 
 
 def _assigned_names(raw: str, shell: Any) -> tuple[str, ...]:
@@ -554,67 +474,3 @@ def uninstall_history(shell: Any) -> None:
     history = _installed.pop(shell, None)
     if history is not None:
         history.uninstall()
-
-
-def fix_prompt(history: ExecutionHistory) -> str | None:
-    """The prompt ``%agent fix`` sends: explain and fix the user's latest error (None when the
-    latest code cell did not raise). The failing cell travels with it, so even a small model
-    needs no tool call to start."""
-    record = history.last_error()
-    if record is None or record.error is None:
-        return None
-    error = record.error
-    lines = [
-        f"Explain and fix the error in cell {record.label}: {error.headline()}.",
-        "",
-        f"Cell {record.label}:",
-        _indent(record.source),
-    ]
-    if error.traceback:
-        lines += ["Traceback (most recent call last):", _indent(error.traceback)]
-    lines += [
-        "",
-        "Say in one or two sentences what caused it. Then run the corrected code with the python "
-        "tool, so that what the cell was meant to compute exists in the namespace, and check it "
-        "worked. End by showing the corrected line(s) and what you changed. Use notebook_history "
-        "or inspect_variable if you need more context; do not redefine data the user already has.",
-    ]
-    return "\n".join(lines)
-
-
-# --- the tool -----------------------------------------------------------------------------------
-
-def make_history_tool(history: ExecutionHistory, max_chars: int = 8000) -> AgentTool:
-    """``notebook_history(last=10, cell=None)``: the user's recent cells as text."""
-
-    async def execute(tool_call_id: str, params: Any, signal: Any = None,
-                      on_update: Any = None) -> AgentToolResult:
-        params = params if isinstance(params, dict) else {}
-        cell = params.get("cell")
-        last = params.get("last", 10)
-        if cell is not None and (isinstance(cell, bool) or not isinstance(cell, int)):
-            raise ValueError("notebook_history: 'cell' must be an integer execution count")
-        if isinstance(last, bool) or not isinstance(last, int) or last < 1:
-            raise ValueError("notebook_history: 'last' must be a positive integer")
-        text = history.render(last=min(last, 50), cell=cell, max_chars=max_chars)
-        return AgentToolResult(content=[TextContent(text=text)],
-                               details={"last": last, "cell": cell})
-
-    return AgentTool(
-        name="notebook_history",
-        label="History",
-        description=(
-            "The cells the user ran in this kernel, oldest first: execution count, source, "
-            "printed output, Out value, and for errors the exception, failing line and a "
-            "trimmed traceback. %%agent cells are shown as 'agent prompt'. Use cell=N for "
-            "one cell by execution count (In[N]), or last=K for the K most recent."),
-        parameters={
-            "type": "object",
-            "properties": {
-                "last": {"type": "integer", "minimum": 1, "maximum": 50, "default": 10,
-                         "description": "How many recent cells to show."},
-                "cell": {"type": "integer", "description": "One cell by execution count (In[N])."},
-            },
-        },
-        execute=execute,
-    )

@@ -21,12 +21,11 @@ from pi_notebook.ai.stream import stream_simple
 from pi_notebook.tools.history import (
     ExecutionHistory,
     cell_kind,
-    fix_prompt,
     install_history,
     installed_history,
-    make_history_tool,
     uninstall_history,
 )
+from pi_notebook.tools.history_tool import fix_prompt, make_history_tool
 from pi_notebook.tools.python_tool import make_python_tool, run_code
 
 pd = pytest.importorskip("pandas")
