@@ -208,10 +208,13 @@ class ExecutionHistory:
         if exc is not None:
             interrupted = type(exc).__name__ in _INTERRUPTS
             error = self._error(exc, count, before=getattr(result, "error_before_exec", None) is exc)
-        stdout, stderr, out_text = self._outputs(count)
-        value = getattr(result, "result", None)
-        if value is not None and out_text is None:
-            out_text = bounded_value_text(value)
+        stdout = stderr = out_text = None
+        if kind == "code":
+            # (an agent cell's teed output is the agent's own, printed while it ran)
+            stdout, stderr, out_text = self._outputs(count)
+            value = getattr(result, "result", None)
+            if value is not None and out_text is None:
+                out_text = bounded_value_text(value)
         return CellRecord(
             execution_count=count, kind=kind, source=_clip(raw, self.max_source_chars),
             cell_id=getattr(info, "cell_id", None),

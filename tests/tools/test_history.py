@@ -310,3 +310,24 @@ def test_one_recorder_per_shell() -> None:
     assert installed_history(shell) is None
     run(shell, "not_recorded = 1")
     assert all(r.source != "not_recorded = 1" for r in first.records())
+
+
+def test_agent_cells_keep_no_output() -> None:
+    shell = get_shell()
+
+    def agent(line: str, cell: str) -> None:
+        print("agent output while the run is in the cell")
+
+    saved = shell.magics_manager.magics["cell"].get("agent")
+    shell.register_magic_function(agent, "cell", "agent")
+    try:
+        with recording() as (_, history):
+            run(shell, "%%agent\nplot it")
+            record = history.last(code_only=False)
+    finally:
+        if saved is None:
+            del shell.magics_manager.magics["cell"]["agent"]
+        else:
+            shell.magics_manager.magics["cell"]["agent"] = saved
+    assert record is not None and record.kind == "agent prompt" and not record.raised
+    assert record.stdout is None and "agent output" not in history.render()
