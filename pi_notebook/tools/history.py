@@ -149,7 +149,6 @@ class ExecutionHistory:
         self.max_traceback_chars = max_traceback_chars
         self._records: deque[CellRecord] = deque(maxlen=max_cells)
         self._pending: _Pending | None = None
-        self._pending_raw = ""
         self._lock = threading.Lock()
         self.shell: Any = None
 
@@ -198,7 +197,6 @@ class ExecutionHistory:
     # --- building a record ----------------------------------------------------------------------
     def _record(self, result: Any, info: Any, pending: _Pending | None) -> CellRecord:
         raw = getattr(info, "raw_cell", "") or ""
-        self._pending_raw = raw
         elapsed = time.monotonic() - pending.started if pending is not None and pending.raw == raw else 0.0
         count = getattr(result, "execution_count", None)
         kind = cell_kind(raw)
@@ -211,9 +209,10 @@ class ExecutionHistory:
         stdout = stderr = out_text = None
         if kind == "code":
             # (an agent cell's teed output is the agent's own, printed while it ran)
-            stdout, stderr, out_text = self._outputs(count)
+            stdout, stderr, out_text = self._outputs(count, raw)
             value = getattr(result, "result", None)
-            if value is not None and out_text is None:
+            # pandas objects: shape, dtypes and 5 rows say more than 800 chars of the 60-row repr
+            if value is not None and (out_text is None or _is_pandas(value)):
                 out_text = bounded_value_text(value)
         return CellRecord(
             execution_count=count, kind=kind, source=_clip(raw, self.max_source_chars),
@@ -223,38 +222,35 @@ class ExecutionHistory:
             elapsed_s=elapsed, assigned=_assigned_names(raw, self.shell) if kind == "code" else (),
         )
 
-    def _outputs(self, count: int | None) -> tuple[str | None, str | None, str | None]:
+    def _outputs(self, count: int | None, raw: str) -> tuple[str | None, str | None, str | None]:
+        """(stdout, stderr, Out text) from IPython's per-cell output log; None where unknown."""
         manager = getattr(self.shell, "history_manager", None)
         by_count = getattr(manager, "outputs", None)
-        if by_count is None or count is None:
-            return None, None, None
-        entries = by_count.get(count, []) if hasattr(by_count, "get") else []
+        if by_count is None or count is None or not hasattr(by_count, "get"):
+            return None, None, None  # IPython < 9 keeps no output log
         streams: dict[str, list[str]] = {"out_stream": [], "err_stream": []}
         result_text = None
-        for entry in entries:
+        for entry in by_count.get(count, []):
             kind = getattr(entry, "output_type", "")
             bundle = getattr(entry, "bundle", {}) or {}
             if kind in streams:
                 streams[kind].extend(str(part) for part in bundle.get("stream", []))
             elif kind == "execute_result":
                 result_text = bundle_text(bundle)
-        if not entries and self._not_teed(count):
-            return None, None, None
-        # IPython tees every run_cell: no entry means nothing was printed.
-        out = self._stream_text(streams["out_stream"])
-        err = self._stream_text(streams["err_stream"])
-        return out, err, result_text
+        if self._not_teed(raw):
+            return None, None, result_text
+        # IPython tees every run_cell: no stream entry means nothing was printed.
+        return self._stream_text(streams["out_stream"]), self._stream_text(streams["err_stream"]), result_text
 
-    def _not_teed(self, count: int) -> bool:
+    def _not_teed(self, raw: str) -> bool:
         """ipykernel runs cells with top-level ``await`` through ``run_cell_async`` directly,
-        past IPython's stdout tee: for those an empty record means "unknown", not "nothing"."""
+        past IPython's stdout tee: for those "no stream entry" means "unknown", not "nothing"."""
         if getattr(self.shell, "kernel", None) is None:
             return False
-        record_raw = self._pending_raw
-        if "await" not in record_raw and "async" not in record_raw:
+        if "await" not in raw and "async" not in raw:
             return False
         try:
-            return bool(self.shell.should_run_async(record_raw))
+            return bool(self.shell.should_run_async(raw))
         except Exception:
             return True
 
@@ -402,6 +398,11 @@ def _clip(text: str | None, budget: int) -> str:
         return ""
     return cut(redact(text), budget)
 
+
+
+def _is_pandas(value: Any) -> bool:
+    cls = type(value)
+    return cls.__module__.split(".", 1)[0] == "pandas" and cls.__name__ in ("DataFrame", "Series")
 
 
 def bounded_value_text(value: Any) -> str:
