@@ -1,4 +1,12 @@
-"""The notebook context block built for each ``%%agent`` prompt.
+"""The notebook-context seam of the magics: the per-prompt block and the context tools.
+
+- ``make_context_tools(shell, get_notebook_path=None) -> [notebook_history, read_notebook]``
+  (installs the shell's history recorder if the extension has not yet);
+- ``context_for_prompt(shell, prompt, token_budget=500, notebook_path=None) -> str | None``:
+  ``notebook_context`` for a live shell;
+- ``notebook_context(prompt, history, user_ns, ...)``: the block itself.
+
+The block built for each ``%%agent`` prompt:
 
 ``notebook_context(prompt, history, user_ns, ...) -> str | None`` joins, in this order:
 
@@ -16,16 +24,21 @@ not as the user's text. Returns None when there is nothing to say.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import os
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from ..agent.types import AgentTool
 from ..ai.options import estimate_text_tokens
-from .history import ExecutionHistory
+from .history import ExecutionHistory, install_history, installed_history
+from .history_tool import make_history_tool
 from .namespace import namespace_summary
-from .notebook_file import NotebookLocation
+from .notebook_file import NotebookLocation, locate_notebook, make_notebook_file_tool
 from .references import reference_block
 
-__all__ = ["CONTEXT_HEADER", "notebook_context"]
+__all__ = ["CONTEXT_HEADER", "context_for_prompt", "make_context_tools", "notebook_context"]
+
+PathSetting = Callable[[], "str | os.PathLike[str] | None"]
 
 CONTEXT_HEADER = "[Notebook context for this prompt, added by pi_notebook; the user did not type it]"
 
@@ -57,3 +70,24 @@ def notebook_context(prompt: str, history: ExecutionHistory | None, user_ns: Map
     if not parts:
         return None
     return CONTEXT_HEADER + "\n" + "\n\n".join(parts)
+
+
+def make_context_tools(shell: Any, get_notebook_path: PathSetting | None = None) -> list[AgentTool]:
+    """``notebook_history`` and ``read_notebook`` bound to ``shell``. ``get_notebook_path`` reads
+    the user's explicit path setting at each call (None or "" means: locate it)."""
+    history = install_history(shell)
+
+    def locate() -> NotebookLocation:
+        explicit = get_notebook_path() if get_notebook_path is not None else None
+        return locate_notebook(shell.user_ns, explicit=explicit or None)
+
+    return [make_history_tool(history), make_notebook_file_tool(locate)]
+
+
+def context_for_prompt(shell: Any, prompt: str, token_budget: int = 500,
+                       notebook_path: str | os.PathLike[str] | None = None) -> str | None:
+    """The block for ``prompt`` from the live shell (its recorder, namespace and notebook)."""
+    location = locate_notebook(shell.user_ns, explicit=notebook_path or None)
+    return notebook_context(prompt, installed_history(shell), shell.user_ns,
+                            hidden=getattr(shell, "user_ns_hidden", None), token_budget=token_budget,
+                            notebook=location)

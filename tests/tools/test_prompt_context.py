@@ -6,13 +6,19 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import nbformat
 import pytest
 from tools_helpers import get_shell
 
 from pi_notebook.ai.options import estimate_text_tokens
-from pi_notebook.tools.history import ExecutionHistory
+from pi_notebook.tools.history import ExecutionHistory, installed_history, uninstall_history
 from pi_notebook.tools.notebook_file import NotebookLocation
-from pi_notebook.tools.prompt_context import CONTEXT_HEADER, notebook_context
+from pi_notebook.tools.prompt_context import (
+    CONTEXT_HEADER,
+    context_for_prompt,
+    make_context_tools,
+    notebook_context,
+)
 
 pd = pytest.importorskip("pandas")
 
@@ -55,3 +61,25 @@ def test_budget_and_nothing_to_say() -> None:
     block = notebook_context("hello", None, ns, token_budget=200)
     assert block is not None and estimate_text_tokens(block) <= 200
     assert notebook_context("hello", ExecutionHistory(), {}) is None
+
+
+async def test_context_tools_and_block_for_a_live_shell(tmp_path: Path) -> None:
+    shell = get_shell()
+    nb = tmp_path / "live.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# The plan")]), nb)
+    setting = {"path": str(nb)}
+    try:
+        tools = make_context_tools(shell, lambda: setting["path"])
+        assert [t.name for t in tools] == ["notebook_history", "read_notebook"]
+        assert installed_history(shell) is not None
+        with quiet():
+            shell.run_cell("live_value = 7", store_history=True)
+        history_text = (await tools[0].execute("c", {"last": 1}, None, None)).content
+        notebook_text = (await tools[1].execute("c", {}, None, None)).content
+        assert history_text is not None and "live_value = 7" in history_text[0].text  # type: ignore[union-attr]  # TextContent
+        assert notebook_text is not None and "# The plan" in notebook_text[0].text  # type: ignore[union-attr]  # TextContent
+        block = context_for_prompt(shell, "what is live_value?", notebook_path=setting["path"])
+        assert block is not None and "live_value: int = 7" in block and "Notebook file: live.ipynb" in block
+    finally:
+        uninstall_history(shell)
+        shell.user_ns.pop("live_value", None)
