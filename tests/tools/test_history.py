@@ -38,6 +38,7 @@ def recording(**kw: Any) -> Iterator[tuple[Any, ExecutionHistory]]:
     shell = get_shell()
     history = ExecutionHistory(**kw)
     history.install(shell)
+    names = set(shell.user_ns)
     saved = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = io.StringIO(), io.StringIO()  # tracebacks the shell prints
     try:
@@ -45,6 +46,13 @@ def recording(**kw: Any) -> Iterator[tuple[Any, ExecutionHistory]]:
     finally:
         sys.stdout, sys.stderr = saved
         history.uninstall()
+        forget_new_names(shell, names)
+
+
+def forget_new_names(shell: Any, names: set[str]) -> None:
+    """The shell is shared by the whole suite: leave its namespace as we found it."""
+    for name in set(shell.user_ns) - names:
+        del shell.user_ns[name]
 
 
 def run(shell: Any, source: str) -> Any:
@@ -128,8 +136,8 @@ async def test_agent_code_is_never_recorded_as_the_users() -> None:
             # agent code that calls run_cell itself runs inside the agent's capture
             await run_code(shell, "get_ipython().run_cell('nested_value = 3', store_history=True)")
         sources = [r.source for r in history.records()]
+        assert shell.user_ns["nested_value"] == 3
     assert sources == ["user_value = 1"]
-    assert shell.user_ns["nested_value"] == 3
 
 
 def test_secrets_redacted_before_cutting(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -261,12 +269,13 @@ async def test_fix_flow_reads_history_and_runs_the_corrected_line() -> None:
             with routed(shell):
                 await agent.prompt(prompt)
             recorded = [r.source for r in history.records()]
+            total = shell.user_ns["total"]
     finally:
         faux.unregister()
     first_user = agent.state.messages[0]
     assert "Explain and fix the error in cell [" in str(first_user.content)
     assert "error: KeyError: 'revenu' at line 1" in contexts[0]
-    assert int(shell.user_ns["total"]) == 3
+    assert int(total) == 3
     assert not any("revenue'].sum()\ntotal" in s for s in recorded)  # the fix is the agent's, not a user cell
 
 
@@ -299,6 +308,7 @@ def test_history_in_a_real_kernel() -> None:
 
 def test_one_recorder_per_shell() -> None:
     shell = get_shell()
+    names = set(shell.user_ns)
     first = install_history(shell)
     try:
         assert install_history(shell) is first and installed_history(shell) is first
@@ -309,6 +319,7 @@ def test_one_recorder_per_shell() -> None:
         uninstall_history(shell)
     assert installed_history(shell) is None
     run(shell, "not_recorded = 1")
+    forget_new_names(shell, names)
     assert all(r.source != "not_recorded = 1" for r in first.records())
 
 

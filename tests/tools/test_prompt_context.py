@@ -37,6 +37,7 @@ def test_block_has_error_references_namespace_and_file(tmp_path: Path) -> None:
     shell = get_shell()
     history = ExecutionHistory()
     history.install(shell)
+    names = set(shell.user_ns)
     try:
         with quiet():
             shell.run_cell("import pandas as pd\nsales = pd.DataFrame({'month': ['jan'], 'revenue': [1.0]})",
@@ -48,6 +49,8 @@ def test_block_has_error_references_namespace_and_file(tmp_path: Path) -> None:
                                  hidden=shell.user_ns_hidden, notebook=NotebookLocation(path=nb))
     finally:
         history.uninstall()
+        for name in set(shell.user_ns) - names:  # the shell is shared by the whole suite
+            del shell.user_ns[name]
     assert block is not None and block.startswith(CONTEXT_HEADER)
     assert f"Last error: Cell [{count}] raised KeyError: 'revenu' at line 1" in block
     assert f"In[{count}]:\nsales['revenu'].sum()" in block

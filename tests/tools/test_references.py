@@ -21,6 +21,7 @@ def notebook() -> Iterator[tuple[Any, ExecutionHistory, dict[str, int]]]:
     shell = get_shell()
     history = ExecutionHistory()
     history.install(shell)
+    names = set(shell.user_ns)
     saved = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = io.StringIO(), io.StringIO()
     try:
@@ -32,6 +33,8 @@ def notebook() -> Iterator[tuple[Any, ExecutionHistory, dict[str, int]]]:
     finally:
         sys.stdout, sys.stderr = saved
         history.uninstall()
+        for name in set(shell.user_ns) - names:  # the shell is shared by the whole suite
+            del shell.user_ns[name]
 
 
 def kinds(prompt: str) -> list[tuple[str, int | None]]:
