@@ -95,7 +95,9 @@ class CellError:
     before_exec: bool = False  # a SyntaxError or input-transform failure: nothing ran
 
     def headline(self) -> str:
-        text = f"{self.ename}: {self.evalue}" if self.evalue else self.ename
+        """One line: ``KeyError: 'revenu' at line 2: df['revenu'].sum()``."""
+        evalue = " ".join(self.evalue.split())
+        text = f"{self.ename}: {evalue[:200]}" if evalue else self.ename
         if self.lineno is not None:
             text += f" at line {self.lineno}"
             if self.line:
@@ -176,16 +178,15 @@ class ExecutionHistory:
 
     def pre_run_cell(self, info: Any) -> None:
         if not _is_user_cell(info):
-            self._pending = None
-            return
+            return  # (a silent or agent run inside a user cell leaves that cell's start time)
         self._pending = _Pending(raw=getattr(info, "raw_cell", "") or "",
                                  cell_id=getattr(info, "cell_id", None), started=time.monotonic())
 
     def post_run_cell(self, result: Any) -> None:
         info = getattr(result, "info", None)
-        pending, self._pending = self._pending, None
         if info is None or not _is_user_cell(info):
             return
+        pending, self._pending = self._pending, None
         # A hook must never break the user's cell: a recording failure only loses the record.
         try:
             record = self._record(result, info, pending)
@@ -397,7 +398,6 @@ def _clip(text: str | None, budget: int) -> str:
     if text is None:
         return ""
     return cut(redact(text), budget)
-
 
 
 def _is_pandas(value: Any) -> bool:

@@ -342,3 +342,13 @@ def test_agent_cells_keep_no_output() -> None:
             shell.magics_manager.magics["cell"]["agent"] = saved
     assert record is not None and record.kind == "agent prompt" and not record.raised
     assert record.stdout is None and "agent output" not in history.render()
+
+
+def test_note_is_one_line_and_silent_runs_are_ignored() -> None:
+    with recording() as (shell, history):
+        run(shell, "raise ValueError('first line\\nsecond line')")
+        shell.run_cell("quiet_value = 1", store_history=False, silent=True)
+        note = history.last_error_note()
+        sources = [r.source for r in history.records()]
+    assert note is not None and "\n" not in note and "first line second line" in note
+    assert all("quiet_value" not in s for s in sources)
