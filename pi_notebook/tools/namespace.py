@@ -65,7 +65,10 @@ def namespace_summary(user_ns: Mapping[str, Any], token_budget: int = DEFAULT_TO
     code: list[str] = []
     by_name: dict[str, Any] = {}
     for name, value in reversed(items):  # newest definitions first
-        kind = _classify(name, value, hidden)
+        try:
+            kind = _classify(name, value, hidden)
+        except Exception:  # an object whose __class__ lies and raises: list it by name
+            kind = _OTHER
         if kind is None:
             continue
         if kind == _CODE:
@@ -133,10 +136,18 @@ def _classify(name: str, value: Any, hidden: Mapping[str, Any]) -> int | None:
         return _CODE if getattr(value, "__module__", None) == "__main__" else None
     if isinstance(value, (types.BuiltinFunctionType, types.MethodType)):
         return None
-    root = type(value).__module__.split(".", 1)[0]
-    if root in _ARRAY_MODULES:
+    if _root(type(value)) in _ARRAY_MODULES:
         return _DATA
     return _OTHER
+
+
+def _module(cls: type) -> str:
+    module = getattr(cls, "__module__", None)
+    return module if isinstance(module, str) else ""
+
+
+def _root(cls: type) -> str:
+    return _module(cls).split(".", 1)[0]
 
 
 def _code_label(name: str, value: Any) -> str:
@@ -155,7 +166,7 @@ def _code_label(name: str, value: Any) -> str:
 
 def _type_name(value: Any) -> str:
     cls = type(value)
-    module = cls.__module__
+    module = _module(cls)
     if module in ("builtins", "__main__"):
         return cls.__name__
     root = module.split(".", 1)[0]
@@ -174,7 +185,7 @@ def _line(name: str, value: Any) -> str:
 
 def _describe(name: str, value: Any) -> str:
     cls = type(value)
-    root = cls.__module__.split(".", 1)[0]
+    root = _root(cls)
     type_name = _type_name(value)
     if root == "pandas" and cls.__name__ == "DataFrame":
         return _pandas_frame(value)

@@ -160,3 +160,13 @@ async def test_summary_reaches_the_model_as_a_transient_context_message() -> Non
     stored = [m for m in agent.state.messages if m.role == "user"]
     assert [m.content for m in stored] == ["which columns does sales have?"] or \
         [m.content[0].text for m in stored] == ["which columns does sales have?"]
+
+
+def test_an_object_that_lies_about_its_class_is_listed_safely() -> None:
+    class Liar:
+        @property  # type: ignore[misc]  # overriding __class__ on purpose
+        def __class__(self) -> Any:
+            raise RuntimeError("no class for you")
+
+    text = namespace_summary({"liar": Liar(), "n": 1})
+    assert "liar: test_namespace.Liar (could not describe: RuntimeError)" in text and "n: int = 1" in text
