@@ -31,7 +31,7 @@ from __future__ import annotations
 import datetime as _dt
 import re
 import types
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from ..ai.options import estimate_text_tokens
@@ -53,6 +53,10 @@ _SCALARS = (bool, int, float, complex, type(None))
 _DATES = (_dt.date, _dt.datetime, _dt.time, _dt.timedelta)
 _CONTAINERS = (list, tuple, dict, set, frozenset, str, bytes, bytearray, range)
 _DATA, _OTHER, _CODE = 0, 1, 2
+_PLAIN = frozenset({int, float, complex, bool, str, bytes, list, tuple, dict, set, frozenset,
+                    type(None), range, bytearray})
+_CODE_PREFIX = "defined here: "
+_FOOTER_RESERVE = 90  # room for the "... N more" line
 
 
 def namespace_summary(user_ns: Mapping[str, Any], token_budget: int = DEFAULT_TOKEN_BUDGET,
@@ -62,7 +66,7 @@ def namespace_summary(user_ns: Mapping[str, Any], token_budget: int = DEFAULT_TO
     hidden = hidden or {}
     data: list[tuple[str, Any]] = []
     other: list[tuple[str, Any]] = []
-    code: list[str] = []
+    code: list[tuple[str, Any]] = []
     by_name: dict[str, Any] = {}
     for name, value in reversed(items):  # newest definitions first
         try:
@@ -72,7 +76,7 @@ def namespace_summary(user_ns: Mapping[str, Any], token_budget: int = DEFAULT_TO
         if kind is None:
             continue
         if kind == _CODE:
-            code.append(_code_label(name, value))
+            code.append((name, value))
             continue
         by_name[name] = value
         (data if kind == _DATA else other).append((name, value))
@@ -85,43 +89,55 @@ def namespace_summary(user_ns: Mapping[str, Any], token_budget: int = DEFAULT_TO
     if not total:
         return ""
 
-    budget_chars = max(0, token_budget) * 4
+    budget_chars = max(0, token_budget) * 4 - _FOOTER_RESERVE
     header = f"Notebook variables ({total}):"
-    used = len(header) + 1
     lines = [header]
-    shown = 0
-    reserve = 90  # room for the "... more" footer
-    for name, value in ordered:
-        line = redact(_line(name, value))
-        if used + len(line) + 1 + reserve > budget_chars:
-            break
-        lines.append(line)
-        used += len(line) + 1
-        shown += 1
+    room = budget_chars - len(header) - 1
+    shown = _take(lines, (_line(n, v) for n, v in ordered), room)
+    room -= sum(len(line) + 1 for line in lines[1:])
     code_shown = 0
     if code and shown == len(ordered):
-        prefix = "defined here: "
-        parts: list[str] = []
-        length = len(prefix)
-        for label in code:
-            label = redact(label)
-            if used + length + len(label) + 2 + reserve > budget_chars:
-                break
-            parts.append(label)
-            length += len(label) + 2
-        if parts:
-            lines.append(prefix + ", ".join(parts))
-            used += length + 1
-            code_shown = len(parts)
+        labels: list[str] = []
+        code_shown = _take(labels, (_code_label(n, v) for n, v in code), room - len(_CODE_PREFIX), sep=2)
+        if labels:
+            lines.append(_CODE_PREFIX + ", ".join(labels))
     left = total - shown - code_shown
     if left:
         lines.append(f"... {left} more (list_variables lists all, inspect_variable shows one)")
     text = "\n".join(lines)
-    # The footer reserve keeps this true for any namespace; trim as a last guard.
-    while estimate_text_tokens(text) > token_budget and len(lines) > 1:
-        lines.pop(-2 if len(lines) > 2 else -1)
-        text = "\n".join(lines)
     return text if estimate_text_tokens(text) <= token_budget else ""
+
+
+def _take(out: list[str], candidates: Iterator[str], room: int, sep: int = 1) -> int:
+    """Append redacted candidates to ``out`` while they fit in ``room`` characters (each costs its
+    length plus ``sep``); returns how many were taken.
+
+    Redaction reads the environment on every call, so candidates are formatted until the raw
+    text is full and redacted in one pass; secrets are at least as long as most of their
+    replacement, the final check trims the few lines a longer replacement pushes over.
+    """
+    raw: list[str] = []
+    used = 0
+    for line in candidates:
+        line = line.replace("\n", "\\n")  # one line per entry, whatever a column name holds
+        if used + len(line) + sep > room:
+            break
+        raw.append(line)
+        used += len(line) + sep
+    if not raw:
+        return 0
+    redacted = redact("\n".join(raw)).split("\n")
+    if len(redacted) != len(raw):  # a secret spanned two entries: redact them one by one
+        redacted = [redact(line) for line in raw]
+    used = 0
+    taken = 0
+    for line in redacted:
+        if used + len(line) + sep > room:
+            break
+        out.append(line)
+        used += len(line) + sep
+        taken += 1
+    return taken
 
 
 def _classify(name: str, value: Any, hidden: Mapping[str, Any]) -> int | None:
@@ -129,6 +145,8 @@ def _classify(name: str, value: Any, hidden: Mapping[str, Any]) -> int | None:
         return None
     if name in hidden and hidden[name] is value:
         return None
+    if type(value) in _PLAIN:  # the bulk of a big namespace: decided without attribute lookups
+        return _OTHER
     if isinstance(value, types.ModuleType):
         return None
     if isinstance(value, (types.FunctionType, type)):
