@@ -348,7 +348,8 @@ class ExecutionHistory:
                     "recorded.")
         parts = [format_record(r) for r in records]
         header = f"{len(parts)} cell{'s' if len(parts) != 1 else ''} (oldest first):"
-        return cut(header + "\n\n" + "\n\n".join(parts), max_chars)
+        # each part is redacted; the whole once more, for a secret spanning two parts
+        return cut(redact(header + "\n\n" + "\n\n".join(parts)), max_chars)
 
 
 def format_record(record: CellRecord) -> str:

@@ -104,7 +104,11 @@ def namespace_summary(user_ns: Mapping[str, Any], token_budget: int = DEFAULT_TO
     left = total - shown - code_shown
     if left:
         lines.append(f"... {left} more (list_variables lists all, inspect_variable shows one)")
-    text = "\n".join(lines)
+    # Redact the whole as well: a secret containing a newline could span two entries.
+    text = redact("\n".join(lines))
+    while estimate_text_tokens(text) > token_budget and len(lines) > 2:
+        del lines[-2]  # the line before the footer; the count in the footer stays a lower bound
+        text = redact("\n".join(lines))
     return text if estimate_text_tokens(text) <= token_budget else ""
 
 

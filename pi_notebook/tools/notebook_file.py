@@ -185,7 +185,7 @@ def render_notebook(path: str | os.PathLike[str], start: int | None = None, end:
             break
         parts.append(text)
         used += len(text) + 2
-    return cut("\n\n".join(parts), max_chars)
+    return cut(redact("\n\n".join(parts)), max_chars)  # a secret could span two cells
 
 
 def make_notebook_file_tool(get_path: Callable[[], NotebookLocation], max_chars: int = _TOTAL_CHARS) -> AgentTool:

@@ -34,6 +34,7 @@ from .history import ExecutionHistory, install_history, installed_history
 from .history_tool import make_history_tool
 from .namespace import namespace_summary
 from .notebook_file import NotebookLocation, locate_notebook, make_notebook_file_tool
+from .redact import redact
 from .references import reference_block
 
 __all__ = ["CONTEXT_HEADER", "context_for_prompt", "make_context_tools", "notebook_context"]
@@ -69,7 +70,7 @@ def notebook_context(prompt: str, history: ExecutionHistory | None, user_ns: Map
         parts.append(tail)
     if not parts:
         return None
-    return CONTEXT_HEADER + "\n" + "\n\n".join(parts)
+    return redact(CONTEXT_HEADER + "\n" + "\n\n".join(parts))
 
 
 def make_context_tools(shell: Any, get_notebook_path: PathSetting | None = None) -> list[AgentTool]:

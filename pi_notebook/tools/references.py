@@ -96,8 +96,8 @@ def reference_block(prompt: str, history: ExecutionHistory | None, user_ns: Mapp
             parts.append(text)
     if not parts:
         return None
-    return cut("[Notebook references in the prompt, resolved by pi_notebook]\n\n" + "\n\n".join(parts),
-               max_chars)
+    text = "[Notebook references in the prompt, resolved by pi_notebook]\n\n" + "\n\n".join(parts)
+    return cut(redact(text), max_chars)
 
 
 def expand_references(prompt: str, history: ExecutionHistory | None, user_ns: Mapping[str, Any]) -> str:

@@ -170,3 +170,9 @@ def test_an_object_that_lies_about_its_class_is_listed_safely() -> None:
 
     text = namespace_summary({"liar": Liar(), "n": 1})
     assert "liar: test_namespace.Liar (could not describe: RuntimeError)" in text and "n: int = 1" in text
+
+
+def test_a_secret_spanning_two_entries_is_redacted(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SPANNING_TEST_KEY", "= 1\nzz: int")
+    text = namespace_summary({"zz": 2, "aa": 1})  # newest first: "aa: int = 1" then "zz: int = 2"
+    assert "= 1\nzz: int" not in text and "[redacted]" in text
