@@ -352,3 +352,49 @@ def test_note_is_one_line_and_silent_runs_are_ignored() -> None:
         sources = [r.source for r in history.records()]
     assert note is not None and "\n" not in note and "first line second line" in note
     assert all("quiet_value" not in s for s in sources)
+
+
+@pytest.mark.kernel
+def test_fix_flow_in_a_real_kernel() -> None:
+    """The pieces ``%agent fix`` will be wired from, in a real kernel: the recorder sees the
+    user's error, the fix prompt carries it, a scripted model reads the history and runs a
+    corrected line through the real python tool; the corrected variable exists afterwards."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "kernel"))
+    from kernel_helpers import Kernel, faux_setup
+
+    with Kernel() as kernel:
+        kernel.ok(faux_setup(400) + """
+from pi_notebook import get_agent
+from pi_notebook.tools.history import installed_history
+from pi_notebook.tools.history_tool import fix_prompt
+from pi_notebook.tools.prompt_context import make_context_tools
+_agent = get_agent()
+_agent.state.tools.extend(make_context_tools(get_ipython()))
+_seen = []
+def _fix(context, options, state, model):
+    _seen.append(''.join(getattr(b, 'text', '') for b in context.messages[-1].content))
+    return faux_assistant_message([faux_tool_call('python', {'code': "total = frame['revenue'].sum()"})],
+                                  stop_reason='toolUse')
+faux.set_responses([
+    faux_assistant_message([faux_tool_call('notebook_history', {'last': 2})], stop_reason='toolUse'),
+    _fix,
+    faux_assistant_message("Fixed: the column is 'revenue'."),
+])
+""")
+        kernel.ok("import pandas as pd\nframe = pd.DataFrame({'revenue': [1, 2]})")
+        failed = kernel.execute("total = frame['revenu'].sum()")
+        assert failed["status"] == "error" and failed["ename"] == "KeyError"
+        prompt = kernel.ev("fix_prompt(installed_history(get_ipython()))")
+        # (what %agent fix will do in one step; here the prompt is kept for a later cell)
+        kernel.execute("", silent=True, store_history=False,
+                       user_expressions={"p": "globals().__setitem__('_prompt', fix_prompt(installed_history(get_ipython())))"})
+        assert prompt.startswith(f"Explain and fix the error in cell [{failed['execution_count']}]: KeyError: 'revenu'")
+        kernel.ok("%config AgentMagics.approval = 'auto'")
+        kernel.ok("_agent.state.model = faux.get_model()\n"
+                  "await _agent.prompt(_prompt)", timeout=120)
+        assert int(kernel.ev("int(total)")) == 3
+        seen = kernel.ev("_seen")
+        sources = kernel.ev("[r.source for r in installed_history(get_ipython()).records()]")
+    assert "error: KeyError: 'revenu' at line 1: total = frame['revenu'].sum()" in seen[0]
+    assert "total = frame['revenue'].sum()" not in sources  # the agent's fix is not a user cell
+    assert "total = frame['revenu'].sum()" in sources
