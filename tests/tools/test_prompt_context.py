@@ -5,6 +5,7 @@ import io
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import nbformat
 import pytest
@@ -77,12 +78,15 @@ async def test_context_tools_and_block_for_a_live_shell(tmp_path: Path) -> None:
         assert installed_history(shell) is not None
         with quiet():
             shell.run_cell("live_value = 7", store_history=True)
-        history_text = (await tools[0].execute("c", {"last": 1}, None, None)).content
-        notebook_text = (await tools[1].execute("c", {}, None, None)).content
-        assert history_text is not None and "live_value = 7" in history_text[0].text  # type: ignore[union-attr]  # TextContent
-        assert notebook_text is not None and "# The plan" in notebook_text[0].text  # type: ignore[union-attr]  # TextContent
+        history_text = text_of(await tools[0].execute("c", {"last": 1}, None, None))
+        notebook_text = text_of(await tools[1].execute("c", {}, None, None))
+        assert "live_value = 7" in history_text and "# The plan" in notebook_text
         block = context_for_prompt(shell, "what is live_value?", notebook_path=setting["path"])
         assert block is not None and "live_value: int = 7" in block and "Notebook file: live.ipynb" in block
     finally:
         uninstall_history(shell)
         shell.user_ns.pop("live_value", None)
+
+
+def text_of(result: Any) -> str:
+    return "".join(getattr(block, "text", "") for block in result.content or [])
