@@ -119,8 +119,10 @@ def _resolve(ref: Reference, history: ExecutionHistory | None, user_ns: Mapping[
         if history is not None:
             record = history.last() if ref.kind == "last_cell" else _last_raised(history)
         if record is None:
-            what = "cell" if ref.kind == "last_cell" else "cell that raised"
-            return f"{ref.text!r}: no recorded {what} (only cells run after pi_notebook was loaded are recorded)."
+            if ref.kind == "last_error":
+                return None  # "the error" is also plain English ("the error rate"): stay quiet
+            return (f"{ref.text!r}: no recorded cell (only cells run after pi_notebook was loaded "
+                    "are recorded).")
         if record.execution_count is not None:
             if record.execution_count in shown:
                 return None

@@ -99,3 +99,10 @@ def test_expand_keeps_the_prompt_and_appends(monkeypatch: pytest.MonkeyPatch) ->
     assert expanded.startswith(prompt + "\n\n[Notebook references")
     assert CANARY not in expanded and "[redacted]" in expanded
     assert plain == "just a question"
+
+
+def test_plain_english_error_without_an_error_adds_nothing() -> None:
+    history = ExecutionHistory()
+    assert reference_block("what is the error rate per region?", history, {}) is None
+    block = reference_block("fix the last cell", history, {})
+    assert block is not None and "no recorded cell" in block
