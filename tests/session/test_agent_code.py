@@ -168,9 +168,13 @@ faux.set_responses([
 ])
 """
     with Kernel() as kernel:
-        kernel.ok(setup)
+        kernel.ok(setup + "from pi_notebook.tools.history import install_history\n"
+                  "_history = install_history(get_ipython())\n")
         kernel.ok("%%agent -m faux/faux-1 --approve auto\nsum the revenue\n", timeout=120)
         assert kernel.ev("total") == 3
+        # the blocking %%agent cell is recorded as a prompt, the agent's code not at all
+        kinds = kernel.ev("[(r.kind, r.source) for r in _history.records()[1:]]")  # after setup
+        assert kinds == [["agent prompt", "%%agent -m faux/faux-1 --approve auto\nsum the revenue\n"]]
         reply = kernel.ok("from pi_notebook import get_agent\n"
                           "from pi_notebook.session.agent_code import latest_run, runnable_code\n"
                           "get_ipython().set_next_input(runnable_code(latest_run(get_agent().state.messages)))")
