@@ -1,0 +1,279 @@
+"""A compact summary of the user's namespace for the start of each prompt.
+
+``namespace_summary(user_ns, token_budget=400, recent=(), hidden=None) -> str`` lists what the
+agent needs to know without a tool call: names, types, shapes, DataFrame columns and dtypes,
+short scalar values. It is built on every prompt, so it must be cheap and bounded on any
+namespace:
+
+- no ``repr`` of anything but short scalars (ints up to 64 bits, floats, bools, dates, short
+  strings that do not look like credentials); no ``len`` or attribute access on objects of
+  unknown types (a lazy proxy could compute, or raise, on access); shapes and dtypes only for
+  the array libraries named in ``_ARRAY_MODULES``; no per-row work (``DataFrame.shape`` and
+  ``.dtypes`` are per-column metadata);
+- lines are formatted in priority order and formatting stops when the token budget is spent,
+  so 5,000 variables cost one cheap classification each and a few dozen formatted lines;
+- left out: modules, private names (``_x``), IPython's ``In``/``Out``/``exit``/``quit``/
+  ``get_ipython`` and whatever the shell lists in ``user_ns_hidden``, functions and classes
+  imported from libraries; functions and classes defined in the notebook are listed on one
+  line by name;
+- order: names in ``recent`` first (the names recent cells assigned, newest first; see
+  ``ExecutionHistory.recent_names``), then data (DataFrames, Series, arrays), then the rest,
+  newest definitions first;
+- secrets: values are shown only for short scalars, never for a name that looks like a
+  credential (``key``, ``token``, ``password``...) or a string that looks like a token, and
+  every line is redacted (tools/redact.py) before it is counted against the budget.
+
+The token count uses the project's estimator (``ai/options.py``: characters / 4).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import re
+import types
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+from ..ai.options import estimate_text_tokens
+from .redact import redact
+
+__all__ = ["namespace_summary", "DEFAULT_TOKEN_BUDGET"]
+
+DEFAULT_TOKEN_BUDGET = 400
+_INTERNAL = frozenset({"In", "Out", "exit", "quit", "get_ipython"})
+_ARRAY_MODULES = frozenset({"numpy", "pandas", "polars", "torch", "tensorflow", "jax", "jaxlib",
+                            "xarray", "cupy", "dask", "scipy", "pyarrow"})
+_SECRET_NAME = re.compile(r"key|token|secret|passw|pwd|auth|credential|private|cookie|session",
+                          re.IGNORECASE)
+_TOKEN_LIKE = re.compile(r"[A-Za-z0-9_\-.+/=:]{16,}")
+_MAX_STR = 40
+_MAX_COLUMNS = 30
+_MAX_NAME = 60
+_SCALARS = (bool, int, float, complex, type(None))
+_DATES = (_dt.date, _dt.datetime, _dt.time, _dt.timedelta)
+_CONTAINERS = (list, tuple, dict, set, frozenset, str, bytes, bytearray, range)
+_DATA, _OTHER, _CODE = 0, 1, 2
+_PLAIN = frozenset({int, float, complex, bool, str, bytes, list, tuple, dict, set, frozenset,
+                    type(None), range, bytearray})
+_CODE_PREFIX = "defined here: "
+_FOOTER_RESERVE = 90  # room for the "... N more" line
+
+
+def namespace_summary(user_ns: Mapping[str, Any], token_budget: int = DEFAULT_TOKEN_BUDGET,
+                      recent: Iterable[str] = (), hidden: Mapping[str, Any] | None = None) -> str:
+    """The budgeted summary text (``""`` when there is nothing to show)."""
+    items = list(user_ns.items())  # a snapshot: agent code may assign while we read
+    hidden = hidden or {}
+    data: list[tuple[str, Any]] = []
+    other: list[tuple[str, Any]] = []
+    code: list[tuple[str, Any]] = []
+    by_name: dict[str, Any] = {}
+    for name, value in reversed(items):  # newest definitions first
+        try:
+            kind = _classify(name, value, hidden)
+        except Exception:  # an object whose __class__ lies and raises: list it by name
+            kind = _OTHER
+        if kind is None:
+            continue
+        if kind == _CODE:
+            code.append((name, value))
+            continue
+        by_name[name] = value
+        (data if kind == _DATA else other).append((name, value))
+    first = [n for n in dict.fromkeys(recent) if n in by_name]
+    first_set = set(first)
+    ordered = [(n, by_name[n]) for n in first]
+    ordered += [kv for kv in data if kv[0] not in first_set]
+    ordered += [kv for kv in other if kv[0] not in first_set]
+    total = len(ordered) + len(code)
+    if not total:
+        return ""
+
+    budget_chars = max(0, token_budget) * 4 - _FOOTER_RESERVE
+    header = f"Notebook variables ({total}):"
+    lines = [header]
+    room = budget_chars - len(header) - 1
+    shown = _take(lines, (_line(n, v) for n, v in ordered), room)
+    room -= sum(len(line) + 1 for line in lines[1:])
+    code_shown = 0
+    if code and shown == len(ordered):
+        labels: list[str] = []
+        code_shown = _take(labels, (_code_label(n, v) for n, v in code), room - len(_CODE_PREFIX), sep=2)
+        if labels:
+            lines.append(_CODE_PREFIX + ", ".join(labels))
+    left = total - shown - code_shown
+    if left:
+        lines.append(f"... {left} more (list_variables lists all, inspect_variable shows one)")
+    # Redact the whole as well: a secret containing a newline could span two entries.
+    text = redact("\n".join(lines))
+    while estimate_text_tokens(text) > token_budget and len(lines) > 2:
+        del lines[-2]  # the line before the footer; the count in the footer stays a lower bound
+        text = redact("\n".join(lines))
+    return text if estimate_text_tokens(text) <= token_budget else ""
+
+
+def _take(out: list[str], candidates: Iterator[str], room: int, sep: int = 1) -> int:
+    """Append redacted candidates to ``out`` while they fit in ``room`` characters (each costs its
+    length plus ``sep``); returns how many were taken.
+
+    Redaction reads the environment on every call, so candidates are formatted until the raw
+    text is full and redacted in one pass; secrets are at least as long as most of their
+    replacement, the final check trims the few lines a longer replacement pushes over.
+    """
+    raw: list[str] = []
+    used = 0
+    for line in candidates:
+        line = line.replace("\n", "\\n")  # one line per entry, whatever a column name holds
+        if used + len(line) + sep > room:
+            break
+        raw.append(line)
+        used += len(line) + sep
+    if not raw:
+        return 0
+    redacted = redact("\n".join(raw)).split("\n")
+    if len(redacted) != len(raw):  # a secret spanned two entries: redact them one by one
+        redacted = [redact(line) for line in raw]
+    used = 0
+    taken = 0
+    for line in redacted:
+        if used + len(line) + sep > room:
+            break
+        out.append(line)
+        used += len(line) + sep
+        taken += 1
+    return taken
+
+
+def _classify(name: str, value: Any, hidden: Mapping[str, Any]) -> int | None:
+    if name.startswith("_") or name in _INTERNAL:
+        return None
+    if name in hidden and hidden[name] is value:
+        return None
+    if type(value) in _PLAIN:  # the bulk of a big namespace: decided without attribute lookups
+        return _OTHER
+    if isinstance(value, types.ModuleType):
+        return None
+    if isinstance(value, (types.FunctionType, type)):
+        # defined in a cell (module __main__) or imported: only the former is the user's
+        return _CODE if getattr(value, "__module__", None) == "__main__" else None
+    if isinstance(value, (types.BuiltinFunctionType, types.MethodType)):
+        return None
+    if _root(type(value)) in _ARRAY_MODULES:
+        return _DATA
+    return _OTHER
+
+
+def _module(cls: type) -> str:
+    module = getattr(cls, "__module__", None)
+    return module if isinstance(module, str) else ""
+
+
+def _root(cls: type) -> str:
+    return _module(cls).split(".", 1)[0]
+
+
+def _code_label(name: str, value: Any) -> str:
+    name = name[:_MAX_NAME]
+    if isinstance(value, type):
+        return f"class {name}"
+    code = getattr(value, "__code__", None)
+    if code is None:
+        return f"{name}()"
+    args = list(code.co_varnames[:code.co_argcount + code.co_kwonlyargcount])
+    if code.co_flags & 0x04:
+        args.append("*" + code.co_varnames[len(args)])
+    text = ", ".join(args)
+    return f"{name}({text[:60]}{'...' if len(text) > 60 else ''})"
+
+
+def _type_name(value: Any) -> str:
+    cls = type(value)
+    module = _module(cls)
+    if module in ("builtins", "__main__"):
+        return cls.__name__
+    root = module.split(".", 1)[0]
+    if root in ("pandas", "numpy", "polars"):
+        return cls.__name__
+    return f"{root}.{cls.__name__}"
+
+
+def _line(name: str, value: Any) -> str:
+    label = name if len(name) <= _MAX_NAME else name[:_MAX_NAME] + "..."
+    try:
+        return f"{label}: {_describe(name, value)}"
+    except Exception as exc:  # an object whose metadata raises must not break the prompt
+        return f"{label}: {_type_name(value)} (could not describe: {type(exc).__name__})"
+
+
+def _describe(name: str, value: Any) -> str:
+    cls = type(value)
+    root = _root(cls)
+    type_name = _type_name(value)
+    if root == "pandas" and cls.__name__ == "DataFrame":
+        return _pandas_frame(value)
+    if root == "pandas" and cls.__name__ == "Series":
+        rows = len(value.index)
+        series_name = f" name {str(value.name)[:40]!r}" if value.name is not None else ""
+        return f"Series len {rows:,} {value.dtype}{series_name}"
+    if root == "polars" and cls.__name__ == "DataFrame":
+        rows, cols = value.shape
+        schema = list(value.schema.items())
+        return f"polars DataFrame {rows:,} x {cols} ({_columns(schema, cols)})"
+    if root in _ARRAY_MODULES:
+        shape = getattr(value, "shape", None)
+        dtype = getattr(value, "dtype", None)
+        if getattr(value, "ndim", None) == 0 and root == "numpy":
+            return f"{type_name} = {str(value)[:_MAX_STR]}"
+        parts = [type_name]
+        if isinstance(shape, tuple):
+            parts.append("shape " + " x ".join(str(n) for n in shape))
+        if dtype is not None:
+            parts.append(str(dtype))
+        return " ".join(parts)
+    if isinstance(value, _SCALARS):
+        return f"{type_name}{_scalar(name, value)}"
+    if isinstance(value, _DATES):
+        return f"{type_name} = {str(value)[:_MAX_STR]}"
+    if isinstance(value, str):
+        shown = _short_str(name, value)
+        return f"str len {len(value)}" + (f" = {shown}" if shown else "")
+    if isinstance(value, _CONTAINERS):
+        return f"{type_name} len {len(value):,}"
+    return type_name
+
+
+def _scalar(name: str, value: Any) -> str:
+    if _SECRET_NAME.search(name):
+        return " (value hidden)"
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
+        return f" ({value.bit_length()} bits)"  # str() of a huge int is quadratic
+    text = repr(value)
+    return f" = {text}" if len(text) <= _MAX_STR else ""
+
+
+def _short_str(name: str, value: str) -> str | None:
+    if len(value) > _MAX_STR or _SECRET_NAME.search(name):
+        return None
+    if _TOKEN_LIKE.fullmatch(value) and any(c.isdigit() for c in value) and any(c.isalpha() for c in value):
+        return None  # looks like an API key or a token
+    return repr(value)
+
+
+def _pandas_frame(df: Any) -> str:
+    rows, cols = len(df.index), len(df.columns)
+    dtypes = df.dtypes  # per-column metadata, no data is touched
+    shown = list(zip(df.columns[:_MAX_COLUMNS], dtypes.iloc[:_MAX_COLUMNS], strict=False))
+    text = f"DataFrame {rows:,} x {cols} ({_columns(shown, cols)})"
+    index = df.index
+    if type(index).__name__ != "RangeIndex":
+        text += f" index {type(index).__name__}"
+        if index.name is not None:
+            text += f" {str(index.name)[:40]!r}"
+    return text
+
+
+def _columns(pairs: list[tuple[Any, Any]], total: int) -> str:
+    parts = [f"{str(col)[:40]}: {dtype}" for col, dtype in pairs[:_MAX_COLUMNS]]
+    if total > len(parts):
+        parts.append(f"+{total - len(parts)} more columns")
+    return ", ".join(parts)

@@ -1,0 +1,233 @@
+"""The kernel's notebook file: where it is, and a read-only tool that shows it to the model.
+
+Where (``locate_notebook``), first match wins:
+
+1. an explicit path (the user's setting or argument);
+2. ``__vsc_ipynb_file__`` in the user namespace (VS Code sets it);
+3. ``__session__`` in the user namespace (ipykernel copies ``JPY_SESSION_NAME`` there);
+4. the ``JPY_SESSION_NAME`` environment variable (Jupyter Server sets it when it starts a kernel
+   for a notebook: an absolute path, or a path relative to the server root).
+
+A relative path is tried against the kernel's working directory, then by its file name alone
+(the kernel usually runs in the notebook's directory, the server root may be above it).
+
+What (``render_notebook`` / the ``read_notebook`` tool): Markdown cells (the user's own
+explanations), code cells with their *saved* text outputs (streams, ``text/plain``-like
+values, error name and message; images are named, not sent), cell indices, ids and execution
+counts, optionally a range. The file is what was last saved: unsaved edits in the editor are
+not in it, and the text says when the file was saved. Read-only: nothing here writes.
+
+Every text is redacted (tools/redact.py) before it is cut. The tool stops adding cells when its
+budget is spent and says which range to ask for next, rather than cutting cells in half.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..agent.types import AgentTool, AgentToolResult
+from ..ai.types import TextContent
+from .format import IMAGE_MIMES, bundle_text, cut, strip_ansi
+from .redact import redact
+
+__all__ = ["NotebookLocation", "locate_notebook", "make_notebook_file_tool", "render_notebook"]
+
+_SOURCE_CHARS = 3000
+_OUTPUT_CHARS = 1200
+_TOTAL_CHARS = 12000
+_TRACEBACK_LINES = 4
+
+
+@dataclass(frozen=True)
+class NotebookLocation:
+    """Where the notebook is (``path`` None when not found) and how that was decided."""
+
+    path: Path | None
+    origin: str = ""  # "setting", "__vsc_ipynb_file__", "__session__", "JPY_SESSION_NAME"
+    tried: tuple[str, ...] = field(default=())
+
+    def describe_missing(self) -> str:
+        if not self.tried:
+            return ("This kernel does not know its notebook file: no path was set, and the "
+                    "kernel was not started by a Jupyter server for a notebook (no "
+                    "JPY_SESSION_NAME). The user can set the path explicitly.")
+        return ("No saved notebook file found (tried: " + "; ".join(self.tried) + "). It may "
+                "not have been saved yet, or it was moved or renamed.")
+
+
+def locate_notebook(user_ns: Mapping[str, Any] | None = None, explicit: str | os.PathLike[str] | None = None,
+                    env: Mapping[str, str] | None = None, cwd: str | os.PathLike[str] | None = None,
+                    ) -> NotebookLocation:
+    """Find the notebook file of this kernel (see the module docstring for the order)."""
+    env = os.environ if env is None else env
+    user_ns = user_ns or {}
+    base = Path(cwd) if cwd is not None else Path.cwd()
+    candidates: list[tuple[str, Any]] = [
+        ("setting", explicit),
+        ("__vsc_ipynb_file__", user_ns.get("__vsc_ipynb_file__")),
+        ("__session__", user_ns.get("__session__")),
+        ("JPY_SESSION_NAME", env.get("JPY_SESSION_NAME")),
+    ]
+    tried: list[str] = []
+    seen: set[str] = set()
+    for origin, value in candidates:
+        if not value or not isinstance(value, (str, os.PathLike)):
+            continue
+        raw = os.fspath(value)
+        if raw in seen:
+            continue
+        seen.add(raw)
+        for path in _spellings(Path(raw).expanduser(), base):
+            if path.is_file():
+                return NotebookLocation(path=path, origin=origin, tried=tuple(tried))
+        tried.append(f"{origin}={raw!s}")
+        if origin == "setting":
+            # an explicit path that does not exist is the answer, not a reason to guess
+            return NotebookLocation(path=None, origin=origin, tried=tuple(tried))
+    return NotebookLocation(path=None, tried=tuple(tried))
+
+
+def _spellings(path: Path, base: Path) -> list[Path]:
+    if path.is_absolute():
+        return [path]
+    return [base / path, base / path.name]
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, list):
+        return "".join(str(v) for v in value)
+    return str(value or "")
+
+
+def _output_text(output: Mapping[str, Any]) -> str:
+    kind = output.get("output_type")
+    if kind == "stream":
+        name = output.get("name", "stdout")
+        text = strip_ansi(_text(output.get("text")))
+        return text if name == "stdout" else f"[{name}] {text}"
+    if kind in ("execute_result", "display_data"):
+        data = output.get("data") or {}
+        value = bundle_text(data)
+        if value is not None:
+            return strip_ansi(value)
+        images = [m for m in data if m in IMAGE_MIMES or m.startswith("image/")]
+        if images:
+            return f"[{images[0]} image]"
+        return f"[{', '.join(sorted(data)) or 'empty'} output]"
+    if kind == "error":
+        lines = [strip_ansi(str(line)) for line in output.get("traceback") or []]
+        tail = "\n".join(lines[-_TRACEBACK_LINES:]) if lines else ""
+        head = f"{output.get('ename', 'Error')}: {output.get('evalue', '')}"
+        return head + ("\n" + tail if tail and head not in tail else "")
+    return ""
+
+
+def _cell_text(index: int, cell: Mapping[str, Any], with_outputs: bool) -> str:
+    kind = cell.get("cell_type", "code")
+    meta = [f"[{index}] {kind}"]
+    if kind == "code":
+        count = cell.get("execution_count")
+        meta.append(f"In[{count}]" if count is not None else "not run")
+    if cell.get("id"):
+        meta.append(f"id {cell['id']}")
+    source = cut(redact(_text(cell.get("source"))), _SOURCE_CHARS)
+    parts = ["--- " + ", ".join(meta) + " ---", source]
+    if kind == "code" and with_outputs:
+        outputs = [t for t in (_output_text(o) for o in cell.get("outputs") or []) if t]
+        if outputs:
+            joined = "\n".join(t.rstrip("\n") for t in outputs)
+            parts += ["output:", cut(redact(joined), _OUTPUT_CHARS)]
+    return "\n".join(parts)
+
+
+def render_notebook(path: str | os.PathLike[str], start: int | None = None, end: int | None = None,
+                    cell_id: str | None = None, with_outputs: bool = True,
+                    max_chars: int = _TOTAL_CHARS) -> str:
+    """The saved notebook as compact text: cells ``start``..``end`` (0-based, inclusive)."""
+    import nbformat
+
+    path = Path(path)
+    try:
+        nb = nbformat.read(path, as_version=4)
+    except FileNotFoundError:
+        return f"No saved notebook at {path} (it may not have been saved yet)."
+    except Exception as exc:  # invalid JSON, an unknown format version...
+        return f"The notebook {path} could not be read: {type(exc).__name__}: {redact(str(exc))[:300]}"
+    cells = list(nb.cells)
+    total = len(cells)
+    saved = _dt.datetime.fromtimestamp(path.stat().st_mtime, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    header = (f"Notebook {path.name}: {total} cells, saved {saved} (unsaved edits in the editor "
+              "are not included).")
+    if cell_id is not None:
+        indices = [i for i, c in enumerate(cells) if c.get("id") == cell_id]
+        if not indices:
+            return f"{header}\nNo cell with id {cell_id!r}."
+        first = last = indices[0]
+    else:
+        first = 0 if start is None else max(0, start if start >= 0 else total + start)
+        last = total - 1 if end is None else min(total - 1, end if end >= 0 else total + end)
+        if total == 0:
+            return f"{header}\nThe notebook has no cells."
+        if first > last:
+            return f"{header}\nNo cells in the range {start}..{end} (valid indices: 0..{total - 1})."
+    parts = [header]
+    used = len(header)
+    for index in range(first, last + 1):
+        text = _cell_text(index, cells[index], with_outputs)
+        if used + len(text) + 2 > max_chars and index > first:
+            parts.append(f"[cells {index}..{last} not shown: over this tool's budget; "
+                         f"call read_notebook with start={index}]")
+            break
+        parts.append(text)
+        used += len(text) + 2
+    return cut(redact("\n\n".join(parts)), max_chars)  # a secret could span two cells
+
+
+def make_notebook_file_tool(get_path: Callable[[], NotebookLocation], max_chars: int = _TOTAL_CHARS) -> AgentTool:
+    """``read_notebook(start, end, cell_id, outputs)``; ``get_path`` locates the file per call
+    (the user may save or rename the notebook during a session)."""
+
+    async def execute(tool_call_id: str, params: Any, signal: Any = None,
+                      on_update: Any = None) -> AgentToolResult:
+        params = params if isinstance(params, dict) else {}
+        start, end, cell_id = params.get("start"), params.get("end"), params.get("cell_id")
+        for name, value in (("start", start), ("end", end)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+                raise ValueError(f"read_notebook: {name!r} must be an integer cell index")
+        if cell_id is not None and not isinstance(cell_id, str):
+            raise ValueError("read_notebook: 'cell_id' must be a string")
+        location = get_path()
+        if location.path is None:
+            text = location.describe_missing()
+        else:
+            text = render_notebook(location.path, start=start, end=end, cell_id=cell_id,
+                                   with_outputs=params.get("outputs", True) is not False,
+                                   max_chars=max_chars)
+        return AgentToolResult(content=[TextContent(text=text)],
+                               details={"path": str(location.path) if location.path else None,
+                                        "origin": location.origin})
+
+    return AgentTool(
+        name="read_notebook",
+        label="Notebook",
+        description=(
+            "Read the saved notebook file (read-only): Markdown cells (the user's notes and "
+            "plans) and code cells with their saved text outputs, each with its index, id and "
+            "execution count (In[N]). Optionally a range of cell indices (0-based, inclusive) "
+            "or one cell by id. Unsaved edits are not in the file."),
+        parameters={
+            "type": "object",
+            "properties": {
+                "start": {"type": "integer", "description": "First cell index (0-based; negative counts from the end)."},
+                "end": {"type": "integer", "description": "Last cell index, inclusive."},
+                "cell_id": {"type": "string", "description": "One cell by its id."},
+                "outputs": {"type": "boolean", "default": True, "description": "Include saved outputs."},
+            },
+        },
+        execute=execute,
+    )

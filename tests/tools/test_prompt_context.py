@@ -1,0 +1,92 @@
+from __future__ import annotations
+
+import contextlib
+import io
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pytest
+from tools_helpers import get_shell
+
+from pi_notebook.ai.options import estimate_text_tokens
+from pi_notebook.tools.history import ExecutionHistory, installed_history, uninstall_history
+from pi_notebook.tools.notebook_file import NotebookLocation
+from pi_notebook.tools.prompt_context import (
+    CONTEXT_HEADER,
+    context_for_prompt,
+    make_context_tools,
+    notebook_context,
+)
+
+pd = pytest.importorskip("pandas")
+
+
+@contextlib.contextmanager
+def quiet() -> Iterator[None]:
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = io.StringIO(), io.StringIO()
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = saved
+
+
+def test_block_has_error_references_namespace_and_file(tmp_path: Path) -> None:
+    shell = get_shell()
+    history = ExecutionHistory()
+    history.install(shell)
+    names = set(shell.user_ns)
+    try:
+        with quiet():
+            shell.run_cell("import pandas as pd\nsales = pd.DataFrame({'month': ['jan'], 'revenue': [1.0]})",
+                           store_history=True)
+            count = shell.run_cell("sales['revenu'].sum()", store_history=True).execution_count
+        nb = tmp_path / "analysis.ipynb"
+        nb.write_text("{}")
+        block = notebook_context(f"why did In[{count}] fail?", history, shell.user_ns,
+                                 hidden=shell.user_ns_hidden, notebook=NotebookLocation(path=nb))
+    finally:
+        history.uninstall()
+        for name in set(shell.user_ns) - names:  # the shell is shared by the whole suite
+            del shell.user_ns[name]
+    assert block is not None and block.startswith(CONTEXT_HEADER)
+    assert f"Last error: Cell [{count}] raised KeyError: 'revenu' at line 1" in block
+    assert f"In[{count}]:\nsales['revenu'].sum()" in block
+    assert "sales: DataFrame 1 x 2 (month:" in block
+    assert block.rstrip().endswith("Notebook file: analysis.ipynb (read_notebook shows its cells and saved outputs).")
+    assert block.index("Last error") < block.index("[Notebook references") < block.index("Notebook variables")
+
+
+def test_budget_and_nothing_to_say() -> None:
+    ns = {f"v{i}": i for i in range(3000)}
+    block = notebook_context("hello", None, ns, token_budget=200)
+    assert block is not None and estimate_text_tokens(block) <= 200
+    assert notebook_context("hello", ExecutionHistory(), {}) is None
+
+
+async def test_context_tools_and_block_for_a_live_shell(tmp_path: Path) -> None:
+    shell = get_shell()
+    nb = tmp_path / "live.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# The plan")]), nb)
+    setting = {"path": str(nb)}
+    try:
+        tools = make_context_tools(shell, lambda: setting["path"])
+        assert [t.name for t in tools] == ["notebook_history", "read_notebook"]
+        assert installed_history(shell) is not None
+        with quiet():
+            shell.run_cell("live_value = 7", store_history=True)
+        history_text = text_of(await tools[0].execute("c", {"last": 1}, None, None))
+        notebook_text = text_of(await tools[1].execute("c", {}, None, None))
+        assert "live_value = 7" in history_text and "# The plan" in notebook_text
+        block = context_for_prompt(shell, "what is live_value?", notebook_path=setting["path"])
+        assert block is not None and "live_value: int = 7" in block and "Notebook file: live.ipynb" in block
+    finally:
+        uninstall_history(shell)
+        shell.user_ns.pop("live_value", None)
+
+
+def text_of(result: Any) -> str:
+    return "".join(getattr(block, "text", "") for block in result.content or [])
