@@ -26,13 +26,15 @@ from pydantic import ValidationError
 from ..ai.types import AssistantMessage, ToolResultMessage, UserMessage, now_ms
 
 __all__ = [
-    "FORMAT_VERSION", "SessionFormatError", "SessionPathError", "SessionHeader", "SessionWriter",
+    "FORMAT_VERSION", "SUPPORTED_VERSIONS", "SessionFormatError", "SessionWriteError", "SessionPathError", "SessionHeader", "SessionWriter",
     "LoadedSession", "SessionInfo", "load_session", "list_sessions", "write_session",
     "default_session_dir", "session_name_for", "current_notebook_path", "new_session_path", "find_session",
     "latest_session", "resolve_inside", "message_to_json", "message_from_json",
 ]
 
 FORMAT_VERSION = 1
+# the versions load_session reads (and SessionWriter appends to); see docs/design/sessions.md
+SUPPORTED_VERSIONS = frozenset({1})
 SESSION_SUFFIX = ".jsonl"
 
 _MESSAGE_CLASSES = {"user": UserMessage, "assistant": AssistantMessage,
@@ -41,6 +43,11 @@ _MESSAGE_CLASSES = {"user": UserMessage, "assistant": AssistantMessage,
 
 class SessionFormatError(ValueError):
     """A session file that cannot be read safely (newer version, malformed line)."""
+
+
+class SessionWriteError(OSError):
+    """Appending to a session file failed (disk full, file gone); the file is left as it
+    was before the failed append and the writer accepts nothing more."""
 
 
 class SessionPathError(ValueError):
@@ -150,9 +157,66 @@ def message_from_json(data: Mapping[str, Any]) -> Any:
 
 
 def _encode_line(obj: Any) -> bytes:
-    # ensure_ascii keeps lone surrogates (possible in tool output) encodable
-    text = json.dumps(obj, ensure_ascii=True, separators=(",", ":"), default=_json_fallback)
+    # ensure_ascii escapes lone surrogates (possible in tool output), so every line is
+    # ASCII; anything json cannot take as it is goes through _sanitize instead of failing
+    try:
+        text = json.dumps(obj, ensure_ascii=True, separators=(",", ":"), default=_json_fallback,
+                          allow_nan=False)
+    except Exception:  # a bad key, a cycle, NaN, a raising __repr__ deep in `details`
+        text = json.dumps(_sanitize(obj, 0, set()), ensure_ascii=True, separators=(",", ":"),
+                          allow_nan=False)
     return (text + "\n").encode("ascii")
+
+
+_MAX_DEPTH = 200
+_MAX_REPR = 10_000
+
+
+def _safe_repr(value: Any) -> str:
+    try:
+        text = repr(value)
+    except Exception:
+        return f"<unrepresentable {type(value).__name__}>"
+    return text if len(text) <= _MAX_REPR else text[:_MAX_REPR] + "...[cut]"
+
+
+def _json_key(key: Any) -> str:
+    if isinstance(key, str):
+        return key
+    if isinstance(key, bool) or key is None:
+        return json.dumps(key)
+    if isinstance(key, (int, float)):
+        return str(key)
+    return _safe_repr(key)
+
+
+def _sanitize(value: Any, depth: int, active: set[int]) -> Any:
+    """A JSON-safe copy: what JSON.stringify would keep, never an exception."""
+    if value is None or isinstance(value, (str, bool, int)):
+        return value
+    if isinstance(value, float):
+        return value if value == value and value not in (float("inf"), float("-inf")) else None
+    if depth > _MAX_DEPTH:
+        return "[nested too deep]"
+    if id(value) in active:
+        return "[circular reference]"
+    if isinstance(value, (bytes, bytearray)):
+        return base64.b64encode(bytes(value)).decode("ascii")
+    active.add(id(value))
+    try:
+        if isinstance(value, Mapping):
+            return {_json_key(k): _sanitize(v, depth + 1, active) for k, v in value.items()}
+        if isinstance(value, (list, tuple, set, frozenset)):
+            return [_sanitize(v, depth + 1, active) for v in value]
+        if hasattr(value, "model_dump"):
+            try:
+                dumped = value.model_dump()
+            except Exception:
+                return _safe_repr(value)
+            return _sanitize(dumped, depth + 1, active)
+        return _safe_repr(value)
+    finally:
+        active.discard(id(value))
 
 
 # --- header --------------------------------------------------------------------------------
@@ -176,21 +240,65 @@ class SessionHeader:
         return data
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any], source: str = "session file") -> SessionHeader:
-        if not isinstance(data, Mapping) or data.get("type") != "session":
-            raise SessionFormatError(f"{source}: line 1 is not a session header")
+    def from_json(cls, data: Any, source: str = "session file") -> SessionHeader:
+        """Check line 1 strictly: a pi_notebook header of a version this code reads."""
+        supported = _supported_text()
+        if not isinstance(data, Mapping):
+            raise SessionFormatError(
+                f"{source}: line 1 is a JSON {_json_kind(data)}, not a session header object "
+                f"(found no format version; this pi_notebook reads version {supported})")
+        if data.get("type") != "session":
+            if "role" in data:
+                where = "line 1 is not a session header but a message (the header is missing)"
+            else:
+                keys = ", ".join(sorted(str(k) for k in data)[:6]) or "none"
+                where = f"line 1 is not a pi_notebook session header (keys: {keys})"
+            raise SessionFormatError(
+                f"{source}: {where}; found no format version, this pi_notebook reads "
+                f"version {supported}")
         version = data.get("version")
+        if "startedAt" not in data and ("cwd" in data or "id" in data):
+            # pi's coding agent writes {"type":"session","version":N,"id","cwd",...} headers
+            raise SessionFormatError(
+                f"{source}: this is a session file of another program (pi's coding agent, "
+                f"format version {version!r}), not a pi_notebook session; this pi_notebook "
+                f"reads version {supported}")
         if not isinstance(version, int) or isinstance(version, bool):
-            raise SessionFormatError(f"{source}: the header has no valid format version")
+            found = "none" if version is None else repr(version)
+            raise SessionFormatError(
+                f"{source}: the session header has no valid format version (found {found}); "
+                f"this pi_notebook reads version {supported}")
         if version > FORMAT_VERSION:
             raise SessionFormatError(
                 f"{source}: session format version {version} is newer than this pi_notebook "
-                f"supports ({FORMAT_VERSION}); upgrade pi_notebook to open it"
+                f"supports (version {supported}); upgrade pi_notebook to open it"
             )
+        if version not in SUPPORTED_VERSIONS:
+            raise SessionFormatError(
+                f"{source}: unknown session format version {version}; this pi_notebook reads "
+                f"version {supported}")
         known = {"type", "version", "model", "startedAt", "name"}
-        return cls(model=data.get("model"), started_at=int(data.get("startedAt") or 0),
-                   name=data.get("name"), version=version,
+        started = data.get("startedAt")
+        return cls(model=data.get("model") if isinstance(data.get("model"), str) else None,
+                   started_at=started if isinstance(started, int) and not isinstance(started, bool)
+                   else 0,
+                   name=data.get("name") if isinstance(data.get("name"), str) else None,
+                   version=version,
                    extra={k: v for k, v in data.items() if k not in known})
+
+
+def _supported_text() -> str:
+    return ", ".join(str(v) for v in sorted(SUPPORTED_VERSIONS))
+
+
+def _json_kind(value: Any) -> str:
+    if isinstance(value, list):
+        return "list"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, bool) or value is None:
+        return "literal"
+    return "number"
 
 
 # --- writing -------------------------------------------------------------------------------
@@ -208,6 +316,7 @@ class SessionWriter:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.warnings: list[str] = []
+        self.failure: OSError | None = None
         created = not self.path.exists() or self.path.stat().st_size == 0
         if created:
             self.header = SessionHeader(model=model, name=name,
@@ -257,12 +366,29 @@ class SessionWriter:
     def _write(self, data: bytes) -> None:
         if self._fd is None:
             raise ValueError(f"session writer for {self.path} is closed")
+        if self.failure is not None:
+            raise SessionWriteError(f"{self.path}: autosave stopped after an earlier write "
+                                    f"error ({self.failure})")
+        start = os.lseek(self._fd, 0, os.SEEK_END)
         view = memoryview(data)
-        # One write call in practice; loop only for the rare short write.
-        while view:
-            written = os.write(self._fd, view)
-            view = view[written:]
-        os.fsync(self._fd)
+        try:
+            # One write call in practice; loop only for the rare short write.
+            while view:
+                written = os.write(self._fd, view)
+                view = view[written:]
+            os.fsync(self._fd)
+        except OSError as exc:
+            # Disk full, quota, file gone: cut the partial line off, so the file still ends
+            # after the last whole message, and accept nothing more.
+            self.failure = exc
+            try:
+                os.ftruncate(self._fd, start)
+            except OSError:
+                pass  # the loader skips a torn last line anyway
+            reason = exc.strerror or str(exc) or type(exc).__name__
+            raise SessionWriteError(
+                f"{self.path}: could not save a message ({reason}); the file keeps every "
+                "message before it") from exc
 
     def _cut_torn_tail(self) -> None:
         with open(self.path, "rb+") as f:
@@ -351,19 +477,50 @@ class LoadedSession:
     path: Path | None = None
 
 
+_BOM = b"\xef\xbb\xbf"
+
+
+def _decode(line: bytes, line_no: int, source: str, warnings: list[str]) -> str:
+    """A line as text; invalid UTF-8 (a file touched by another tool) becomes U+FFFD."""
+    try:
+        return line.decode("utf-8")
+    except UnicodeDecodeError:
+        warnings.append(f"{source}: line {line_no} is not valid UTF-8; the bad bytes were "
+                        "replaced with U+FFFD")
+        return line.decode("utf-8", errors="replace")
+
+
+def _parse_header(first: bytes, source: str) -> SessionHeader:
+    if first.startswith(_BOM):
+        first = first[len(_BOM):]
+    text = first.decode("utf-8", errors="replace")
+    if not text.strip():
+        raise SessionFormatError(
+            f"{source}: line 1 is empty, the session header must be the first line (found no "
+            f"format version; this pi_notebook reads version {_supported_text()})")
+    try:
+        data = json.loads(text)
+    except ValueError:
+        raise SessionFormatError(
+            f"{source}: line 1 is not JSON, so this is not a pi_notebook session file (found no "
+            f"format version; this pi_notebook reads version {_supported_text()})") from None
+    return SessionHeader.from_json(data, source)
+
+
 def _read_header(path: Path) -> SessionHeader:
     with open(path, "rb") as f:
         first = f.readline()
-    try:
-        data = json.loads(first)
-    except ValueError:
-        raise SessionFormatError(f"{path}: line 1 is not a session header") from None
-    return SessionHeader.from_json(data, str(path))
+    return _parse_header(first.rstrip(b"\r\n"), str(path))
 
 
 def load_session(path: str | os.PathLike[str]) -> LoadedSession:
-    """Read a session file; raises ``SessionFormatError`` with a one-line reason."""
+    """Read a session file; raises ``SessionFormatError`` with a one-line reason.
+
+    A torn last line (a crash while writing) is skipped with a warning; any other bad
+    line is an error naming its number. See docs/design/sessions.md.
+    """
     path = Path(path)
+    source = str(path)
     raw = path.read_bytes()
     if not raw.strip():
         raise SessionFormatError(f"{path}: the file is empty")
@@ -371,11 +528,7 @@ def load_session(path: str | os.PathLike[str]) -> LoadedSession:
     ends_with_newline = raw.endswith(b"\n")
     if ends_with_newline:
         lines.pop()  # the empty string after the final newline
-    try:
-        header_data = json.loads(lines[0])
-    except ValueError:
-        raise SessionFormatError(f"{path}: line 1 is not a session header") from None
-    header = SessionHeader.from_json(header_data, str(path))
+    header = _parse_header(lines[0].rstrip(b"\r"), source)
 
     messages: list[Any] = []
     warnings: list[str] = []
@@ -385,14 +538,20 @@ def load_session(path: str | os.PathLike[str]) -> LoadedSession:
         line = lines[index]
         if not line.strip():
             continue
+        torn = index == last and not ends_with_newline
+        text = _decode(line, line_no, source, [] if torn else warnings)
         try:
-            data = json.loads(line)
+            data = json.loads(text)
         except ValueError:
-            if index == last and not ends_with_newline:
+            if torn:
                 warnings.append(f"{path}: skipped a torn last line (line {line_no}, "
                                 f"{len(line)} bytes), probably cut off by a crash")
                 continue
             raise SessionFormatError(f"{path}: line {line_no} is not valid JSON") from None
+        if isinstance(data, dict) and data.get("type") == "session" and "role" not in data:
+            raise SessionFormatError(
+                f"{path}: line {line_no} is a second session header; a session file has one "
+                "header, on line 1 (were two files joined?)")
         if not isinstance(data, dict) or "role" not in data:
             raise SessionFormatError(f"{path}: line {line_no} is not a message (no role)")
         try:

@@ -312,3 +312,216 @@ def test_write_session_does_not_overwrite_unless_asked(tmp_path):
     write_session(path, conversation(), model="a/b", overwrite=True)
     assert load_session(path).messages == conversation()
     assert [p.name for p in tmp_path.iterdir()] == ["saved.jsonl"]  # no temp files left
+
+
+# --- strict header ---------------------------------------------------------------------------
+
+def _header_case(tmp_path, name: str, first_line: str, rest: str = "") -> Path:
+    path = tmp_path / f"{name}.jsonl"
+    path.write_text(first_line + "\n" + rest)
+    return path
+
+
+@pytest.mark.parametrize("name, first_line, found", [
+    ("missing", json.dumps({"type": "session", "startedAt": 1}), "found none"),
+    ("string", json.dumps({"type": "session", "version": "1", "startedAt": 1}), "found '1'"),
+    ("boolean", json.dumps({"type": "session", "version": True, "startedAt": 1}), "found True"),
+    ("zero", json.dumps({"type": "session", "version": 0, "startedAt": 1}), "version 0"),
+    ("negative", json.dumps({"type": "session", "version": -3, "startedAt": 1}), "version -3"),
+    ("future", json.dumps({"type": "session", "version": 7, "startedAt": 1}), "version 7 is newer"),
+    ("list", json.dumps([{"type": "session", "version": 1}]), "JSON list"),
+    ("number", "1", "JSON number"),
+    ("string-header", json.dumps("session"), "JSON string"),
+    ("message-first", json.dumps({"role": "user", "content": "hi", "timestamp": 1}),
+     "the header is missing"),
+    ("blank-first", "", "line 1 is empty"),
+    ("foreign-jsonl", json.dumps({"messages": [{"role": "user", "content": "hi"}]}),
+     "keys: messages"),
+    ("pi-coding-agent", json.dumps({"type": "session", "version": 3, "id": "abc",
+                                    "timestamp": "2025-01-01T00:00:00Z", "cwd": "/x"}),
+     "another program"),
+    ("notebook", "{", "line 1 is not JSON"),
+])
+def test_header_is_checked_strictly_naming_file_found_and_supported(tmp_path, name, first_line,
+                                                                      found):
+    user = json.dumps({"role": "user", "content": "hi", "timestamp": 1}) + "\n"
+    path = _header_case(tmp_path, name, first_line, user)
+    with pytest.raises(SessionFormatError) as err:
+        load_session(path)
+    message = str(err.value)
+    assert isinstance(err.value, ValueError)
+    assert str(path) in message and found in message
+    assert "reads version 1" in message or "supports (version 1)" in message
+    assert "\n" not in message
+    # the writer refuses to append to it and leaves it as it was
+    before = path.read_bytes()
+    with pytest.raises(SessionFormatError):
+        SessionWriter(path)
+    assert path.read_bytes() == before
+    # listing leaves it out instead of failing
+    assert list_sessions(tmp_path) == []
+
+
+def test_binary_file_is_a_clear_error(tmp_path):
+    path = tmp_path / "blob.jsonl"
+    path.write_bytes(b"\x89PNG\r\n\x1a\n\x00\xff\xfe garbage\n")
+    with pytest.raises(SessionFormatError, match=r"blob\.jsonl: line 1 is not JSON.*version 1"):
+        load_session(path)
+
+
+def test_header_on_a_later_line_is_an_error_naming_the_line(tmp_path):
+    path = tmp_path / "joined.jsonl"
+    write_session(path, conversation()[:2], model="x/y")
+    with open(path, "a") as f:
+        f.write(json.dumps({"type": "session", "version": 1, "startedAt": 2}) + "\n")
+    with pytest.raises(SessionFormatError, match=r"line 4 is a second session header"):
+        load_session(path)
+
+
+def test_a_utf8_bom_before_the_header_is_accepted(tmp_path):
+    path = tmp_path / "bom.jsonl"
+    write_session(path, conversation()[:1], model="x/y")
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    assert load_session(path).messages == conversation()[:1]
+
+
+# --- torn and corrupt lines ------------------------------------------------------------------
+
+def test_truncated_last_line_loads_with_a_notice_at_every_cut(tmp_path):
+    path = tmp_path / "t.jsonl"
+    write_session(path, conversation()[:5], model="x/y")
+    whole = path.read_bytes()
+    last_start = whole.rstrip(b"\n").rfind(b"\n") + 1
+    for cut in range(last_start + 1, len(whole) - 1, 7):  # every 7th byte of the last line
+        path.write_bytes(whole[:cut])
+        loaded = load_session(path)
+        assert loaded.messages == conversation()[:4]
+        assert len(loaded.warnings) == 1 and "torn last line (line 6" in loaded.warnings[0]
+
+
+def test_truncated_last_line_cut_inside_a_multibyte_character(tmp_path):
+    path = tmp_path / "t.jsonl"
+    write_session(path, [UserMessage(content="first", timestamp=1)], model="x/y")
+    with open(path, "ab") as f:  # a foreign writer that did not escape non-ASCII
+        f.write('{"role":"user","content":"caf\u00e9 \u00e9'.encode()[:-1])
+    loaded = load_session(path)
+    assert [m.content for m in loaded.messages] == ["first"]
+    assert loaded.warnings and "torn last line" in loaded.warnings[0]
+
+
+def test_corrupt_middle_line_names_its_number_whatever_the_damage(tmp_path):
+    for damage in (b"\x00\x00\x00", b'{"role": "user", "content": "cut', b"[1, 2]", b"null"):
+        path = tmp_path / "m.jsonl"
+        write_session(path, conversation()[:4], model="x/y", overwrite=True)
+        lines = path.read_bytes().split(b"\n")
+        lines[3] = damage
+        path.write_bytes(b"\n".join(lines))
+        with pytest.raises(SessionFormatError, match=r"m\.jsonl: line 4 is not"):
+            load_session(path)
+
+
+def test_invalid_utf8_inside_a_message_is_read_with_a_replacement(tmp_path):
+    path = tmp_path / "u.jsonl"
+    write_session(path, [], model="x/y")
+    with open(path, "ab") as f:
+        f.write(b'{"role":"user","content":"bad \xff\xfe bytes","timestamp":1}\n')
+    loaded = load_session(path)
+    assert loaded.messages[0].content == "bad \ufffd\ufffd bytes"
+    assert loaded.warnings and "line 2 is not valid UTF-8" in loaded.warnings[0]
+
+
+# --- writing never fails on the content of a message ----------------------------------------
+
+class _RaisingRepr:
+    def __repr__(self):
+        raise RuntimeError("no repr")
+
+
+def test_lone_surrogates_and_odd_details_never_stop_a_write(tmp_path):
+    cyclic: dict = {"a": 1}
+    cyclic["self"] = cyclic
+    odd_details = {
+        b"bytes-key": 1, ("tuple", "key"): 2, 3: "int key", None: "none key",
+        "nan": float("nan"), "inf": float("-inf"), "bad": _RaisingRepr(), "cycle": cyclic,
+        "surrogate": "\ud800 lone", "raw": b"\xff\xfe", "deep": [[[[[[[[[["x"]]]]]]]]]],
+    }
+    messages = [
+        UserMessage(content="surrogates \udc80\ud83d here", timestamp=1),
+        ToolResultMessage(tool_call_id="c1", tool_name="python",
+                          content=[TextContent(text="output \udcff\udcfe (undecodable bytes)")],
+                          details=odd_details, timestamp=2),
+        AssistantMessage(content=[TextContent(text="fine \ud800")], api="faux", provider="faux",
+                         model="faux-1", timestamp=3),
+    ]
+    path = tmp_path / "odd.jsonl"
+    with SessionWriter(path, model="faux/faux-1") as writer:
+        writer.append_many(messages)
+    raw = path.read_bytes()
+    raw.decode("ascii")  # every line is plain ASCII JSON
+    for line in raw.splitlines():
+        json.loads(line)  # strict JSON: no NaN/Infinity tokens
+        assert b"NaN" not in line and b"Infinity" not in line
+    loaded = load_session(path)
+    assert loaded.warnings == []
+    assert loaded.messages[0].content == "surrogates \udc80\ud83d here"
+    assert loaded.messages[1].content[0].text == "output \udcff\udcfe (undecodable bytes)"
+    details = loaded.messages[1].details
+    assert details["nan"] is None and details["inf"] is None
+    assert details["bad"] == "<unrepresentable _RaisingRepr>"
+    node, hops = details["cycle"], 0
+    while isinstance(node, dict) and hops < 5:  # the copy may unroll the cycle once
+        node, hops = node["self"], hops + 1
+    assert node == "[circular reference]"
+    assert details["3"] == "int key" and details["null"] == "none key"
+    assert details["b'bytes-key'"] == 1
+    # write_session (%agent save) takes the same path
+    write_session(tmp_path / "saved.jsonl", messages, model="faux/faux-1")
+    assert len(load_session(tmp_path / "saved.jsonl").messages) == 3
+
+
+# --- write errors ------------------------------------------------------------------------------
+
+def test_disk_full_mid_line_leaves_the_file_valid_and_stops_the_writer(tmp_path, monkeypatch):
+    import errno
+
+    from pi_notebook.session import store
+    from pi_notebook.session.store import SessionWriteError
+
+    path = tmp_path / "full.jsonl"
+    writer = SessionWriter(path, model="faux/faux-1")
+    writer.append(UserMessage(content="saved", timestamp=1))
+    real_write = os.write
+
+    def disk_full(fd, data):
+        real_write(fd, bytes(data[: len(data) // 3]))  # part of the line lands, then ENOSPC
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(store.os, "write", disk_full)
+    with pytest.raises(SessionWriteError, match=r"full\.jsonl: could not save a message "
+                                                r"\(No space left on device\)"):
+        writer.append(UserMessage(content="lost " + "x" * 300, timestamp=2))
+    monkeypatch.setattr(store.os, "write", real_write)
+    # the partial line was cut off: the file ends after the last whole message
+    loaded = load_session(path)
+    assert [m.content for m in loaded.messages] == ["saved"] and loaded.warnings == []
+    # later appends are refused clearly instead of writing after a gap
+    with pytest.raises(SessionWriteError, match="autosave stopped"):
+        writer.append(UserMessage(content="later", timestamp=3))
+    assert [m.content for m in load_session(path).messages] == ["saved"]
+    writer.close()
+
+
+def test_fsync_error_is_a_write_error_too(tmp_path, monkeypatch):
+    import errno
+
+    from pi_notebook.session import store
+    from pi_notebook.session.store import SessionWriteError
+
+    path = tmp_path / "io.jsonl"
+    with SessionWriter(path, model="faux/faux-1") as writer:
+        monkeypatch.setattr(store.os, "fsync", lambda fd: (_ for _ in ()).throw(
+            OSError(errno.EIO, "Input/output error")))
+        with pytest.raises(SessionWriteError, match="Input/output error"):
+            writer.append(UserMessage(content="x", timestamp=1))
+        monkeypatch.undo()
+    assert load_session(path).messages == []
