@@ -28,8 +28,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..ai.types import TextContent, ToolResultMessage, UserMessage, get_field
+from .fit import (
+    MESSAGE_OVERHEAD_TOKENS, ContextBudgetError, cut_oversize, cut_points, fit_to_budget,
+)
 
-__all__ = ["CompactionInfo", "make_context_compactor", "estimate_message_tokens",
+__all__ = ["CompactionInfo", "ContextBudgetError", "make_context_compactor", "budget_reserve", "estimate_message_tokens",
            "estimate_tokens", "extractive_summary", "make_model_summarizer",
            "DROPPED_OUTPUT_NOTE"]
 
@@ -55,6 +58,9 @@ class CompactionInfo:
     summarized_messages: int = 0
     summary: str | None = None
     fits: bool = True
+    cut_messages: int = 0
+    cut_chars: int = 0
+    dropped_messages: int = 0
 
     def describe(self) -> str:
         parts = []
@@ -63,6 +69,11 @@ class CompactionInfo:
                          f"{'s' if self.dropped_outputs != 1 else ''} ({self.dropped_chars} chars)")
         if self.summarized_messages:
             parts.append(f"summarized {self.summarized_messages} earlier messages")
+        if self.dropped_messages:
+            parts.append(f"dropped the {self.dropped_messages} oldest messages")
+        if self.cut_messages:
+            parts.append(f"cut {self.cut_messages} oversize message"
+                         f"{'s' if self.cut_messages != 1 else ''} ({self.cut_chars} chars)")
         text = "; ".join(parts) or "nothing to compact"
         text += f": ~{self.tokens_before} -> ~{self.tokens_after} of {self.context_window} tokens"
         if not self.fits:
@@ -207,32 +218,16 @@ def make_model_summarizer(model: Any, complete_fn: Callable[..., Awaitable[Any]]
 
 # --- the compactor -----------------------------------------------------------------------------
 
-def _cut_points(messages: Sequence[Any], limit: int) -> list[int]:
-    """Indices ``i`` in 1..limit where ``messages[:i]`` can be replaced without
-    separating any tool call from its result."""
-    call_index: dict[str, int] = {}
-    blocked = [0] * (len(messages) + 2)
-    for i, message in enumerate(messages):
-        role = get_field(message, "role")
-        if role == "assistant":
-            for block in get_field(message, "content") or []:
-                if get_field(block, "type") == "toolCall":
-                    call_index[get_field(block, "id")] = i
-        elif role == "toolResult":
-            c = call_index.get(get_field(message, "tool_call_id", "toolCallId"))
-            if c is not None and c < i:
-                # cutting at any position in (c, i] would split the pair
-                blocked[c + 1] += 1
-                blocked[i + 1] -= 1
-    points = []
-    running = 0
-    for i in range(len(messages) + 1):
-        running += blocked[i]
-        if 1 <= i <= limit and running == 0 and (
-            i == len(messages) or get_field(messages[i], "role") != "toolResult"
-        ):
-            points.append(i)
-    return points
+_cut_points = cut_points  # the pair-safe boundaries, shared with fit.py
+
+
+def budget_reserve(context_window: int, max_output_tokens: int | None = None) -> int:
+    """Tokens kept free of history: the answer (the model's max output, at most half
+    the window) and a margin for estimate error (4096, at most an eighth of the window).
+    Without a max output: a quarter of the window, at most 16384."""
+    if max_output_tokens is None or max_output_tokens <= 0:
+        return min(16384, context_window // 4)
+    return min(max_output_tokens, context_window // 2) + min(4096, context_window // 8)
 
 
 def make_context_compactor(
@@ -241,19 +236,36 @@ def make_context_compactor(
     reserve_tokens: int | None = None,
     on_compaction: Callable[[CompactionInfo], Any] | None = None,
     summary_tokens: int | None = None,
+    *,
+    max_output_tokens: int | None = None,
+    overhead_tokens: int | Callable[[], int] | None = None,
 ) -> Callable[..., Awaitable[list[Any]]]:
-    """A ``transform_context`` hook that keeps the estimate within the window.
+    """A ``transform_context`` hook whose result always fits the window (estimated).
 
-    ``reserve_tokens`` (default: a quarter of the window, at most 16384) is kept
-    free for the system prompt, the tool schemas and the answer; ``summary_tokens``
-    (default: an eighth of the budget, at most 2048) caps a summary's size.
+    The budget for the messages is the window minus ``reserve_tokens`` (default:
+    ``budget_reserve(context_window, max_output_tokens)``) minus ``overhead_tokens``
+    (the system prompt and the tool schemas, an int or a callable asked on every call,
+    since both can change between requests). Each message also counts
+    ``MESSAGE_OVERHEAD_TOKENS`` of framing. ``summary_tokens`` (default: an eighth of
+    the budget, at most 2048) caps a summary's size.
+
+    Past the two stages of the module docstring, ``fit.fit_to_budget`` drops the
+    oldest turns and cuts oversize messages; when nothing can make the history fit,
+    ``ContextBudgetError`` is raised and no request is sent.
     """
     if context_window <= 0:
         raise ValueError("context_window must be positive")
-    reserve = reserve_tokens if reserve_tokens is not None else min(16384, context_window // 4)
+    reserve = (reserve_tokens if reserve_tokens is not None
+               else budget_reserve(context_window, max_output_tokens))
     budget = context_window - reserve
     if budget <= 0:
         raise ValueError(f"reserve_tokens ({reserve}) leaves no room in a {context_window}-token window")
+
+    def window_budget() -> tuple[int, int]:
+        """(tokens the messages may take, the system prompt and tools' estimate)."""
+        overhead = overhead_tokens() if callable(overhead_tokens) else (overhead_tokens or 0)
+        return context_window - reserve - max(0, overhead), max(0, overhead)
+
     summary_cap = summary_tokens if summary_tokens is not None else max(64, min(2048, budget // 8))
     summarizer: Summarizer = summarize or extractive_summary
     # key: ids of the summarised messages; value: (the messages, kept alive so ids
@@ -287,14 +299,26 @@ def make_context_compactor(
         return text
 
     async def compact(messages: list[Any], signal: Any = None) -> list[Any]:
+        whole_budget, overhead = window_budget()
+        # stages 1 and 2 count every message's framing up front; fit_to_budget counts exactly
+        budget = whole_budget - MESSAGE_OVERHEAD_TOKENS * len(messages)
         tokens_before = estimate_tokens(messages)
         if tokens_before <= budget:
             return messages
+        if whole_budget <= 0:
+            raise ContextBudgetError(
+                f"the system prompt and tools (~{overhead} tokens) leave no room for the "
+                f"conversation in the model's {context_window}-token window (reserve {reserve}); "
+                "nothing was sent")
         result = list(messages)
-        sizes = [estimate_message_tokens(m) for m in result]
-        total = tokens_before
-        info = CompactionInfo(context_window=context_window, budget=budget,
+        info = CompactionInfo(context_window=context_window, budget=whole_budget,
                               tokens_before=tokens_before, tokens_after=tokens_before)
+        # 0. a message larger than half the budget can never fit with its neighbours:
+        # cut it (head and tail kept) before anything else is given up for it
+        result, info.cut_messages, info.cut_chars = cut_oversize(
+            result, max(1, whole_budget // 2), estimate_message_tokens)
+        sizes = [estimate_message_tokens(m) for m in result]
+        total = sum(sizes)
         last_user = max((i for i, m in enumerate(result) if get_field(m, "role") == "user"), default=-1)
 
         # 1. drop old tool outputs, oldest first
@@ -314,15 +338,15 @@ def make_context_compactor(
             info.dropped_outputs += 1
             info.dropped_chars += chars
 
-        # 2. summarise the oldest messages, as few as needed
-        if total > budget and last_user > 0:
+        # 2. summarise the oldest messages, as few as needed (not once aborted: the
+        # request will not be sent, but what is returned still fits)
+        aborted = signal is not None and getattr(signal, "aborted", False)
+        if total > budget and last_user > 0 and not aborted:
             points = _cut_points(result, last_user)
             if points:
                 chosen = next((p for p in points if total - sum(sizes[:p]) + summary_cap <= budget),
                               points[-1])
                 replaced = result[:chosen]
-                if signal is not None and getattr(signal, "aborted", False):
-                    return messages
                 text = await summarize_range(list(messages[:chosen]), replaced)
                 summary = UserMessage(
                     content=[TextContent(text=SUMMARY_PREFIX.format(count=len(replaced)) + text)],
@@ -333,9 +357,19 @@ def make_context_compactor(
                 info.summarized_messages = len(replaced)
                 info.summary = text
 
-        info.tokens_after = total
-        info.fits = total <= budget
-        if on_compaction is not None and (info.dropped_outputs or info.summarized_messages or not info.fits):
+        # 3. the guarantee: drop the oldest turns, cut further, or raise (nothing sent)
+        result, report = fit_to_budget(
+            result, whole_budget, estimate_message_tokens,
+            describe_budget=f" (window {context_window}, reserve {reserve}, system prompt and "
+                            f"tools ~{overhead})")
+        info.dropped_messages = report.dropped_messages
+        info.cut_messages += report.cut_messages
+        info.cut_chars += report.cut_chars
+        info.tokens_after = report.tokens
+        info.fits = report.tokens <= whole_budget
+        if on_compaction is not None and (info.dropped_outputs or info.summarized_messages
+                                          or info.dropped_messages or info.cut_messages
+                                          or not info.fits):
             outcome = on_compaction(info)
             if inspect.isawaitable(outcome):
                 await outcome

@@ -151,13 +151,38 @@ async def test_failing_summarizer_falls_back_to_an_extract():
     assert estimate_tokens(result) <= 700
 
 
-async def test_reports_when_even_compaction_cannot_fit():
+async def test_a_prompt_larger_than_the_window_is_cut_with_a_marker():
     infos = []
     compact = make_context_compactor(400, reserve_tokens=100, on_compaction=infos.append)
-    messages = [UserMessage(content="z" * 4000)]
+    messages = [UserMessage(content="head " + "z" * 4000 + " tail")]
     result = await compact(messages, None)
-    assert result == messages  # the last user message is never touched
-    assert infos and not infos[0].fits and "still over budget" in infos[0].describe()
+    assert messages[0].content.endswith(" tail") and len(messages[0].content) == 4010  # untouched
+    text = result[0].content
+    assert text.startswith("head ") and text.endswith(" tail")
+    assert "chars cut to fit the context window ...]" in text
+    assert estimate_tokens(result) + 4 <= 300
+    assert infos and infos[0].fits and infos[0].cut_messages == 1
+    assert "cut 1 oversize message" in infos[0].describe()
+
+
+async def test_what_cannot_fit_at_all_is_a_clear_error_and_nothing_is_returned():
+    from pi_notebook.session.compaction import ContextBudgetError
+
+    compact = make_context_compactor(400, reserve_tokens=100)
+    # one assistant message with 100 parallel calls: one segment, nothing left to cut
+    calls = [ToolCall(id=f"p{i}", name="python", arguments={"code": "1"}) for i in range(100)]
+    messages: list = [UserMessage(content="go"),
+                      AssistantMessage(content=calls, api="faux", provider="faux", model="faux-1",
+                                       stop_reason="toolUse")]
+    messages += [ToolResultMessage(tool_call_id=f"p{i}", tool_name="python",
+                                   content=[TextContent(text="ok")]) for i in range(100)]
+    with pytest.raises(ContextBudgetError, match=r"does not fit the model's context window.*"
+                                                   r"nothing was sent"):
+        await compact(messages, None)
+    # the system prompt and tools alone overflow: the same error, before any work
+    crowded = make_context_compactor(400, reserve_tokens=100, overhead_tokens=lambda: 500)
+    with pytest.raises(ContextBudgetError, match=r"system prompt and tools \(~500 tokens\)"):
+        await crowded([UserMessage(content="hi")], None)
 
 
 async def test_bad_configuration_is_a_clear_error():
