@@ -27,12 +27,13 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..ai.types import TextContent, ToolResultMessage, UserMessage, get_field
+from ..ai.types import TextContent, ToolResultMessage, Usage, UserMessage, get_field
 from .fit import (
     MESSAGE_OVERHEAD_TOKENS, ContextBudgetError, cut_oversize, cut_points, fit_to_budget,
 )
 
-__all__ = ["CompactionInfo", "ContextBudgetError", "make_context_compactor", "budget_reserve", "estimate_message_tokens",
+__all__ = ["CompactionInfo", "ContextBudgetError", "make_context_compactor", "budget_reserve",
+           "context_overhead_tokens", "estimate_message_tokens",
            "estimate_tokens", "extractive_summary", "make_model_summarizer",
            "DROPPED_OUTPUT_NOTE"]
 
@@ -166,7 +167,8 @@ SUMMARY_SYSTEM_PROMPT = (
 )
 
 
-def _transcript(messages: list[Any], output_chars: int = 1500) -> str:
+def _transcript(messages: list[Any], output_chars: int = 1500,
+                max_chars: int | None = None) -> str:
     parts = []
     for message in messages:
         role = get_field(message, "role")
@@ -185,7 +187,40 @@ def _transcript(messages: list[Any], output_chars: int = 1500) -> str:
             parts.append("[assistant]\n" + "\n".join(line for line in lines if line))
         elif role == "user":
             parts.append(f"[user]\n{_plain_text(message)}")
-    return "\n\n".join(parts)
+    if max_chars is None or sum(len(p) + 2 for p in parts) <= max_chars:
+        return "\n\n".join(parts)
+    # too long for the summary request itself: the newest messages are summarised, the
+    # oldest are named as left out (the summary tells the model they are gone)
+    kept: list[str] = []
+    used = len(OMITTED_NOTE) + 16
+    for part in reversed(parts):
+        room = max_chars - used
+        if len(part) + 2 > room:
+            if not kept and room > 200:  # one huge message: keep its head
+                kept.append(part[: room - 40] + " ... [cut]")
+            break
+        kept.append(part)
+        used += len(part) + 2
+    omitted = len(parts) - len(kept)
+    return "\n\n".join([OMITTED_NOTE.format(count=omitted), *reversed(kept)])
+
+
+OMITTED_NOTE = "[{count} older messages left out: too long to summarise in one request]"
+# the summary request: a modest answer, and a conservative characters-per-token ratio for
+# the transcript (code and JSON tokenise densely)
+_SUMMARY_MAX_OUTPUT = 4096
+_SUMMARY_CHARS_PER_TOKEN = 3
+_SUMMARY_SAFETY_TOKENS = 4096 + 256  # the max-tokens clamp's margin, and the prompt's frame
+
+
+def _summary_request_chars(model: Any, max_output: int) -> int | None:
+    """How many transcript characters fit in ``model``'s window, or None (no window)."""
+    window = get_field(model, "context_window", "contextWindow") or 0
+    if window <= 0:
+        return None
+    tokens = (window - max_output - _SUMMARY_SAFETY_TOKENS
+              - len(SUMMARY_SYSTEM_PROMPT) // _SUMMARY_CHARS_PER_TOKEN)
+    return max(0, tokens) * _SUMMARY_CHARS_PER_TOKEN
 
 
 def make_model_summarizer(model: Any, complete_fn: Callable[..., Awaitable[Any]] | None = None,
@@ -193,7 +228,9 @@ def make_model_summarizer(model: Any, complete_fn: Callable[..., Awaitable[Any]]
     """A ``summarize`` callable that asks ``model`` for the summary.
 
     ``complete_fn(model, context, options)`` defaults to ``complete_simple``. A failed
-    request raises, and the compactor then falls back to the extractive summary.
+    request raises, and the compactor then falls back to the extractive summary. The
+    request never exceeds ``model``'s window: a transcript too long for it keeps its
+    newest messages and names how many older ones were left out.
     """
 
     async def summarize(messages: list[Any]) -> str:
@@ -201,11 +238,19 @@ def make_model_summarizer(model: Any, complete_fn: Callable[..., Awaitable[Any]]
         from ..ai.types import Context
 
         fn = complete_fn or complete_simple
+        request_options = dict(options or {})
+        model_max = get_field(model, "max_tokens", "maxTokens") or 0
+        request_options.setdefault(
+            "max_tokens", min(model_max, _SUMMARY_MAX_OUTPUT) if model_max > 0 else _SUMMARY_MAX_OUTPUT)
+        max_chars = _summary_request_chars(model, request_options["max_tokens"])
+        if max_chars is not None and max_chars < 2000:
+            # the request would overflow the window by itself: the compactor's extract
+            raise RuntimeError("the model's context window is too small for a summary request")
         prompt = ("Summarize this conversation so far:\n\n<conversation>\n"
-                  f"{_transcript(messages)}\n</conversation>")
+                  f"{_transcript(messages, max_chars=max_chars)}\n</conversation>")
         context = Context(system_prompt=SUMMARY_SYSTEM_PROMPT,
                           messages=[UserMessage(content=prompt)])
-        reply = await fn(model, context, dict(options or {}))
+        reply = await fn(model, context, request_options)
         if get_field(reply, "stop_reason") in ("error", "aborted"):
             raise RuntimeError(get_field(reply, "error_message") or "summary request failed")
         text = _plain_text(reply).strip()
@@ -228,6 +273,29 @@ def budget_reserve(context_window: int, max_output_tokens: int | None = None) ->
     if max_output_tokens is None or max_output_tokens <= 0:
         return min(16384, context_window // 4)
     return min(max_output_tokens, context_window // 2) + min(4096, context_window // 8)
+
+
+def context_overhead_tokens(system_prompt: str | None, tools: Any) -> int:
+    """The estimate of what every request carries besides the messages (for
+    ``overhead_tokens``): the system prompt and the tool schemas."""
+    from ..ai.options import estimate_context_tokens
+
+    return estimate_context_tokens(
+        {"messages": [], "system_prompt": system_prompt or "", "tools": list(tools or [])}).tokens
+
+
+def _without_usage(messages: list[Any]) -> list[Any]:
+    """Copies of the assistant messages without their usage: after compaction a reported
+    usage describes a history that is no longer sent, and the max-tokens clamp would
+    read it as the size of this request (an answer squeezed to a token after a load)."""
+    result = list(messages)
+    for i, message in enumerate(result):
+        usage = get_field(message, "usage")
+        if (get_field(message, "role") == "assistant" and usage is not None
+                and hasattr(message, "model_copy") and any(
+                    (get_field(usage, f) or 0) for f in ("input", "output", "cache_read", "cache_write"))):
+            result[i] = message.model_copy(update={"usage": Usage()})
+    return result
 
 
 def make_context_compactor(
@@ -359,7 +427,7 @@ def make_context_compactor(
 
         # 3. the guarantee: drop the oldest turns, cut further, or raise (nothing sent)
         result, report = fit_to_budget(
-            result, whole_budget, estimate_message_tokens,
+            _without_usage(result), whole_budget, estimate_message_tokens,
             describe_budget=f" (window {context_window}, reserve {reserve}, system prompt and "
                             f"tools ~{overhead})")
         info.dropped_messages = report.dropped_messages

@@ -28,8 +28,9 @@ from ..ai.types import TextContent, UserMessage, get_field
 __all__ = ["ContextBudgetError", "FitReport", "MESSAGE_OVERHEAD_TOKENS", "CUT_MARKER",
            "DROPPED_MESSAGES_NOTE", "cut_points", "cut_message", "cut_oversize", "fit_to_budget"]
 
-# Each message costs a few tokens of framing (role, separators, ids) on every wire API.
-MESSAGE_OVERHEAD_TOKENS = 4
+# Each message costs tokens the estimate does not see: role framing, separators and the
+# tool-call id a call and its result both carry (ids alone are often ~10 tokens).
+MESSAGE_OVERHEAD_TOKENS = 8
 CUT_MARKER = "\n[... {chars} chars cut to fit the context window ...]\n"
 IMAGE_DROPPED_NOTE = "[image dropped to fit the context window]"
 DROPPED_MESSAGES_NOTE = ("[Context note: {count} earlier messages of this conversation were "
