@@ -38,8 +38,27 @@ thread (``hold_figure_flush()``), a request that ends meanwhile skips it, so a h
 figure never lands in the user's cell; matplotlib keeps its "draw pending" flag, so the user's
 own figures are shown after the next request.
 
-Known leaks (documented, not fixable at the Python level): output written to OS file
-descriptor 1/2 directly (``os.system``, C extensions).
+Late output: a thread or task started by agent code inherits its capture; what it writes
+after the capture closed (the tool returned) goes to the capture's ``on_late_stream`` /
+``on_late_display`` (the python tool: redacted and labelled), else to an enclosing capture,
+else, redacted and labelled, to the original stream: never raw.
+
+Stream swaps by agent code: while installed, ``sys`` is given a module subclass whose
+``__setattr__`` makes ``sys.stdout = x`` / ``sys.stderr = x`` (``contextlib.redirect_stdout``
+too) *context-local* when the assigning code is captured: it lands on the call's root capture
+(``Capture.streams``) and the global keeps the routing proxy, so a user cell running at the
+same time keeps its output and later cells are unaffected. The proxy then writes that call's
+text to the replacement, and attribute reads (``sys.stdout.getvalue()``) go to it as well.
+``shell.display_pub = x`` (``capture_output()``) is handled the same way with a traitlets
+observer. ``restore_routing()`` (after each call) puts the proxies back if something went
+around the hooks (``sys.__dict__["stdout"] = ...``).
+
+Display errors: a formatter that raises (``_repr_html_``) makes IPython call
+``shell._showtraceback``, which in ipykernel publishes an ``error`` message in whatever cell is
+current. Inside a capture the traceback text goes to the capture's stderr instead.
+
+OS-level output (file descriptors 1/2: ``os.system``, subprocesses, C extensions) is routed by
+``fdroute.py``; see docs/design/capture.md for what is guaranteed.
 """
 
 from __future__ import annotations
@@ -47,6 +66,7 @@ from __future__ import annotations
 import contextvars
 import sys
 import threading
+import types
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -59,10 +79,15 @@ __all__ = [
     "RoutedStream",
     "capture",
     "capture_active",
+    "capture_installed",
+    "current_capture",
     "hold_figure_flush",
     "install_capture",
+    "restore_routing",
     "uninstall_capture",
 ]
+
+LATE_LABEL = "[late output of agent code] "
 
 StreamCallback = Callable[[str, str], Any]
 DisplayCallback = Callable[[dict, dict], Any]
@@ -73,14 +98,61 @@ _current: contextvars.ContextVar[Capture | None] = contextvars.ContextVar(
 
 
 class Capture:
-    """One capture scope: the two callbacks plus an open/closed flag."""
+    """One capture scope: the callbacks, an open/closed flag, the enclosing capture, and the
+    stream replacements made by the code (on the root capture of a call)."""
 
-    __slots__ = ("on_stream", "on_display", "closed")
+    __slots__ = ("on_stream", "on_display", "on_late_stream", "on_late_display", "closed",
+                 "parent", "streams", "display_pub")
 
-    def __init__(self, on_stream: StreamCallback, on_display: DisplayCallback) -> None:
+    def __init__(self, on_stream: StreamCallback, on_display: DisplayCallback,
+                 on_late_stream: StreamCallback | None = None,
+                 on_late_display: DisplayCallback | None = None,
+                 parent: Capture | None = None) -> None:
         self.on_stream = on_stream
         self.on_display = on_display
+        self.on_late_stream = on_late_stream
+        self.on_late_display = on_late_display
         self.closed = False
+        self.parent = parent
+        self.streams: dict[str, Any] = {}
+        self.display_pub: Any = None
+
+    @property
+    def root(self) -> Capture:
+        cap = self
+        while cap.parent is not None:
+            cap = cap.parent
+        return cap
+
+    def stream_target(self, name: str) -> Any:
+        """The object agent code put in place of ``sys.<name>``, if any."""
+        return self.root.streams.get(name)
+
+    def route_stream(self, name: str, text: str, orig: Any) -> None:
+        """Deliver a write of code in this capture's context, open or closed (module doc)."""
+        cap: Capture | None = self
+        while cap is not None:
+            if not cap.closed:
+                cap.write(name, text)
+                return
+            if cap.on_late_stream is not None:
+                _call_suspended(cap.on_late_stream, name, text)
+                return
+            cap = cap.parent
+        _late_fallback(orig, text)
+
+    def route_display(self, data: dict, metadata: dict, orig_stream: Any) -> None:
+        cap: Capture | None = self
+        while cap is not None:
+            if not cap.closed:
+                cap.display(data, metadata)
+                return
+            if cap.on_late_display is not None:
+                _call_suspended(cap.on_late_display, data, metadata)
+                return
+            cap = cap.parent
+        text = data.get("text/plain") if isinstance(data, dict) else None
+        _late_fallback(orig_stream, f"{text if isinstance(text, str) else '<display>'}\n")
 
     # The token dance is _suspended() inlined: this runs for every print of agent code.
     def write(self, name: str, text: str) -> None:
@@ -96,6 +168,34 @@ class Capture:
             self.on_display(data, metadata)
         finally:
             _current.reset(token)
+
+
+def _call_suspended(fn: Callable[..., Any], *args: Any) -> None:
+    token = _current.set(None)
+    try:
+        fn(*args)
+    except Exception:  # a broken late handler must not break the code that printed
+        pass
+    finally:
+        _current.reset(token)
+
+
+def _late_fallback(orig: Any, text: str) -> None:
+    from .redact import redact
+
+    try:
+        orig.write(LATE_LABEL + redact(text))
+    except Exception:
+        pass
+
+
+def current_capture() -> Capture | None:
+    """The capture of the current context (open or closed), if any."""
+    return _current.get()
+
+
+def capture_installed() -> bool:
+    return _state.installed
 
 
 def _active() -> Capture | None:
@@ -121,11 +221,16 @@ def _suspended() -> Iterator[None]:
 
 
 @contextmanager
-def capture(on_stream: StreamCallback, on_display: DisplayCallback) -> Iterator[Capture]:
-    """Route this context's stdout/stderr/display output to the callbacks (see module doc)."""
+def capture(on_stream: StreamCallback, on_display: DisplayCallback, *,
+            on_late_stream: StreamCallback | None = None,
+            on_late_display: DisplayCallback | None = None) -> Iterator[Capture]:
+    """Route this context's stdout/stderr/display output to the callbacks (see module doc).
+
+    A capture opened inside another one (same context) has it as ``parent``: stream
+    replacements are kept on the root, late output falls back to the enclosing capture."""
     if not _state.installed:
         raise RuntimeError("install_capture(shell) must be called before capture()")
-    cap = Capture(on_stream, on_display)
+    cap = Capture(on_stream, on_display, on_late_stream, on_late_display, parent=_current.get())
     token = _current.set(cap)
     try:
         yield cap
@@ -144,13 +249,16 @@ class RoutedStream:
         self.__dict__["_pi_passthrough"] = False
 
     def write(self, text: str) -> int:
-        cap = None if self._pi_passthrough else _active()
+        cap = None if self._pi_passthrough else _current.get()
         if cap is None:
             return self._pi_orig.write(text)
+        target = cap.stream_target(self._pi_name)
+        if target is not None:  # agent code swapped sys.stdout for its own object
+            return target.write(text)
         if not isinstance(text, str):
             raise TypeError(f"write() argument must be str, not {type(text).__name__}")
         if text:
-            cap.write(self._pi_name, text)
+            cap.route_stream(self._pi_name, text, self._pi_orig)
         return len(text)
 
     def writelines(self, lines: Any) -> None:
@@ -158,10 +266,16 @@ class RoutedStream:
             self.write(line)
 
     def flush(self) -> None:
-        if self._pi_passthrough or _active() is None:
+        cap = None if self._pi_passthrough else _current.get()
+        target = cap.stream_target(self._pi_name) if cap is not None else None
+        if target is not None:
+            flush = getattr(target, "flush", None)
+        elif cap is None:
             flush = getattr(self._pi_orig, "flush", None)
-            if flush is not None:
-                flush()
+        else:
+            return
+        if flush is not None:
+            flush()
 
     def isatty(self) -> bool:
         if _active() is not None:
@@ -170,8 +284,13 @@ class RoutedStream:
         return bool(isatty()) if isatty is not None else False
 
     def __getattr__(self, name: str) -> Any:
-        # encoding, fileno, set_parent, echo, ... belong to the real stream.
-        return getattr(self.__dict__["_pi_orig"], name)
+        # encoding, fileno, set_parent, echo, ... belong to the real stream (or to what the
+        # current agent code put in its place: `sys.stdout.getvalue()` after a swap).
+        if name.startswith("_pi_"):
+            raise AttributeError(name)
+        cap = None if self.__dict__["_pi_passthrough"] else _current.get()
+        target = cap.stream_target(self.__dict__["_pi_name"]) if cap is not None else None
+        return getattr(target if target is not None else self.__dict__["_pi_orig"], name)
 
     def __setattr__(self, name: str, value: Any) -> None:
         # IPython 9's history "tee" assigns `sys.stdout.write`; keep such patches on the proxy
@@ -195,10 +314,13 @@ class RoutedDisplayPublisher(DisplayPublisher):
         super().__init__(**kwargs)
 
     def publish(self, data: Any, metadata: Any = None, *args: Any, **kwargs: Any) -> None:
-        cap = None if self._pi_passthrough else _active()
+        cap = None if self._pi_passthrough else _current.get()
         if cap is None:
             return self._pi_orig.publish(data, metadata, *args, **kwargs)
-        cap.display(dict(data or {}), dict(metadata or {}))
+        replacement = cap.root.display_pub
+        if replacement is not None:  # agent code installed its own publisher (capture_output)
+            return replacement.publish(data, metadata, *args, **kwargs)
+        cap.route_display(dict(data or {}), dict(metadata or {}), _state.stdout or sys.stdout)
         return None
 
     def clear_output(self, wait: bool = False) -> None:
@@ -225,6 +347,10 @@ class _InstallState:
         self.ask_exit: Callable[..., Any] | None = None
         self.trigger: Callable[..., Any] | None = None
         self.input_guards: list[tuple[Any, str, Any, bool]] = []  # (owner, name, guard, was own attr)
+        self.showtraceback: Callable[..., Any] | None = None
+        self.sys_class: type | None = None
+        self.global_sets: dict[str, Any] = {}  # what code outside captures assigned last
+        self.pub_observer: Callable[..., Any] | None = None
 
 
 _state = _InstallState()
@@ -267,7 +393,105 @@ def install_capture(shell: Any) -> None:
         _install_exit_guard(shell)
         _install_flush_guard(shell)
         _install_input_guards(shell)
+        _install_traceback_guard(shell)
+        _install_swap_guards(shell)
         _state.installed = True
+
+
+class _RoutedSys(types.ModuleType):
+    """``sys``'s class while installed: stream assignments by agent code stay in its call."""
+
+    __slots__ = ()
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in ("stdout", "stderr") and _state.installed:
+            cap = _active()
+            if cap is not None:
+                streams = cap.root.streams
+                if isinstance(value, RoutedStream):
+                    streams.pop(name, None)  # "restoring" the proxy ends the swap
+                else:
+                    streams[name] = value
+                return
+            _state.global_sets[name] = value
+        super().__setattr__(name, value)
+
+
+_pub_guard = threading.local()
+
+
+def _install_swap_guards(shell: Any) -> None:
+    if type(sys) is types.ModuleType:
+        sys.__class__ = _RoutedSys
+        _state.sys_class = types.ModuleType
+    observe = getattr(shell, "observe", None)
+    if observe is None:
+        return
+
+    def on_display_pub(change: Any) -> None:
+        if getattr(_pub_guard, "busy", False):
+            return
+        cap = _active()
+        proxy = _state.display_pub
+        if cap is None or proxy is None:
+            return
+        root = cap.root
+        root.display_pub = None if change["new"] is proxy else change["new"]
+        if change["new"] is not proxy:
+            _pub_guard.busy = True
+            try:
+                shell.display_pub = proxy  # the global stays routed
+            finally:
+                _pub_guard.busy = False
+
+    observe(on_display_pub, names="display_pub")
+    _state.pub_observer = on_display_pub
+
+
+def restore_routing() -> list[str]:
+    """Put the proxies back where something went around the hooks (module doc); returns
+    the names repaired."""
+    repaired: list[str] = []
+    if not _state.installed:
+        return repaired
+    for name, proxy in (("stdout", _state.stdout), ("stderr", _state.stderr)):
+        current = sys.__dict__.get(name)
+        if current is proxy or proxy is None:
+            continue
+        if current is _state.global_sets.get(name) or isinstance(current, RoutedStream):
+            continue  # set by code outside any capture (a user cell): theirs
+        sys.__dict__[name] = proxy
+        repaired.append(name)
+    shell = _state.shell
+    if shell is not None and _state.display_pub is not None and shell.display_pub is not _state.display_pub \
+            and _state.pub_observer is None:
+        shell.display_pub = _state.display_pub
+        repaired.append("display_pub")
+    return repaired
+
+
+DISPLAY_ERROR_NOTE = "Error while formatting a value for display:\n"
+
+
+def _install_traceback_guard(shell: Any) -> None:
+    orig = getattr(shell, "_showtraceback", None)
+    if orig is None:
+        return
+
+    def showtraceback(etype: Any, evalue: Any, stb: Any, *args: Any, **kwargs: Any) -> Any:
+        cap = _active()
+        if cap is None:
+            return orig(etype, evalue, stb, *args, **kwargs)
+        from .format import strip_ansi
+
+        text = "\n".join(stb) if isinstance(stb, (list, tuple)) else str(stb)
+        cap.write("stderr", DISPLAY_ERROR_NOTE + strip_ansi(text) + "\n")
+        return None
+
+    showtraceback._pi_orig = orig  # type: ignore[attr-defined]
+    showtraceback._pi_was_instance_attr = "_showtraceback" in shell.__dict__  # type: ignore[attr-defined]
+    shell._showtraceback = showtraceback
+    _state.showtraceback = showtraceback
 
 
 EXIT_REFUSED = "exit() is not available to agent code: the user's kernel keeps running"
@@ -416,6 +640,19 @@ def _uninstall_locked() -> None:
         else:
             del shell.__dict__["ask_exit"]
     _uninstall_input_guards()
+    tb_guard = _state.showtraceback
+    if tb_guard is not None and shell is not None and shell.__dict__.get("_showtraceback") is tb_guard:
+        if tb_guard._pi_was_instance_attr:  # type: ignore[attr-defined]
+            shell.__dict__["_showtraceback"] = tb_guard._pi_orig  # type: ignore[attr-defined]
+        else:
+            del shell.__dict__["_showtraceback"]
+    if _state.sys_class is not None and type(sys) is _RoutedSys:
+        sys.__class__ = _state.sys_class
+    if _state.pub_observer is not None and shell is not None:
+        try:
+            shell.unobserve(_state.pub_observer, names="display_pub")
+        except ValueError:
+            pass
     trigger = _state.trigger
     events = getattr(shell, "events", None)
     if trigger is not None and events is not None and events.__dict__.get("trigger") is trigger:

@@ -44,18 +44,27 @@ KeyboardInterrupt, the view keeps streaming, other cells run. Consequences:
 live text capped at ``max_detail_chars`` per stream); ``on_display(data, metadata)`` receives
 redacted bundles. Both are called on the loop thread (``sink.py``).
 
-``make_python_tool(shell, settings) -> AgentTool`` wraps ``run_code`` for the agent: updates
-go out as ``AgentToolResult(content=[], details={"event": "stream", "name": ..., "text": ...})``
-and ``details={"event": "display", "data": bundle, "metadata": {...}}``; the final result's
-``content`` is the model text (and images), ``details`` is ``ExecutionResult.details()``:
-``{"stdout", "stderr", "displays": [{"data", "metadata"}], "value": {"data", "metadata"} |
-None, "error": {"ename", "evalue", "traceback": str} | None, "elapsed_s", "interrupted",
-"timed_out"}``; ``is_error`` is True for exceptions and interrupts.
+Also around each execution (docs/design/capture.md): fd 1/2 are routed to the call
+(``fdroute.py``); threads and tasks the code started that write after it returned go to the
+late-output path (redacted, labelled: ``on_late_output`` or the original stream); stream
+swaps by the code stay in the call and the proxies are checked afterwards
+(``capture.restore_routing``); at most ``max_figures`` images are kept per call (new figures
+beyond that are closed undrawn and counted); anything the code raises, ``BaseException``s
+included, is the call's error result (only a cancellation of the caller propagates).
+
+``make_python_tool(shell, settings, on_late_output=None) -> AgentTool`` wraps ``run_code``
+for the agent: live updates are ``AgentToolResult(content=[], details=StreamOutput |
+DisplayOutput)`` (``updates.py``); the final result's ``content`` is the model text (and
+images), cut to the model budgets, and its ``details`` a ``PythonCallDetails``: the code and
+every recorded output in order (stream, display, result, error; redacted, cut only by
+``max_detail_chars`` per stream), the execution time (not the approval wait), and
+``interrupted`` / ``timed_out`` / ``aborted``. ``is_error`` is True for exceptions and
+interrupts.
 """
 
 from __future__ import annotations
-
 import __future__
+
 import ast
 import asyncio
 import base64
@@ -70,17 +79,20 @@ import traceback as _traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import CodeType
-from typing import Any
+from typing import Any, Union
 
 from ..agent.types import AgentTool, AgentToolResult
 from ..ai.types import ImageContent, TextContent
 from . import interrupt as _interrupt_module
 from . import worker as _worker
-from .capture import capture, hold_figure_flush, install_capture
+from .capture import LATE_LABEL, capture, hold_figure_flush, install_capture, restore_routing
+from .capture import _state as _capture_state
+from .fdroute import route_fds
 from .format import IMAGE_MIMES, bundle_text, cut, prepare_image, strip_ansi, terminal_text, value_text
 from .interrupt import ToolInterrupt, interrupt_main_for
-from .redact import redact, redact_data
+from .redact import redact, redact_data, strip_unsafe_head
 from .sink import OutputSink, redact_bundle
+from .updates import DisplayOutput, ErrorOutput, PythonCallDetails, ResultOutput, StreamOutput, ToolOutput
 
 __all__ = [
     "ExecutionResult",
@@ -96,7 +108,7 @@ _INTERRUPT_FILE = _interrupt_module.__file__
 
 @dataclass
 class PythonToolSettings:
-    """Budgets of the ``python`` tool (all model-facing)."""
+    """Budgets and switches of the notebook tools (built by the magics layer)."""
 
     max_output_chars: int = 8000  # stdout + stderr text sent to the model
     max_value_chars: int = 4000  # the value / display texts sent to the model
@@ -104,34 +116,11 @@ class PythonToolSettings:
     image_pixel_budget: int = 1_000_000  # pixels per image (downscaled above)
     timeout_s: float | None = 300.0  # per call; None or 0 disables
     model_accepts_images: bool | Callable[[], bool] = True
-    max_detail_chars: int = 200_000  # per stream kept in details (view/transcript)
+    max_detail_chars: int = 200_000  # per stream kept in details (view/transcript/export)
     stream_interval_s: float = 0.1  # coalescing of live stream updates
-
-    @classmethod
-    def from_any(cls, settings: Any) -> PythonToolSettings:
-        """Accept a PythonToolSettings, None, or a config object such as ``AgentMagics``
-        (``tool_timeout``, ``max_output_chars``, ``max_value_chars``, ``max_images``,
-        ``max_image_pixels``, optional ``model_accepts_images``)."""
-        if isinstance(settings, cls):
-            return settings
-        out = cls()
-        if settings is None:
-            return out
-        mapping = {
-            "timeout_s": ("timeout_s", "tool_timeout"),
-            "max_output_chars": ("max_output_chars",),
-            "max_value_chars": ("max_value_chars",),
-            "max_images": ("max_images",),
-            "image_pixel_budget": ("image_pixel_budget", "max_image_pixels"),
-            "model_accepts_images": ("model_accepts_images",),
-            "max_detail_chars": ("max_detail_chars",),
-        }
-        for target, names in mapping.items():
-            for name in names:
-                if hasattr(settings, name):
-                    setattr(out, target, getattr(settings, name))
-                    break
-        return out
+    max_figures: int = 10  # images kept and drawn per call; further new figures are closed
+    repr_timeout_s: float = 3.0  # list_variables (per value) / inspect_variable deadline
+    route_fd_output: bool = True  # route fd 1/2 written during agent code to the call
 
     def accepts_images(self) -> bool:
         value = self.model_accepts_images
@@ -139,6 +128,22 @@ class PythonToolSettings:
             return bool(value()) if callable(value) else bool(value)
         except Exception:
             return False
+
+
+SettingsSource = Union[PythonToolSettings, Callable[[], PythonToolSettings], None]
+
+
+def resolve_settings(settings: SettingsSource) -> PythonToolSettings:
+    """A settings object, or a callable returning one (read at each call), or None."""
+    if settings is None:
+        return PythonToolSettings()
+    if isinstance(settings, PythonToolSettings):
+        return settings
+    if callable(settings):
+        value = settings()
+        if isinstance(value, PythonToolSettings):
+            return value
+    raise TypeError("settings must be a PythonToolSettings, a callable returning one, or None")
 
 
 @dataclass
@@ -154,25 +159,30 @@ class ExecutionResult:
     elapsed_s: float = 0.0
     interrupted: bool = False
     timed_out: bool = False
+    aborted: bool = False
     stdout_total: int = 0  # characters written, including any dropped from the middle
     stderr_total: int = 0
     displays_dropped: int = 0
+    figures_dropped: int = 0  # figures or images beyond max_figures (closed, not drawn/kept)
+    code: str = ""
+    outputs: list[ToolOutput] = field(default_factory=list)  # streams and displays, in order
 
     @property
     def is_error(self) -> bool:
         return self.error is not None or self.interrupted
 
-    def details(self) -> dict[str, Any]:
-        return {
-            "stdout": self.stdout,
-            "stderr": self.stderr,
-            "displays": self.displays,
-            "value": self.value,
-            "error": self.error,
-            "elapsed_s": round(self.elapsed_s, 3),
-            "interrupted": self.interrupted,
-            "timed_out": self.timed_out,
-        }
+    def details(self) -> PythonCallDetails:
+        outputs = list(self.outputs)
+        if self.value is not None:
+            outputs.append(ResultOutput(data=self.value["data"], metadata=self.value.get("metadata") or {}))
+        if self.error is not None:
+            tb = self.error.get("traceback") or ""
+            outputs.append(ErrorOutput(ename=self.error["ename"], evalue=self.error.get("evalue") or "",
+                                       traceback=tb.splitlines() if tb else []))
+        return PythonCallDetails(
+            code=self.code, outputs=outputs, elapsed_s=round(self.elapsed_s, 3),
+            interrupted=self.interrupted, timed_out=self.timed_out, aborted=self.aborted,
+        )
 
 
 # --- execution --------------------------------------------------------------------------------
@@ -240,11 +250,18 @@ def _new_figures(before: set[int]) -> list[Any]:
     return [plt.figure(num) for num in plt.get_fignums() if num not in before]
 
 
-def _show_and_close_figures(shell: Any, figures: list[Any]) -> None:
-    """The kernel shows new figures in post_execute, which never fires for agent code."""
+def _show_and_close_figures(shell: Any, figures: list[Any], room: int) -> int:
+    """The kernel shows new figures in post_execute, which never fires for agent code.
+
+    Draws at most ``room`` of them (drawing is the slow part); closes all; returns how many
+    were closed without being drawn."""
     plt = sys.modules.get("matplotlib.pyplot")
-    for fig in figures:
+    dropped = 0
+    for index, fig in enumerate(figures):
         try:
+            if index >= room:
+                dropped += 1
+                continue
             buf = io.BytesIO()
             fig.savefig(buf, format="png", bbox_inches="tight")
             data = {"image/png": base64.b64encode(buf.getvalue()).decode("ascii"), "text/plain": repr(fig)}
@@ -252,6 +269,7 @@ def _show_and_close_figures(shell: Any, figures: list[Any]) -> None:
         finally:
             if plt is not None:
                 plt.close(fig)
+    return dropped
 
 
 @dataclass
@@ -260,6 +278,7 @@ class _Outcome:
     value_text: str | None = None
     error: dict[str, Any] | None = None
     interrupted: bool = False
+    figures_dropped: int = 0
 
 
 def _caller_cancelled() -> bool:
@@ -322,7 +341,7 @@ async def _on_worker(run: ToolInterrupt, sink: OutputSink, fn: Callable[[], Any]
             # The worker's own capture: it outlives our wait if the worker is abandoned.
             with capture(gate.stream, gate.display), run.running():
                 return True, fn()
-        except BaseException as exc:  # noqa: BLE001 - everything is the tool's result
+        except BaseException as exc:
             return False, exc
 
     worker, concurrent_future = _worker.submit(job, contextvars.copy_context())
@@ -400,13 +419,18 @@ def _format_value(shell: Any, value: Any) -> tuple[dict, dict, str | None] | Non
     return data, metadata, (value_text(value, data) if data else None)
 
 
-async def _execute(shell: Any, code: str, sink: OutputSink, run: ToolInterrupt) -> _Outcome:
+async def _execute(shell: Any, code: str, sink: OutputSink, run: ToolInterrupt,
+                   late: OutputSink | None = None, max_figures: int = 10,
+                   route_fd_output: bool = True) -> _Outcome:
     out = _Outcome()
     filename = "<agent-code>"
     plt = sys.modules.get("matplotlib.pyplot")
     figures_before = set(plt.get_fignums()) if plt is not None else set()
     user_global_ns, user_ns = shell.user_global_ns, shell.user_ns
-    with capture(sink.stream, sink.display):
+    late_stream = late.stream if late is not None else None
+    late_display = late.display if late is not None else None
+    with capture(sink.stream, sink.display, on_late_stream=late_stream,
+                 on_late_display=late_display) as cap, route_fds(cap, route_fd_output):
         try:
             with run.running():
                 src = _transform(shell, code)
@@ -459,15 +483,18 @@ async def _execute(shell: Any, code: str, sink: OutputSink, run: ToolInterrupt) 
             _clear_our_cancel(run)
             out.interrupted = True
             out.error = {"ename": "KeyboardInterrupt", "evalue": run.message + _BLOCKED_NOTE, "traceback": ""}
-        except asyncio.CancelledError:
-            if not run.requested:
-                raise  # the caller was cancelled: not ours to swallow
-            _clear_our_cancel(run)
-            out.interrupted = True
-            out.error = {"ename": "KeyboardInterrupt", "evalue": run.message, "traceback": ""}
+        except asyncio.CancelledError as exc:
+            if run.requested:
+                _clear_our_cancel(run)
+                out.interrupted = True
+                out.error = {"ename": "KeyboardInterrupt", "evalue": run.message, "traceback": ""}
+            elif _caller_cancelled():
+                raise  # our caller was cancelled: not ours to swallow
+            else:  # the code itself raised (or awaited something cancelled): its error
+                out.error = _error_record(shell, exc, filename, run)
         except BaseException as exc:  # everything the code raises is the tool's result
             etype, evalue, tb = type(exc), exc, exc.__traceback__
-            out.interrupted = isinstance(exc, KeyboardInterrupt)
+            out.interrupted = isinstance(exc, KeyboardInterrupt) and run.requested
             if out.interrupted:
                 _clear_our_cancel(run)
             evalue_text = str(evalue)
@@ -484,10 +511,21 @@ async def _execute(shell: Any, code: str, sink: OutputSink, run: ToolInterrupt) 
             # (what post_execute would do for a cell).
             try:
                 with run.running(check=False):
-                    _show_and_close_figures(shell, _new_figures(figures_before))
-            except BaseException:  # noqa: BLE001 - figures are best effort after an interrupt
+                    out.figures_dropped = _show_and_close_figures(
+                        shell, _new_figures(figures_before), max(0, max_figures - sink.images_kept))
+            except BaseException:
                 pass
+    restore_routing()
     return out
+
+
+def _error_record(shell: Any, exc: BaseException, filename: str, run: ToolInterrupt) -> dict[str, Any]:
+    text = str(exc) or ("cancelled" if isinstance(exc, asyncio.CancelledError) else "")
+    return {
+        "ename": type(exc).__name__,
+        "evalue": redact(text),
+        "traceback": redact(_format_traceback(shell, type(exc), exc, exc.__traceback__, filename)),
+    }
 
 
 async def run_code(
@@ -500,17 +538,27 @@ async def run_code(
     timeout_s: float | None = None,
     stream_interval_s: float = 0.1,
     max_detail_chars: int = 200_000,
+    max_figures: int = 10,
+    on_late: Callable[[ToolOutput], Any] | None = None,
+    route_fd_output: bool = True,
 ) -> ExecutionResult:
-    """Run ``code`` like a cell in ``shell.user_ns``; see the module docstring."""
+    """Run ``code`` like a cell in ``shell.user_ns``; see the module docstring.
+
+    ``on_late(record)`` receives output that threads/tasks/processes started by the code
+    write after it returned (redacted; on the loop thread); without it that output is
+    written, redacted and labelled, to the original stream."""
     if not isinstance(code, str):
         raise TypeError(f"code must be a string, not {type(code).__name__}")
     install_capture(shell)
     loop = asyncio.get_running_loop()
-    sink = OutputSink(loop, on_stream, on_display, stream_interval_s, max_detail_chars)
+    sink = OutputSink(loop, on_stream, on_display, stream_interval_s, max_detail_chars,
+                      max_images=max(0, max_figures))
+    late = _late_sink(loop, on_late, stream_interval_s, max_detail_chars, max_figures)
     started = time.monotonic()
     kernel = getattr(shell, "kernel", None)
     with interrupt_main_for(signal, timeout_s=timeout_s, loop=loop, kernel=kernel) as run:
-        task = loop.create_task(_execute(shell, code, sink, run), name="pi-notebook-python-tool")
+        task = loop.create_task(_execute(shell, code, sink, run, late, max_figures, route_fd_output),
+                                name="pi-notebook-python-tool")
         run.bind_task(task)
         try:
             try:
@@ -527,9 +575,14 @@ async def run_code(
             elapsed = time.monotonic() - started
             sink.close()
         timed_out = outcome.interrupted and run.reason == "timeout"
+        aborted = outcome.interrupted and run.reason == "aborted"
     stdout, stdout_total = sink.text("stdout")
     stderr, stderr_total = sink.text("stderr")
     return ExecutionResult(
+        code=code,
+        outputs=sink.outputs(),
+        aborted=aborted,
+        figures_dropped=outcome.figures_dropped + sink.images_dropped,
         stdout=stdout,
         stderr=stderr,
         displays=sink.displays,
@@ -545,15 +598,37 @@ async def run_code(
     )
 
 
+def _late_sink(loop: asyncio.AbstractEventLoop, on_late: Callable[[ToolOutput], Any] | None,
+               interval: float, cap: int, max_figures: int) -> OutputSink:
+    """Where output written after the call returned goes (redacted, coalesced)."""
+
+    def stream(name: str, text: str) -> None:
+        if on_late is not None:
+            on_late(StreamOutput(name=name, text=text))  # type: ignore[arg-type]
+            return
+        orig = getattr(_capture_state, name, None)
+        target = getattr(orig, "_pi_orig", None) or getattr(sys, f"__{name}__")
+        target.write("".join(f"{LATE_LABEL}{line}" for line in text.splitlines(keepends=True)))
+
+    def display(data: dict, metadata: dict) -> None:
+        if on_late is not None:
+            on_late(DisplayOutput(data=data, metadata=metadata))
+            return
+        kinds = ", ".join(sorted(data)) or "empty"
+        stream("stdout", f"(a display was not shown: {kinds})\n")
+
+    return OutputSink(loop, stream, display, interval, cap, max_images=max(0, max_figures))
+
+
 # --- the model's view -------------------------------------------------------------------------
 
 def _short_traceback(text: str, max_lines: int = 40, max_chars: int = 3000) -> str:
     lines = text.strip("\n").splitlines()
     if len(lines) > max_lines:
-        lines = ["[... earlier traceback lines cut ...]"] + lines[-max_lines:]
+        lines = ["[... earlier traceback lines cut ...]", *lines[-max_lines:]]
     text = "\n".join(lines)
     if len(text) > max_chars:
-        text = "[... cut ...]" + text[-max_chars:]
+        text = "[... cut ...]" + strip_unsafe_head(text[-max_chars:])
     return text
 
 
@@ -597,6 +672,9 @@ def result_content(result: ExecutionResult, settings: PythonToolSettings) -> lis
         add_bundle(f"display {i}", display.get("data") or {}, None)
     if result.displays_dropped:
         parts.append(f"[{result.displays_dropped} more displays not kept]")
+    if result.figures_dropped:
+        parts.append(f"[{result.figures_dropped} more figures/images not drawn or kept: at most "
+                     f"{settings.max_figures} per call; they were closed]")
     if result.value is not None:
         add_bundle("value", result.value.get("data") or {}, result.value_text)
     if result.error is not None:
@@ -635,30 +713,40 @@ PYTHON_TOOL_PARAMETERS = {
 }
 
 
-def make_python_tool(shell: Any, settings: Any = None) -> AgentTool:
-    """The ``python`` AgentTool bound to ``shell`` (settings: see PythonToolSettings.from_any;
-    a config object such as ``AgentMagics`` is read at each call, so ``%config`` changes
-    apply to the next call)."""
+def make_python_tool(shell: Any, settings: SettingsSource = None,
+                     on_late_output: Callable[[str, ToolOutput], Any] | None = None) -> AgentTool:
+    """The ``python`` AgentTool bound to ``shell``.
+
+    ``settings``: a :class:`PythonToolSettings`, a callable returning one (read at each call,
+    so configuration changes apply to the next call), or None (defaults).
+    ``on_late_output(tool_call_id, record)``: output of the code's threads/tasks/processes
+    after the call returned (see ``run_code``)."""
 
     async def execute(tool_call_id: str, params: Any, signal: Any = None,
                       on_update: Callable[[AgentToolResult], Any] | None = None) -> AgentToolResult:
         code = params.get("code") if isinstance(params, dict) else getattr(params, "code", None)
         if not isinstance(code, str):
             raise ValueError("the python tool needs a 'code' string argument")
-        conf = PythonToolSettings.from_any(settings)
+        conf = resolve_settings(settings)
 
         def on_stream(name: str, text: str) -> None:
             if on_update is not None:
-                on_update(AgentToolResult(content=[], details={"event": "stream", "name": name, "text": text}))
+                on_update(AgentToolResult(content=[], details=StreamOutput(name=name, text=text)))  # type: ignore[arg-type]
 
         def on_display(data: dict, metadata: dict) -> None:
             if on_update is not None:
-                on_update(AgentToolResult(content=[], details={"event": "display", "data": data, "metadata": metadata}))
+                on_update(AgentToolResult(content=[], details=DisplayOutput(data=data, metadata=metadata)))
+
+        on_late = None
+        if on_late_output is not None:
+            def on_late(record: ToolOutput) -> None:
+                on_late_output(tool_call_id, record)
 
         result = await run_code(
             shell, code, signal=signal, on_stream=on_stream, on_display=on_display,
             timeout_s=conf.timeout_s or None, stream_interval_s=conf.stream_interval_s,
-            max_detail_chars=conf.max_detail_chars,
+            max_detail_chars=conf.max_detail_chars, max_figures=conf.max_figures,
+            on_late=on_late, route_fd_output=conf.route_fd_output,
         )
         return AgentToolResult(
             content=result_content(result, conf),
@@ -673,4 +761,3 @@ def make_python_tool(shell: Any, settings: Any = None) -> AgentTool:
         parameters=PYTHON_TOOL_PARAMETERS,
         execute=execute,
     )
-

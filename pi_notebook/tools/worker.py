@@ -48,7 +48,7 @@ class _Worker(threading.Thread):
                 if job is None:
                     return
                 job()
-            except BaseException:  # noqa: BLE001 - a late asynchronous KeyboardInterrupt
+            except BaseException:
                 pass
             if self.abandoned or not _release(self):
                 return
@@ -116,7 +116,7 @@ def submit(fn: Callable[[], Any], context: contextvars.Context) -> tuple[_Worker
         _busy_enter()
         try:
             result = context.run(fn)
-        except BaseException as exc:  # noqa: BLE001 - delivered to the waiting task
+        except BaseException as exc:
             _busy_leave()
             future.set_exception(exc)
         else:
