@@ -122,7 +122,7 @@ def _recorded_outputs(result: Any) -> list[Any] | None:
     details = parse_call_details(get_field(result, "details"))
     if details is None:
         return None
-    outputs = []
+    outputs: list[Any] = []
     for record in details.outputs:
         out = _nb_output(record)
         if outputs and out.output_type == "stream" and outputs[-1].output_type == "stream" \

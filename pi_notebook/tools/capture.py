@@ -546,11 +546,12 @@ def _install_input_guards(shell: Any) -> None:
 
 
 def _uninstall_input_guards() -> None:
+    guard: Any
     for owner, name, guard, was_own in reversed(_state.input_guards):
         if getattr(owner, "__dict__", {}).get(name) is not guard:
             continue  # replaced since (e.g. ipykernel mid-request): the guard passes through
         if was_own or isinstance(owner, type(sys)):
-            setattr(owner, name, guard._pi_orig)
+            setattr(owner, name, guard.__dict__["_pi_orig"])
         else:
             delattr(owner, name)
     _state.input_guards = []
@@ -578,7 +579,7 @@ def _is_figure_flush(fn: Any) -> bool:
 
 
 def _install_flush_guard(shell: Any) -> None:
-    events = getattr(shell, "events", None)
+    events: Any = getattr(shell, "events", None)
     orig = getattr(events, "trigger", None)
     if orig is None:
         return

@@ -107,8 +107,10 @@ class _Route:
                     with self.lock:
                         self._deliver(pipe, b"", final=True)
                     live.remove(pipe)
-                    pipe.open = False
-                    os.close(pipe.read_end)
+                    with self.lock:
+                        pipe.open = False
+                        _PIPE_OWNERS.pop(id(pipe), None)
+                        os.close(pipe.read_end)
 
     # --- enter / leave --------------------------------------------------------------------
 

@@ -193,7 +193,7 @@ def _skip_own_transformer(fn: Any) -> bool:
 
 
 def _transform(shell: Any, code: str) -> str:
-    manager = getattr(shell, "input_transformer_manager", None)
+    manager: Any = getattr(shell, "input_transformer_manager", None)
     cleanup = getattr(manager, "cleanup_transforms", None)
     if not cleanup or not any(_skip_own_transformer(t) for t in cleanup):
         return shell.transform_cell(code)
@@ -291,7 +291,7 @@ def _clear_our_cancel(run: ToolInterrupt) -> None:
     """Forget a cancel() we sent to this task to interrupt it (it is handled)."""
     task = asyncio.current_task()
     if run.requested and task is not None and hasattr(task, "cancelling") and task.cancelling():
-        task.uncancel()
+        task.uncancel()  # type: ignore[attr-defined,unused-ignore]  # Python >= 3.11 (cancelling() exists)
 
 
 # --- where each part runs ---------------------------------------------------------------------
@@ -602,13 +602,19 @@ def _late_sink(loop: asyncio.AbstractEventLoop, on_late: Callable[[ToolOutput], 
                interval: float, cap: int, max_figures: int) -> OutputSink:
     """Where output written after the call returned goes (redacted, coalesced)."""
 
+    at_line_start = {"stdout": True, "stderr": True}
+
     def stream(name: str, text: str) -> None:
         if on_late is not None:
             on_late(StreamOutput(name=name, text=text))  # type: ignore[arg-type]
             return
         orig = getattr(_capture_state, name, None)
         target = getattr(orig, "_pi_orig", None) or getattr(sys, f"__{name}__")
-        target.write("".join(f"{LATE_LABEL}{line}" for line in text.splitlines(keepends=True)))
+        labelled = []
+        for line in text.splitlines(keepends=True):
+            labelled.append(f"{LATE_LABEL}{line}" if at_line_start[name] else line)
+            at_line_start[name] = line.endswith("\n")
+        target.write("".join(labelled))
 
     def display(data: dict, metadata: dict) -> None:
         if on_late is not None:

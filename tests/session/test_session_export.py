@@ -6,12 +6,21 @@ import nbformat
 import pytest
 
 from pi_notebook.ai.types import (
-    AssistantMessage, ImageContent, TextContent, ThinkingContent, ToolCall, ToolResultMessage,
+    AssistantMessage,
+    ImageContent,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    ToolResultMessage,
     UserMessage,
 )
 from pi_notebook.session import build_notebook, export_notebook
 from pi_notebook.tools.updates import (
-    DisplayOutput, ErrorOutput, PythonCallDetails, ResultOutput, StreamOutput,
+    DisplayOutput,
+    ErrorOutput,
+    PythonCallDetails,
+    ResultOutput,
+    StreamOutput,
 )
 
 PNG_1PX = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="

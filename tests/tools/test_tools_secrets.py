@@ -11,13 +11,13 @@ import json
 from typing import Any
 
 import pytest
+from tools_helpers import get_shell, routed
 
 from pi_notebook.agent.types import AgentToolResult
 from pi_notebook.tools import add_secret, discard_secret, make_notebook_tools
 from pi_notebook.tools.format import clip, cut
 from pi_notebook.tools.python_tool import PythonToolSettings
 from pi_notebook.tools.redact import REDACTED, redact
-from tools_helpers import get_shell, routed
 
 pd = pytest.importorskip("pandas")
 

@@ -12,6 +12,7 @@ import time
 from typing import Any
 
 import pytest
+from tools_helpers import get_shell, routed
 
 from pi_notebook.ai.abort import AbortController
 from pi_notebook.tools import (
@@ -23,7 +24,6 @@ from pi_notebook.tools import (
 from pi_notebook.tools.capture import LATE_LABEL, RoutedStream
 from pi_notebook.tools.python_tool import PythonToolSettings, make_python_tool, run_code
 from pi_notebook.tools.updates import StreamOutput
-from tools_helpers import get_shell, routed
 
 CANARY = "sk-trust-canary-6Hq3Nw8Zp1Ks6Vd0Lx5J"
 
@@ -163,7 +163,7 @@ async def test_fd_output_is_routed_to_the_call_and_redacted(monkeypatch: pytest.
             result = await run_code(get_shell(), code)
     finally:
         os.close(saved)
-    assert result.stdout == f"FD-OUT [redacted]\nraw \ufffd bytes\n"
+    assert result.stdout == "FD-OUT [redacted]\nraw \ufffd bytes\n"
     assert result.stderr == "FD-ERR\n"
     assert os.fstat(1).st_ino == os.fstat(1).st_ino  # fd 1 is usable again
     print("fd 1 works after the call")
