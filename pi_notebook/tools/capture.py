@@ -3,7 +3,7 @@
 Why not ``IPython.utils.capture.capture_output()``: it swaps ``sys.stdout`` and the shell's
 display publisher *globally*. Held across an ``await`` it steals the output of a user cell that
 runs meanwhile, and ipykernel's dispatch breaks because the capturing publisher has no
-``set_parent`` (measured, jupyter-mechanics.md §5). Instead, proxies are installed once and
+``set_parent`` (docs/design/capture.md). Instead, proxies are installed once and
 decide per write: code running in a context with an active :class:`Capture` writes to the
 capture's callbacks, every other context writes to the original objects untouched.
 

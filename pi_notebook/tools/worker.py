@@ -3,7 +3,7 @@
 Why: code that runs on the main thread holds the kernel loop *and* the main shell. A widget
 click (a comm message) is then not processed until the code ends, on ipykernel 6.29 (no
 subshells) and 7.4 (the click is routed back to the main shell): the Abort button could not
-stop ``while True: pass`` (jupyter-mechanics.md, addendum trap 1). On a worker thread the loop
+stop ``while True: pass`` (docs/design/capture.md, "Where agent code runs"). On a worker thread the loop
 stays free, so the click, streaming and other requests are handled at once.
 
 - ``submit(fn, context) -> (worker, concurrent.futures.Future)``: run ``context.run(fn)`` on an
