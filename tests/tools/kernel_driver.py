@@ -58,6 +58,29 @@ def start_tool(key: str, code: str, timeout_s: float | None = None) -> None:
     TASKS[key] = asyncio.get_running_loop().create_task(go())
 
 
+def start_variables(key: str, name: str | None = None, repr_timeout_s: float = 3.0) -> None:
+    """Run list_variables (or inspect_variable of ``name``) in a background task."""
+    from pi_notebook.tools import make_notebook_tools
+
+    controller = AbortController()
+    CONTROLLERS[key] = controller
+    _, listing, inspect = make_notebook_tools(ip, PythonToolSettings(repr_timeout_s=repr_timeout_s))
+
+    async def go() -> None:
+        MARKS[key + ":start"] = time.time()
+        try:
+            if name is None:
+                result = await listing.execute(key, {}, controller.signal, None)
+            else:
+                result = await inspect.execute(key, {"name": name}, controller.signal, None)
+            RESULTS[key] = {"result": result.model_dump(mode="json"), "updates": []}
+        except BaseException as exc:
+            RESULTS[key] = {"raised": f"{type(exc).__name__}: {exc}"}
+        MARKS[key + ":end"] = time.time()
+
+    TASKS[key] = asyncio.get_running_loop().create_task(go())
+
+
 def abort(key: str) -> None:
     MARKS[key + ":abort"] = time.time()
     CONTROLLERS[key].abort()

@@ -147,3 +147,20 @@ def test_surrogates_and_bad_bytes_never_break_the_result(k: Kernel) -> None:
     details = flat(data["result"]["details"])
     assert details["stdout"] == "a\ufffdb\n\ufffd\ufffd raw\n"
     assert details["error"]["evalue"] == "v\ufffd"
+
+
+def test_endless_repr_is_bounded_and_stop_ends_the_listing(k: Kernel) -> None:
+    k.ok("class Endless:\n    def __repr__(self):\n        while True:\n            pass\n"
+         "endless_value = Endless()\nplain_value = 7")
+    k.ok("start_variables('bounded', repr_timeout_s=0.5)")
+    text = result(k, "bounded", timeout=10)["result"]["content"][0]["text"]
+    assert "repr took too long (> 0.5 s)" in text and "plain_value | int | 7" in text
+    # with a long limit, the kernel's Stop button ends the call; the kernel stays usable
+    k.ok("start_variables('stopped', repr_timeout_s=60)")
+    k.wait_for("'stopped:start' in MARKS")
+    time.sleep(0.3)
+    k.km.interrupt_kernel()
+    data = result(k, "stopped", timeout=10)
+    assert data["result"]["isError"] is True and "Stopped" in data["result"]["content"][0]["text"]
+    assert k.ev("MARKS['stopped:end'] - MARKS['stopped:start']") < 5
+    assert k.ok("1 + 1")["status"] == "ok"
