@@ -8,7 +8,9 @@ builds/caches llama-server and assembles the packaged weights first when needed
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -32,20 +34,30 @@ def _quickstart(args: argparse.Namespace) -> int:
         return 1
 
     import nbformat
+    from jupyter_client import KernelManager
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError
 
     nb = nbformat.read(source, as_version=4)
-    client = NotebookClient(nb, timeout=args.timeout, kernel_name="python3",
-                            resources={"metadata": {"path": str(source.parent.resolve())}})
-    started = time.monotonic()
-    print(f"pi_notebook: executing {source} headless (embedded model; the first answer takes a while) ...")
-    try:
-        client.execute()
-    except CellExecutionError as exc:
-        nbformat.write(nb, output)
-        print(f"error: a cell failed; partial notebook written to {output}\n{exc}", file=sys.stderr)
-        return 1
+    with tempfile.TemporaryDirectory(prefix="pi_notebook-") as sockets:
+        # The kernel talks to us over Unix sockets in a private folder rather than TCP on
+        # 127.0.0.1: nothing else on the machine can connect, and ipykernel has no reason to
+        # warn that the channel is unencrypted.
+        km = KernelManager(kernel_name="python3", transport="ipc",
+                           ip=os.path.join(sockets, "kernel"))
+        client = NotebookClient(nb, km=km, timeout=args.timeout,
+                                resources={"metadata": {"path": str(source.parent.resolve())}})
+        started = time.monotonic()
+        print(f"pi_notebook: executing {source} headless (embedded model; the first answer takes a while) ...")
+        try:
+            client.execute()
+        except CellExecutionError as exc:
+            nbformat.write(nb, output)
+            print(f"error: a cell failed; partial notebook written to {output}\n{exc}", file=sys.stderr)
+            return 1
+        finally:
+            if km.has_kernel:
+                km.shutdown_kernel(now=False)
     nbformat.write(nb, output)
     print(f"pi_notebook: done in {time.monotonic() - started:.0f} s; executed notebook written to {output.resolve()}")
     return 0

@@ -1,4 +1,5 @@
-"""AgentView: the live widget under a %%agent cell.
+"""The views of a run: AgentView (ipywidgets) and TextView (terminal), both ``RunView``s,
+rendering a plain-data Transcript. Module map: ``docs/design/view.md``.
 
 Names are loaded lazily so that ``%load_ext pi_notebook`` does not pay for
 ipywidgets, markdown-it and Pygments until a view is first shown.
@@ -8,10 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["AgentView", "render_event_text", "render_markdown", "markdown_for_transcript"]
+__all__ = ["AgentView", "TextView", "Transcript", "render_event_text", "render_markdown",
+           "markdown_for_transcript"]
 
 _LAZY = {
     "AgentView": ".view",
+    "TextView": ".text_view",
+    "Transcript": ".transcript",
     "render_event_text": ".text",
     "render_markdown": ".markdown",
     "markdown_for_transcript": ".markdown",

@@ -7,7 +7,7 @@ import re
 from typing import Any
 
 __all__ = ["field", "content_text", "content_images", "fmt_tokens", "fmt_cost", "fmt_seconds",
-           "strip_control", "fence_for", "B64_RE"]
+           "strip_control", "fence_for", "B64_RE", "find_invisible", "reveal_invisible", "mark_invisible", "safe_text"]
 
 _MISSING = object()
 # Base64 payload of an image we embed ourselves as a data: URL.
@@ -107,3 +107,40 @@ def fence_for(text: str, char: str = "`") -> str:
         run = run + 1 if c == char else 0
         longest = max(longest, run)
     return char * max(3, longest + 1)
+
+
+# --- text the user must see as it is ------------------------------------------------------
+
+# Characters that change how code *looks* without changing what it does: bidirectional
+# overrides/isolates (U+202A-U+202E, U+2066-U+2069), zero-width and direction marks
+# (U+200B-U+200F), the word joiner (U+2060) and the byte-order mark (U+FEFF). Code shown
+# for approval must look exactly like the code that will run ("Trojan Source").
+_INVISIBLE_RE = re.compile("[\u202a-\u202e\u2066-\u2069\u200b-\u200f\u2060\ufeff]")
+
+
+def find_invisible(text: str) -> list[str]:
+    """The distinct invisible / bidi-control characters in ``text``, in order of appearance."""
+    seen: dict[str, None] = {}
+    for m in _INVISIBLE_RE.finditer(text):
+        seen.setdefault(m.group(0), None)
+    return list(seen)
+
+
+def reveal_invisible(text: str) -> str:
+    """``text`` with every invisible or bidi-control character written as ``⟨U+XXXX⟩``."""
+    return _INVISIBLE_RE.sub(lambda m: f"⟨U+{ord(m.group(0)):04X}⟩", text)
+
+
+def mark_invisible(html: str) -> str:
+    """Escaped HTML (e.g. highlighted code) with each invisible character replaced by a
+    marked-up ``⟨U+XXXX⟩`` (the characters are not HTML-special, so this is safe)."""
+    return _INVISIBLE_RE.sub(lambda m: f'<span class="pi-invisible">⟨U+{ord(m.group(0)):04X}⟩</span>', html)
+
+
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")
+
+
+def safe_text(text: str) -> str:
+    """``text`` with lone surrogates (invalid in UTF-8) replaced by U+FFFD, so it can be
+    written to a notebook file and sent over a comm."""
+    return _SURROGATE_RE.sub("\ufffd", text)

@@ -11,6 +11,7 @@ markup or script is neutralised here:
   plain text. The one exception is inline ``data:image/png|jpeg|gif`` images;
 - remote images are *not* loaded: a model (or a prompt injection in tool output)
   could otherwise leak data through the image URL; they become ordinary links;
+- ``$…$`` / ``$$…$$`` math becomes sanitised MathML (``math.py``), in both renderers;
 - code blocks are highlighted by Pygments with CSS classes (the stylesheet is in
   ``theme.py`` and is sent once per view); Pygments escapes the code itself.
 
@@ -30,6 +31,9 @@ from typing import Any
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 from markdown_it.utils import EnvType, OptionsDict
+from mdit_py_plugins.dollarmath import dollarmath_plugin
+
+from .math import math_html
 
 __all__ = [
     "render_markdown", "highlight_code", "escape_text", "is_safe_url",
@@ -144,14 +148,30 @@ def _validate_link(url: str) -> bool:
     return is_safe_url(url) or is_safe_url(url, image=True)
 
 
+def _render_math_inline(self: Any, tokens: Sequence[Token], idx: int, options: OptionsDict,
+                        env: EnvType) -> str:
+    return math_html(tokens[idx].content, display=tokens[idx].type == "math_inline_double")
+
+
+def _render_math_block(self: Any, tokens: Sequence[Token], idx: int, options: OptionsDict,
+                       env: EnvType) -> str:
+    return math_html(tokens[idx].content.strip(), display=True) + "\n"
+
+
 @lru_cache(maxsize=1)
 def _parser() -> MarkdownIt:
     md = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False,
                                    "highlight": _highlight_fence})
     md.enable(["table", "strikethrough"])
+    # Strict dollar rules, as in GitHub and pandoc: "$5 and $6" is money, not math.
+    md.use(dollarmath_plugin, allow_labels=False, allow_space=False, allow_digits=False,
+           allow_blank_lines=False, double_inline=True)
     md.validateLink = _validate_link  # type: ignore[method-assign]
     md.add_render_rule("link_open", _render_link_open)
     md.add_render_rule("image", _render_image)
+    md.add_render_rule("math_inline", _render_math_inline)
+    md.add_render_rule("math_inline_double", _render_math_inline)
+    md.add_render_rule("math_block", _render_math_block)
     return md
 
 
@@ -164,6 +184,9 @@ def render_markdown(text: str) -> str:
 
 # A maximal backtick run, content, and a maximal run of the same length, on one line.
 _CODE_SPAN_RE = re.compile(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)")
+# Inline math as the parser's strict rules find it: "$$…$$", or "$…$" with no space inside
+# the delimiters and no digit after the closing one.
+_MATH_SPAN_RE = re.compile(r"(?<![\\$])(?:\$\$(?P<d>[^$]+?)\$\$|\$(?=[^\s$])(?P<i>[^$]*?[^\s\\$])\$(?![\d$]))")
 _DANGEROUS_SCHEME_RE = re.compile(r"(?i)\b(javascript|vbscript|data|file)(\s*):")
 # Characters that mean something to Markdown, GFM tables or JupyterLab's math
 # extraction; inside our <code> element they are written as numeric references.
@@ -176,6 +199,9 @@ def _escape_plain(segment: str) -> str:
     segment = segment.replace("&", "&amp;").replace("<", "&lt;")
     # "![" would load a (possibly remote, data-leaking) image: make it "!" + link.
     segment = segment.replace("![", "&#33;[")
+    # A "$" left over (money, a formula that did not convert) must not start math in a
+    # frontend that runs its own TeX pass (JupyterLab, nbconvert's MathJax).
+    segment = segment.replace("$", "\\$")
     # A zero-width space before ":" turns "javascript:" into a scheme-less (relative)
     # URL inside a link destination.
     return _DANGEROUS_SCHEME_RE.sub(lambda m: f"{m.group(1)}{m.group(2)}\u200b:", segment)
@@ -187,6 +213,21 @@ def _code_html(content: str) -> str:
         content = content[1:-1]
     escaped = html.escape(content, quote=False)
     return "<code>" + "".join(_CODE_SPECIALS.get(c, c) for c in escaped) + "</code>"
+
+
+def _markdown_inert(fragment: str) -> str:
+    """Our own HTML (MathML) with the text between tags made inert for Markdown: a
+    ``*`` or ``_`` inside ``<mo>`` must not turn into emphasis."""
+    return re.sub(r">([^<]+)<", lambda m: ">" + "".join(_CODE_SPECIALS.get(c, c) for c in m.group(1)) + "<",
+                  fragment)
+
+
+def _math_or_code(line: str, pos: int) -> tuple[re.Match[str] | None, bool]:
+    code = _CODE_SPAN_RE.search(line, pos)
+    math = _MATH_SPAN_RE.search(line, pos)
+    if math is not None and (code is None or math.start() < code.start()):
+        return math, True
+    return code, False
 
 
 def _neutralise_inline(line: str) -> str:
@@ -201,7 +242,7 @@ def _neutralise_inline(line: str) -> str:
     out: list[str] = []
     pos = 0
     while pos < len(line):
-        m = _CODE_SPAN_RE.search(line, pos)
+        m, is_math = _math_or_code(line, pos)
         if m is None:
             out.append(_escape_plain(line[pos:]))
             break
@@ -211,7 +252,11 @@ def _neutralise_inline(line: str) -> str:
             pos = m.start() + 1
             continue
         out.append(_escape_plain(line[pos:m.start()]))
-        out.append(_code_html(m.group(2)))
+        if is_math:
+            display = m.group("d") is not None
+            out.append(_markdown_inert(math_html(m.group("d") if display else m.group("i"), display)))
+        else:
+            out.append(_code_html(m.group(2)))
         pos = m.end()
     return "".join(out)
 
@@ -227,11 +272,24 @@ def markdown_for_transcript(text: str) -> str:
     """
     lines = text.split("\n")
     verbatim = [False] * len(lines)
+    math_blocks: dict[int, tuple[int, str]] = {}  # first line -> (end line, TeX)
     for token in _parser().parse(text):
         if token.type in ("fence", "code_block") and token.map is not None:
             start, end = token.map
             first = start + 1 if token.type == "fence" else start
             for i in range(first, min(end, len(lines))):
                 verbatim[i] = True
-    return "\n".join(line if verbatim[i] else _neutralise_inline(line)
-                     for i, line in enumerate(lines))
+        elif token.type == "math_block" and token.map is not None:
+            math_blocks[token.map[0]] = (token.map[1], token.content.strip())
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        if i in math_blocks:
+            end, tex = math_blocks[i]
+            # An HTML block of its own: blank lines around it, none inside.
+            out += ["", _markdown_inert(math_html(tex, display=True)).replace("\n", " "), ""]
+            i = max(end, i + 1)
+            continue
+        out.append(lines[i] if verbatim[i] else _neutralise_inline(lines[i]))
+        i += 1
+    return "\n".join(out)

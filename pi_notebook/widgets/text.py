@@ -9,8 +9,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._util import content_text, field, strip_control
-from .blocks import USER_LABELS
+from ..tools.updates import (
+    DisplayOutput,
+    ErrorOutput,
+    ResultOutput,
+    StreamOutput,
+    parse_call_details,
+)
+from ._util import content_text, field, reveal_invisible, strip_control
+from .items import USER_LABELS
+from .toolcall import fold_traceback, read_output
 
 __all__ = ["render_event_text"]
 
@@ -54,7 +62,7 @@ def render_event_text(event: Any, *, user_kind: str | None = None) -> str | None
             args = field(call, "arguments") or {}
             code = args.get("code") if isinstance(args, dict) else None
             if isinstance(code, str):
-                return f"\n[{name}]\n{_indent(strip_control(code))}\n"
+                return f"\n[{name}]\n{_indent(reveal_invisible(strip_control(code)))}\n"
             return f"\n[{name}] {strip_control(str(args))}\n"
         return None
     if etype == "message_end":
@@ -68,25 +76,30 @@ def render_event_text(event: Any, *, user_kind: str | None = None) -> str | None
             return "\n[aborted]\n"
         return None
     if etype == "tool_execution_update":
-        details = field(field(event, "partial_result"), "details")
-        if not isinstance(details, dict):
-            return None
-        if details.get("event") == "stream":
-            return strip_control(str(details.get("text", "") or "")) or None
-        if details.get("event") == "display":
-            data = details.get("data") or {}
-            for mime in ("image/png", "image/jpeg", "image/gif"):
-                if mime in data:
-                    return f"[{mime} output]\n"
-            plain = data.get("text/plain")
-            if isinstance(plain, list):
-                plain = "".join(plain)
-            return strip_control(plain) + "\n" if isinstance(plain, str) and plain else None
+        match read_output(field(field(event, "partial_result"), "details")):
+            case StreamOutput(text=text):
+                return strip_control(text) or None
+            case DisplayOutput(data=data) | ResultOutput(data=data):
+                for mime in ("image/png", "image/jpeg", "image/gif"):
+                    if mime in data:
+                        return f"[{mime} output]\n"
+                plain = data.get("text/plain")
+                if isinstance(plain, list):
+                    plain = "".join(plain)
+                return strip_control(plain) + "\n" if isinstance(plain, str) and plain else None
+            case ErrorOutput(ename=ename, evalue=evalue, traceback=tb):
+                summary, _folded = fold_traceback("\n".join(tb) or f"{ename}: {evalue}")
+                return summary + "\n"
         return None
     if etype == "tool_execution_end":
         name = strip_control(str(field(event, "tool_name", "") or "tool"))
         is_error = bool(field(event, "is_error", False))
-        text = strip_control(content_text(field(field(event, "result"), "content"))).strip()
+        result = field(event, "result")
+        if parse_call_details(field(result, "details")) is not None:
+            # A typed python call: its output was printed as it came; the result text
+            # is the model's copy (with its markers), not for the user.
+            return f"[{name} {'failed' if is_error else 'done'}]\n"
+        text = strip_control(content_text(field(result, "content"))).strip()
         if len(text) > _MAX_RESULT:
             text = text[:_MAX_RESULT] + f"\n… {len(text) - _MAX_RESULT:,} more characters"
         status = "failed" if is_error else "done"

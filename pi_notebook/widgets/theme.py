@@ -28,6 +28,10 @@ STATUS_COLOURS: dict[str, tuple[str, str]] = {
     "aborted": ("#fce4ec", "#ad1457"),
     "skipped": ("#f1f3f4", "#5f6368"),
     "error": ("#ffebee", "#c62828"),
+    "idle": ("#e8eaed", "#3c4043"),
+    "removed": ("#f1f3f4", "#5f6368"),
+    "interrupted": ("#fce4ec", "#ad1457"),
+    "timed out": ("#fce4ec", "#ad1457"),
 }
 
 _BASE_CSS = """
@@ -38,6 +42,11 @@ _BASE_CSS = """
 .pi-agent .widget-html, .pi-agent .widget-html-content { margin: 0; line-height: 1.5; width: 100%; }
 .pi-agent .widget-html-content { font-size: inherit; }
 .pi-agent .pi-hidden-style { display: none; }
+/* the transcript scrolls in its own box; column-reverse keeps the newest text in view
+   while it grows (no script), and leaves the user's position alone once they scroll up */
+.pi-agent .pi-scroll { display: flex; flex-direction: column-reverse; max-height: min(75vh, 900px);
+  overflow-y: auto; overflow-x: hidden; }
+.pi-agent .pi-scroll > .widget-vbox { flex: 0 0 auto; }
 /* header */
 .pi-agent .pi-head { display: flex; align-items: center; gap: 10px; flex-wrap: wrap; font-size: 12px;
   color: var(--jp-content-font-color2, #57606a); padding: 2px 0 6px 0; }
@@ -66,22 +75,30 @@ _BASE_CSS = """
   color: var(--jp-content-font-color2, #57606a); margin-right: 6px; }
 .pi-agent .pi-user-text { white-space: pre-wrap; word-break: break-word; }
 .pi-agent .pi-other { color: var(--jp-content-font-color2, #57606a); white-space: pre-wrap; }
-/* assistant markdown */
-.pi-agent .pi-md { word-break: break-word; }
-.pi-agent .pi-md > :first-child { margin-top: 2px; }
-.pi-agent .pi-md > :last-child { margin-bottom: 2px; }
-.pi-agent .pi-md p { margin: 0 0 .6em 0; }
-.pi-agent .pi-md h1, .pi-agent .pi-md h2, .pi-agent .pi-md h3, .pi-agent .pi-md h4 {
-  margin: .7em 0 .35em 0; line-height: 1.25; font-weight: 600; }
-.pi-agent .pi-md h1 { font-size: 1.35em; } .pi-agent .pi-md h2 { font-size: 1.2em; }
-.pi-agent .pi-md h3 { font-size: 1.08em; } .pi-agent .pi-md h4 { font-size: 1em; }
-.pi-agent .pi-md ul, .pi-agent .pi-md ol { margin: 0 0 .6em 0; padding-left: 1.6em; }
-.pi-agent .pi-md li { margin: .1em 0; }
-.pi-agent .pi-md blockquote { margin: 0 0 .6em 0; padding: 0 .8em;
+/* assistant markdown: the live view's Markdown carries JupyterLab's own rendered-Markdown
+   classes (jp-RenderedHTMLCommon), so headings, tables and lists look exactly like the
+   static transcript that replaces the view. The rules below are fallbacks for other
+   frontends, wrapped in :where() so that Lab's rules win wherever they exist. */
+.pi-agent .pi-md { overflow-wrap: break-word; overflow-x: auto; padding-right: 0; }
+:where(.pi-agent .pi-md) > :first-child { margin-top: 2px; }
+:where(.pi-agent .pi-md) > :last-child { margin-bottom: 2px; }
+:where(.pi-agent .pi-md) p { margin: 0 0 .6em 0; }
+:where(.pi-agent .pi-md) :is(h1, h2, h3, h4) { margin: .7em 0 .35em 0; line-height: 1.25; font-weight: 600; }
+:where(.pi-agent .pi-md) h1 { font-size: 1.35em; } :where(.pi-agent .pi-md) h2 { font-size: 1.2em; }
+:where(.pi-agent .pi-md) h3 { font-size: 1.08em; } :where(.pi-agent .pi-md) h4 { font-size: 1em; }
+:where(.pi-agent .pi-md) :is(ul, ol) { margin: 0 0 .6em 0; padding-left: 1.6em; }
+:where(.pi-agent .pi-md) li { margin: .1em 0; }
+:where(.pi-agent .pi-md) blockquote { margin: 0 0 .6em 0; padding: 0 .8em;
   border-left: 3px solid var(--jp-border-color2, #d0d7de); color: var(--jp-content-font-color2, #57606a); }
-.pi-agent .pi-md table { border-collapse: collapse; margin: 0 0 .6em 0; font-size: .95em; }
-.pi-agent .pi-md th, .pi-agent .pi-md td { border: 1px solid var(--jp-border-color2, #d0d7de); padding: 3px 8px; }
-.pi-agent .pi-md th { background: var(--jp-layout-color2, #f3f4f6); font-weight: 600; }
+:where(.pi-agent .pi-md) table { border-collapse: collapse; margin: 0 0 .6em 0; font-size: .95em; }
+:where(.pi-agent .pi-md) :is(th, td) { border: 1px solid var(--jp-border-color2, #d0d7de); padding: 3px 8px; }
+:where(.pi-agent .pi-md) th { background: var(--jp-layout-color2, #f3f4f6); font-weight: 600; }
+/* a wide table scrolls inside its own box, as the static transcript's output area does */
+.pi-agent .pi-md table { display: block; max-width: 100%; overflow-x: auto; margin-left: 0; margin-right: 0; }
+/* math: MathML rendered by the browser; a formula that did not convert shows as code */
+.pi-agent .pi-math-block { overflow-x: auto; margin: .3em 0 .6em 0; }
+.pi-agent math[display="block"] { display: block math; }
+.pi-agent .pi-math-error { color: var(--jp-content-font-color2, #57606a); }
 .pi-agent .pi-md a { color: var(--jp-content-link-color, #0969da); text-decoration: none; }
 .pi-agent .pi-md a:hover { text-decoration: underline; }
 .pi-agent .pi-md-img { max-width: 100%; }
@@ -112,7 +129,10 @@ _BASE_CSS = """
   padding: 2px 10px 6px 10px; border: none; background: transparent; }
 .pi-agent .pi-thinking-box .jupyter-widget-Collapse, .pi-agent .pi-thinking-box .lm-Collapse,
 .pi-agent .pi-thinking-box .p-Collapse { border: none; }
-.pi-agent .pi-thinking { white-space: pre-wrap; word-break: break-word; font-size: 12px; font-style: italic;
+/* the newest lines of the preview stay in view: aligned to the bottom, the top clipped */
+.pi-agent .pi-thinking-preview { margin: 0 0 2px 8px; max-height: 4.8em; overflow: hidden; display: flex;
+  flex-direction: column; justify-content: flex-end; }
+.pi-agent .pi-thinking { white-space: pre-wrap; overflow-wrap: break-word; font-size: 12px; font-style: italic;
   color: var(--jp-content-font-color3, #8c959f); border-left: 2px solid var(--jp-border-color2, #e1e4e8);
   padding-left: 8px; }
 /* tool cards */
@@ -124,17 +144,30 @@ _BASE_CSS = """
 .pi-agent .pi-tool-name { font-weight: 600; color: var(--jp-content-font-color1, #1f2328);
   font-family: var(--jp-code-font-family, ui-monospace, SFMono-Regular, Menlo, monospace); }
 .pi-agent .pi-tool .pi-hl { margin-bottom: 2px; max-height: 420px; overflow-y: auto; }
-.pi-agent .pi-outbox { max-height: 380px; overflow-y: auto; margin-top: 4px; border-radius: 6px;
+/* no height limit on the output area: a figure shows at its natural size; long text
+   streams scroll in their own box (.pi-stream) */
+.pi-agent .pi-outbox { margin-top: 4px; border-radius: 6px;
   border: 1px solid var(--jp-border-color3, #eaeef2); background: var(--jp-layout-color1, #fbfbfc); }
 .pi-agent .pi-outbox pre.pi-out { margin: 0; border: none; border-radius: 0; max-height: none;
   overflow: visible; padding: 1px 10px; }
 .pi-agent .pi-outbox .widget-vbox > .widget-html:first-child pre.pi-out { padding-top: 6px; }
 .pi-agent .pi-outbox > .widget-vbox:last-child .widget-html:last-child pre.pi-out { padding-bottom: 6px; }
-.pi-agent .pi-outbox .pi-out-img { margin: 4px 10px; }
-.pi-agent .pi-out-img { max-width: 100%; margin-top: 4px; display: block; }
-.pi-agent .pi-approval { align-items: center; gap: 6px; margin: 4px 0 2px 0; padding: 4px 8px;
+.pi-agent .pi-stream { max-height: 360px; overflow-y: auto; }
+.pi-agent .pi-outbox .pi-out-img { margin: 4px 10px; max-width: calc(100% - 20px); }
+.pi-agent .pi-out-img { max-width: 100%; height: auto; margin-top: 4px; display: block; }
+.pi-agent .pi-outbox .widget-html-content { overflow: visible; }
+.pi-agent details.pi-tb-full > summary { font-size: 11.5px; cursor: pointer; padding: 2px 10px;
+  color: var(--jp-content-font-color3, #8c959f); }
+/* approval: text above (wrapping as text), the buttons in a row below (wrapping as a row) */
+.pi-agent .pi-approval { gap: 4px; margin: 4px 0 2px 0; padding: 6px 8px;
   background: #fff8e1; border: 1px solid #f5e1a4; border-radius: 6px; }
-.pi-agent .pi-approval .widget-html-content { font-size: 12px; color: #6d5600; }
+.pi-agent .pi-approval .widget-html-content { font-size: 12px; color: #6d5600; white-space: normal;
+  line-height: 1.45; }
+.pi-agent .pi-approval-buttons { flex-wrap: wrap; gap: 6px; }
+.pi-agent .pi-approval-buttons button { margin: 0; }
+.pi-agent .pi-invisible-warning { font-size: 12px; font-weight: 600; color: #b3261e; margin: 2px 0 4px 0; }
+.pi-agent .pi-invisible { background: #ffdad6; color: #8c1d18; border-radius: 3px; padding: 0 2px;
+  font-weight: 600; }
 .pi-agent .pi-result-box .jupyter-widget-Collapse-header, .pi-agent .pi-result-box .lm-Collapse-header,
 .pi-agent .pi-result-box .p-Collapse-header { font-size: 11.5px; padding: 2px 6px; background: transparent;
   border: none; color: var(--jp-content-font-color3, #8c959f); }
@@ -156,6 +189,8 @@ body[data-jp-theme-light="false"] .pi-agent .pi-approval { background: #3a3117; 
 body[data-jp-theme-light="false"] .pi-agent .pi-approval .widget-html-content { color: #f2dc8c; }
 body[data-jp-theme-light="false"] .pi-agent .pi-notice.pi-warning { background: #3a3117; color: #f2dc8c; }
 body[data-jp-theme-light="false"] .pi-agent .pi-notice.pi-error { background: #3b1f22; color: #ffb3b3; }
+body[data-jp-theme-light="false"] .pi-agent .pi-invisible { background: #5e2f33; color: #ffdad6; }
+body[data-jp-theme-light="false"] .pi-agent .pi-invisible-warning { color: #ffb4ab; }
 body[data-jp-theme-light="false"] .pi-agent .pi-pill { filter: saturate(.8) brightness(.92); }
 .pi-agent .pi-remove button, .pi-agent button.pi-remove { min-width: 0; }
 """

@@ -63,8 +63,6 @@ def _notebook(path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"Chromium not found at {CHROMIUM} (apt-get install chromium)")
     root = tmp_path_factory.mktemp("lab")
     _notebook(root / "agent.ipynb")
     port = _free_port()
@@ -79,6 +77,10 @@ def lab(tmp_path_factory):
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
+        if proc.poll() is not None:  # exited early: no point waiting out the deadline
+            log.close()
+            pytest.fail(f"JupyterLab exited with code {proc.returncode} before answering:\n"
+                        + (root / "lab.log").read_text()[-2000:])
         try:
             urllib.request.urlopen(f"{base}/api/status?token={TOKEN}", timeout=1)
             break

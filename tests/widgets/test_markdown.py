@@ -51,6 +51,13 @@ PAYLOADS = [
     "<!-- --><img src=x onerror=alert(1)>",
     "<details open ontoggle=alert(1)>",
     "<style>body{display:none}</style>",
+    "$\\href{javascript:alert(1)}{x}$",
+    "$$\\href{javascript:alert(1)}{click}$$",
+    "$x<img src=x onerror=alert(1)>$",
+    "$\\text{<script>alert(1)</script>}$",
+    "$\\color{red\" onmouseover=\"alert(1)}{x}$",
+    "$$\n\\mathrm{<img src=x onerror=alert(1)>}\n$$",
+    "$`x`$ and `$y$`",
 ]
 
 
@@ -76,7 +83,8 @@ def test_transcript_markdown_is_safe_even_with_raw_html_enabled(payload: str) ->
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.sampled_from(PAYLOADS + ["`", "``", "\n", "\n\n", "|", "\\", "x", " ", "```\n",
-                                            "~~~\n", "    ", "<", "[", "](", ")", "!", "&", "#"]),
+                                            "~~~\n", "    ", "<", "[", "](", ")", "!", "&", "#",
+                                            "$", "$$", "\\frac{", "}", "^2", "\\alpha", "*", "_"]),
                 max_size=12))
 def test_random_mixtures_stay_safe(parts: list[str]) -> None:
     text = "".join(parts)
@@ -149,3 +157,13 @@ def test_transcript_keeps_code_and_markdown_readable() -> None:
     assert "**done** &amp; dusted" in out
     rendered = _PERMISSIVE.render(out)
     assert "<code>a&lt;b</code>" in rendered and "<strong>done</strong> &amp; dusted" in rendered
+
+
+def test_math_renders_as_mathml_and_bad_math_as_code() -> None:
+    html = render_markdown("Euler: $e^{i\\pi} + 1 = 0$, money: $5 and $6.")
+    assert '<span class="pi-math"><math xmlns="http://www.w3.org/1998/Math/MathML" display="inline">' in html
+    assert "money: $5 and $6." in html
+    bad = render_markdown("broken $\\frac{a}{$ here")
+    assert '<code class="pi-math-error">' in bad and "<math" not in bad
+    block = render_markdown("$$\n\\sum_{i=1}^n i\n$$")
+    assert '<div class="pi-math pi-math-block"><math' in block and 'display="block"' in block

@@ -175,12 +175,13 @@ async def test_delivered_queued_message_is_labelled_and_not_duplicated(view, com
     view.handle_event(MessageEndEvent(message=prompt))
     view.show_queued("steer", "use a log scale", "t1")
     steer = UserMessage(content="use a log scale")
-    view.handle_event(MessageStartEvent(message=steer))    # delivered: labelled Steer
+    view.deliver_queued("t1", "use a log scale", "steer")  # the queue says which row went out
+    view.handle_event(MessageStartEvent(message=steer))    # delivered: labelled Steer, shown once
     view.handle_event(MessageEndEvent(message=steer))
     view.add_user_message("and label the axes", "followup")
     view.flush()
     users = [b for b in view.blocks if isinstance(b, UserBlock)]
-    assert [(b.kind, b.text) for b in users] == [
+    assert [(b.item.kind, b.text) for b in users] == [
         ("prompt", "plot it"), ("steer", "use a log scale"), ("followup", "and label the axes")]
     assert view.queued_row("t1") is None and view._queue_box.children == ()
     html = "\n".join(comms.all_html_values())
@@ -246,3 +247,42 @@ async def test_signal_listener_is_removed_after_a_click(view, comms: CommLog):
     click_on_other_thread(view.tool_card("L1").approval_buttons["run"])
     assert await asyncio.wait_for(task, 2) == "run"
     assert controller.signal._listeners == []
+
+
+async def test_identical_steers_bind_to_their_own_rows(view, comms: CommLog):
+    """Two %steer with the same text: each delivery removes its own row (by token), and
+    the agent's message_start for each is absorbed by the row it delivered."""
+    from pi_notebook.agent.types import MessageStartEvent
+    from pi_notebook.ai.types import UserMessage
+    from pi_notebook.widgets.blocks import UserBlock
+
+    view.add_user_message("go", "prompt")
+    view.handle_event(AgentStartEvent())
+    view.handle_event(MessageStartEvent(message=UserMessage(content="go")))
+    view.show_queued("steer", "again", "a")
+    view.show_queued("followup", "again", "b")
+    view.flush()
+    view.deliver_queued("b", "again", "followup")  # the second row goes first
+    view.flush()
+    assert view.queued_row("a") is not None and [q.token for q in view.transcript.queued] == ["a"]
+    view.handle_event(MessageStartEvent(message=UserMessage(content="again")))
+    view.deliver_queued("a", "again", "steer")
+    view.handle_event(MessageStartEvent(message=UserMessage(content="again")))
+    view.flush()
+    users = [(b.item.kind, b.text) for b in view.blocks if isinstance(b, UserBlock)]
+    assert users == [("prompt", "go"), ("followup", "again"), ("steer", "again")]
+    assert view.transcript.queued == []
+
+
+async def test_user_message_nobody_announced_is_shown(view, comms: CommLog):
+    from pi_notebook.agent.types import AgentEndEvent, MessageStartEvent
+    from pi_notebook.ai.types import UserMessage
+    from pi_notebook.widgets.blocks import UserBlock
+
+    view.add_user_message("never sent", "prompt")  # the run failed before the model
+    view.handle_event(AgentStartEvent())
+    view.handle_event(AgentEndEvent(messages=[]))
+    view.handle_event(AgentStartEvent())
+    view.handle_event(MessageStartEvent(message=UserMessage(content="from elsewhere")))
+    texts = [b.text for b in view.blocks if isinstance(b, UserBlock)]
+    assert texts == ["never sent", "from elsewhere"]

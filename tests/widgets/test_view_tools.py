@@ -8,7 +8,8 @@ import base64
 from pi_notebook.agent.types import (AgentStartEvent, AgentToolResult, ToolExecutionEndEvent,
                                      ToolExecutionStartEvent, ToolExecutionUpdateEvent)
 from pi_notebook.ai.types import ImageContent, TextContent
-from pi_notebook.widgets.blocks import MAX_OUTPUT_CHARS, ToolCard
+from pi_notebook.widgets.toolcall import MAX_OUTPUT_CHARS
+from pi_notebook.widgets.toolcard import ToolCard
 
 from widget_helpers import AssistantStream, CommLog, html_problems
 
@@ -65,14 +66,14 @@ async def test_tool_execution_streams_output_displays_and_result(view, comms: Co
     def update(details):
         view.handle_event(ToolExecutionUpdateEvent(tool_call_id="c1", tool_name="python", args=args,
                                                    partial_result=AgentToolResult(details=details)))
-    update({"event": "stream", "name": "stdout", "text": "line 1\n"})
-    update({"event": "stream", "name": "stdout", "text": "line <2>\n"})
-    update({"event": "stream", "name": "stderr", "text": "\x1b[31mwarning\x1b[0m\n"})
-    update({"event": "display", "data": {"image/png": PNG, "text/plain": "<Figure>"}, "metadata": {}})
-    update({"event": "display", "data": {"text/html": "<b onmouseover=alert(1)>table</b>",
+    update({"kind": "stream", "name": "stdout", "text": "line 1\n"})
+    update({"kind": "stream", "name": "stdout", "text": "line <2>\n"})
+    update({"kind": "stream", "name": "stderr", "text": "\x1b[31mwarning\x1b[0m\n"})
+    update({"kind": "display", "data": {"image/png": PNG, "text/plain": "<Figure>"}, "metadata": {}})
+    update({"kind": "display", "data": {"text/html": "<b onmouseover=alert(1)>table</b>",
                                          "application/javascript": "alert(1)",
                                          "text/plain": "   a  b\n0  1  2"}, "metadata": {}})
-    update({"event": "display", "data": {"text/html": "<script>alert(1)</script>"}, "metadata": {}})
+    update({"kind": "display", "data": {"text/html": "<script>alert(1)</script>"}, "metadata": {}})
     await asyncio.sleep(0.08)
     html = _card_html(comms, card)
     assert '<pre class="pi-out">line 1\nline &lt;2&gt;\n</pre>' in html
@@ -138,14 +139,14 @@ async def test_huge_output_is_capped_in_the_view(view, comms: CommLog):
     for _ in range(30):
         view.handle_event(ToolExecutionUpdateEvent(
             tool_call_id="h1", tool_name="python", args=args,
-            partial_result=AgentToolResult(details={"event": "stream", "name": "stdout", "text": chunk})))
+            partial_result=AgentToolResult(details={"kind": "stream", "name": "stdout", "text": chunk})))
         view.flush()
     card = view.tool_card("h1")
     assert card.shown_chars == MAX_OUTPUT_CHARS
     assert card.dropped_chars == 30 * len(chunk) - MAX_OUTPUT_CHARS
     assert "more characters of output not shown" in _card_html(comms, card)
     # the live tail stays small: output is frozen into chunks as it grows
-    live = card.outputs[0].chunks.widgets[-1]
+    live = card._streams[0].widgets[-1]
     assert len(comms.last_value(live)) < 20_000
 
 
@@ -187,7 +188,7 @@ async def test_status_transitions_through_a_run(view, comms: CommLog):
     message = final.end()
     view.handle_event(AgentEndEvent(messages=[stream.partial, message]))
     seen.append(view.status)
-    assert seen == ["starting", "thinking", "thinking", "writing", "running tool", "thinking", "done"]
+    assert seen == ["idle", "thinking", "thinking", "writing", "running tool", "thinking", "done"]
     header = comms.last_value(view._header)
     assert "done" in header and "faux/test-model" in header
     assert "↑240 ↓60" in header and "$0.0042" in header

@@ -40,14 +40,14 @@ def _hostile_run(view) -> None:
     name = "<img src=x onerror=alert('name')>"
     view.handle_event(ToolExecutionStartEvent(tool_call_id="t1", tool_name=name, args=args))
     for details in (
-        {"event": "stream", "name": "stdout", "text": "<script>alert(8)</script>\n"},
-        {"event": "stream", "name": "stderr", "text": "<img src=x onerror=alert(9)>\n"},
-        {"event": "display", "data": {"text/html": "<img src=x onerror=alert(10)>",
+        {"kind": "stream", "name": "stdout", "text": "<script>alert(8)</script>\n"},
+        {"kind": "stream", "name": "stderr", "text": "<img src=x onerror=alert(9)>\n"},
+        {"kind": "display", "data": {"text/html": "<img src=x onerror=alert(10)>",
                                       "text/plain": "<b>plain</b>"}},
-        {"event": "display", "data": {"image/svg+xml": "<svg onload=alert(11)></svg>"}},
-        {"event": "display", "data": {"image/png": "not base64 \" onerror=alert(12) x=\""}},
-        {"event": "display", "data": {"image/png": PNG}},
-        {"event": "display", "data": {"application/javascript": "alert(13)"}},
+        {"kind": "display", "data": {"image/svg+xml": "<svg onload=alert(11)></svg>"}},
+        {"kind": "display", "data": {"image/png": "not base64 \" onerror=alert(12) x=\""}},
+        {"kind": "display", "data": {"image/png": PNG}},
+        {"kind": "display", "data": {"application/javascript": "alert(13)"}},
     ):
         view.handle_event(ToolExecutionUpdateEvent(tool_call_id="t1", tool_name=name, args=args,
                                                    partial_result=AgentToolResult(details=details)))
@@ -116,7 +116,7 @@ async def test_transcript_of_a_plain_run(view, comms: CommLog):
     view.handle_event(ToolExecutionStartEvent(tool_call_id="c1", tool_name="python", args={"code": "print(2 + 2)"}))
     view.handle_event(ToolExecutionUpdateEvent(
         tool_call_id="c1", tool_name="python", args={"code": "print(2 + 2)"},
-        partial_result=AgentToolResult(details={"event": "stream", "name": "stdout", "text": "4\n"})))
+        partial_result=AgentToolResult(details={"kind": "stream", "name": "stdout", "text": "4\n"})))
     view.handle_event(ToolExecutionEndEvent(tool_call_id="c1", tool_name="python",
                                             result=AgentToolResult(content=[TextContent(text="4")]),
                                             is_error=False))
@@ -157,10 +157,10 @@ def test_render_event_text_plain_mode():
         content_index=0, tool_call=call, partial=partial))
     assert render_event_text(end) == "\n[python]\n    x = 1\n    print(x)\n"
     upd = ToolExecutionUpdateEvent(tool_call_id="c", tool_name="python", args={}, partial_result=AgentToolResult(
-        details={"event": "stream", "name": "stdout", "text": "1\n"}))
+        details={"kind": "stream", "name": "stdout", "text": "1\n"}))
     assert render_event_text(upd) == "1\n"
     img = ToolExecutionUpdateEvent(tool_call_id="c", tool_name="python", args={}, partial_result=AgentToolResult(
-        details={"event": "display", "data": {"image/png": PNG, "text/html": "<b>x</b>"}}))
+        details={"kind": "display", "data": {"image/png": PNG, "text/html": "<b>x</b>"}}))
     assert render_event_text(img) == "[image/png output]\n"
     failed = ToolExecutionEndEvent(tool_call_id="c", tool_name="python", is_error=True,
                                    result=AgentToolResult(content=[TextContent(text="NameError: y")]))
@@ -179,7 +179,7 @@ async def test_transcript_elides_the_middle_of_huge_output(view, comms: CommLog)
     lines = "".join(f"{i}\n" for i in range(20000))
     view.handle_event(ToolExecutionUpdateEvent(
         tool_call_id="big", tool_name="python", args=args,
-        partial_result=AgentToolResult(details={"event": "stream", "name": "stdout", "text": lines})))
+        partial_result=AgentToolResult(details={"kind": "stream", "name": "stdout", "text": lines})))
     view.handle_event(ToolExecutionEndEvent(tool_call_id="big", tool_name="python",
                                             result=AgentToolResult(content=[]), is_error=False))
     view.finish()
@@ -197,5 +197,5 @@ def test_plain_text_fallback_is_short_and_readable():
 
     view = AgentView("faux/faux-1", asyncio.new_event_loop(), on_abort=lambda: None)
     text = repr(view)
-    assert text.startswith("pi agent: faux/faux-1 (")
+    assert text.startswith("pi_notebook agent view (live only while its kernel runs): faux/faux-1 (")
     assert "<style" not in text and "children" not in text

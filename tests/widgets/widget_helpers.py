@@ -78,6 +78,11 @@ ALLOWED_TAGS = {
     "div", "span", "p", "pre", "code", "em", "strong", "a", "img", "ul", "ol", "li", "h1", "h2", "h3",
     "h4", "h5", "h6", "blockquote", "table", "thead", "tbody", "tr", "th", "td", "hr", "br", "s",
     "del", "details", "summary",
+    # MathML (math.py rebuilds it from an allow-list)
+    "math", "mrow", "mi", "mn", "mo", "ms", "mtext", "mspace", "msub", "msup", "msubsup", "mfrac", "msqrt",
+    "mroot", "mstyle", "merror", "mpadded", "mphantom", "mfenced", "menclose", "munder", "mover",
+    "munderover", "mtable", "mtr", "mtd", "mlabeledtr", "mmultiscripts", "mprescripts", "none",
+    "semantics", "annotation",
 }
 
 

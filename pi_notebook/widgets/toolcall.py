@@ -1,0 +1,275 @@
+"""One tool call as plain data: arguments, approval, live output, result.
+
+The python tool's live updates and final details are typed (``tools/updates.py``):
+a card shows those outputs, in order, exactly as produced; the text the *model*
+got back (with its ``[value]`` / ``[elapsed …]`` markers and retry advice) is the
+model's copy and is not shown. Other tools have no typed outputs: for them the
+result text is the output.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Literal
+
+from ..tools.updates import (
+    DisplayOutput,
+    ErrorOutput,
+    PythonCallDetails,
+    ResultOutput,
+    StreamOutput,
+    ToolOutput,
+    parse_call_details,
+    parse_output,
+)
+from ._util import content_text, field, strip_control
+from .items import Item, StreamText
+
+__all__ = ["ToolItem", "OutputRun", "ToolStatus", "fold_traceback", "args_code", "read_output", "MAX_OUTPUT_CHARS"]
+
+ToolStatus = Literal["preparing", "waiting for approval", "running", "done", "error", "skipped",
+                     "aborted", "interrupted", "timed out"]
+# Per tool call: output shown beyond this is counted, not displayed (the model gets
+# its own budgeted copy from the tool; the browser stays fast).
+MAX_OUTPUT_CHARS = 200_000
+
+
+class OutputRun:
+    """One entry of a card's output area: a run of one stream, a display, or an error."""
+
+    def __init__(self, kind: Literal["stream", "display", "error"], *, name: str = "stdout",
+                 data: dict[str, Any] | None = None, error: ErrorOutput | None = None) -> None:
+        self.kind, self.name = kind, name
+        self.stream = StreamText() if kind == "stream" else None
+        self.data = data or {}
+        self.error = error
+
+
+class ToolItem(Item):
+    """State of one tool call; times come from the transcript's clock."""
+
+    def __init__(self, tool_call_id: str, tool_name: str, args: Any = None) -> None:
+        super().__init__()
+        self.tool_call_id = tool_call_id
+        self.tool_name = tool_name
+        self.args = args
+        self.status: ToolStatus = "preparing"
+        self.started: float | None = None
+        self.duration: float | None = None
+        self.approval_code: str | None = None
+        self.approval_pending = False
+        self.approval_outcome: str | None = None
+        self.outputs: list[OutputRun] = []
+        self.shown_chars = 0
+        self.dropped_chars = 0
+        self.progress_text: str | None = None
+        self.result: Any = None
+        self.details: PythonCallDetails | None = None
+        self.is_error = False
+        self.args_version = 0  # bumped when what the card shows as code changes
+
+    @property
+    def running(self) -> bool:
+        return not self.frozen and self.started is not None
+
+    def set_args(self, args: Any) -> None:
+        if args != self.args:
+            self.args = args
+            self.args_version += 1
+
+    def start(self, args: Any, now: float) -> None:
+        if args is not None:
+            self.set_args(args)
+        if self.started is None:
+            self.started = now
+        if self.status in ("preparing", "waiting for approval") and not self.approval_pending:
+            self.status = "running"
+
+    def request_approval(self, code: str | None) -> None:
+        self.approval_code = code
+        self.args_version += 1
+        self.approval_pending = True
+        self.status = "waiting for approval"
+
+    def resolve_approval(self, outcome: str, now: float) -> None:
+        self.approval_pending = False
+        self.args_version += 1
+        if self.frozen:  # the run ended (or the call finished) while waiting
+            return
+        self.approval_outcome = outcome
+        if outcome == "skip":
+            self.status = "skipped"
+        else:
+            self.status = "running"
+            self.started = now  # the clock counts execution, not the wait for a click
+
+    def add_update(self, partial: Any) -> None:
+        output = read_output(field(partial, "details"))
+        if output is None:
+            # A generic tool's partial result: pi tools report progress as the latest
+            # partial content, so it replaces the previous one.
+            text = content_text(field(partial, "content"))
+            self.progress_text = strip_control(text) if text else None
+            return
+        self._add_output(output)
+
+    def _add_output(self, output: ToolOutput) -> None:
+        match output:
+            case StreamOutput(name=name, text=text):
+                self._add_stream(name, strip_control(text))
+            case DisplayOutput(data=data) | ResultOutput(data=data):
+                self.outputs.append(OutputRun("display", data=dict(data)))
+            case ErrorOutput():
+                self.outputs.append(OutputRun("error", error=output))
+
+    def _add_stream(self, name: str, text: str) -> None:
+        if not text:
+            return
+        room = MAX_OUTPUT_CHARS - self.shown_chars
+        if room <= 0:
+            self.dropped_chars += len(text)
+            return
+        if len(text) > room:
+            self.dropped_chars += len(text) - room
+            text = text[:room]
+        self.shown_chars += len(text)
+        last = self.outputs[-1] if self.outputs else None
+        if last is None or last.kind != "stream" or last.name != name or last.stream is None:
+            last = OutputRun("stream", name=name)
+            self.outputs.append(last)
+        assert last.stream is not None
+        last.stream.append(text)
+
+    def end(self, result: Any, is_error: bool, now: float) -> None:
+        self.result = result
+        self.is_error = is_error
+        self.details = parse_call_details(field(result, "details"))
+        details = self.details
+        if details is not None:
+            if not self.outputs:
+                # No live updates reached us (e.g. a replayed session): the final
+                # details hold every output, in order.
+                for output in details.outputs:
+                    self._add_output(output)
+            self.duration = details.elapsed_s
+        elif self.started is not None and self.duration is None:
+            self.duration = now - self.started
+        if self.approval_outcome == "skip":
+            self.status = "skipped"
+        elif details is not None and details.aborted:
+            self.status = "aborted"
+        elif details is not None and details.timed_out:
+            self.status = "timed out"
+        elif details is not None and details.interrupted:
+            self.status = "interrupted"
+        elif self.status != "aborted":
+            self.status = "error" if is_error else "done"
+        self._freeze()
+
+    def abort(self, now: float) -> None:
+        """The run ended while this call had not finished."""
+        if not self.frozen:
+            if self.started is not None and self.duration is None and not self.approval_pending:
+                self.duration = now - self.started
+            self.status = "aborted"
+            self._freeze()
+
+    def _freeze(self) -> None:
+        self.approval_pending = False
+        self.progress_text = None
+        for out in self.outputs:
+            if out.stream is not None:
+                out.stream.final = True
+        self.frozen = True
+
+    @property
+    def result_text(self) -> str:
+        """What the user sees of the result: nothing for a typed python call (its
+        outputs are the real output; the result text is the model's copy)."""
+        if self.details is not None:
+            return ""
+        return strip_control(content_text(field(self.result, "content")))
+
+    def code(self) -> tuple[str, str]:
+        """(source, language) to show for the call's arguments."""
+        code, lang = args_code(self.tool_name, self.args)
+        if not code and self.approval_code:
+            return self.approval_code, "python"
+        return code, lang
+
+
+def read_output(details: Any) -> ToolOutput | None:
+    """A live update's typed output. The untyped ``{"event": "stream" | "display", ...}``
+    dicts of earlier versions (old session files, a tool not yet switched) are read too."""
+    if isinstance(details, dict) and details.get("event") in ("stream", "display") and "kind" not in details:
+        details = {**details, "kind": details["event"]}
+    return parse_output(details)
+
+
+def args_code(tool_name: str, args: Any) -> tuple[str, str]:
+    if isinstance(args, dict) and isinstance(args.get("code"), str) and \
+            (tool_name == "python" or set(args) == {"code"}):
+        return args["code"], "python"
+    if args in (None, {}):
+        return "", "json"
+    try:
+        return json.dumps(args, indent=2, ensure_ascii=False, default=str), "json"
+    except (TypeError, ValueError):
+        return str(args), "text"
+
+
+# --- tracebacks ---------------------------------------------------------------------------
+
+_FRAME_RE = re.compile(r"^\s*(File\s|Cell In\[|Input In \[)")
+# Frames of installed libraries, the standard library and compiled extensions: folded.
+_LIBRARY_RE = re.compile(r"site-packages|dist-packages|[/\\]lib[/\\]python\d|\.pyx\b|\.pxi\b|<frozen |"
+                         r"Could not get source")
+_EXC_RE = re.compile(r"^[A-Za-z_][\w.]*(:|$)")
+_START_RE = re.compile(r"Traceback \(most recent call last\)")
+SHORT_TRACEBACK_LINES = 12
+
+
+def fold_traceback(text: str) -> tuple[str, bool]:
+    """(what to show first, whether anything was left out): the last frame of the
+    user's (agent's) code and the exception lines. Library frames are left for the
+    full traceback, which the view shows folded."""
+    text = strip_control(text).strip("\n")
+    lines = text.split("\n")
+    if len(lines) <= SHORT_TRACEBACK_LINES:
+        return text, False
+    # Look at the last exception of a chain only.
+    start = 0
+    for i, line in enumerate(lines):
+        if _START_RE.search(line):
+            start = i
+    frames: list[list[str]] = []
+    head = lines[start:start + 1]
+    current: list[str] | None = None
+    for line in lines[start + 1:]:
+        if _FRAME_RE.match(line):
+            current = [line]
+            frames.append(current)
+        elif current is not None:
+            current.append(line)
+    if not frames:
+        return text, False
+    # The exception lines end the traceback: from the last line that starts in column
+    # 0 with a name (``KeyError: 'b'``, ``mod.CustomError``), to the end.
+    last = frames[-1]
+    tail: list[str] = []
+    for j in range(len(last) - 1, 0, -1):
+        if _EXC_RE.match(last[j]):
+            tail = last[j:]
+            del last[j:]
+            break
+    user = [f for f in frames if not _LIBRARY_RE.search(f[0])]
+    shown = [*head, *(_trim(user[-1]) if user else []), "", *tail]
+    summary = "\n".join(line for line in shown).strip("\n")
+    return summary, summary != text
+
+
+def _trim(frame: list[str]) -> list[str]:
+    while frame and not frame[-1].strip():
+        frame = frame[:-1]
+    return frame

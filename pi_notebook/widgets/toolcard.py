@@ -1,0 +1,280 @@
+"""The widget of one tool call: name, status, code, approval panel, output, result.
+
+It renders a :class:`~pi_notebook.widgets.toolcall.ToolItem`. Code shown for approval
+is shown as it will run: invisible and bidirectional-control characters are written
+out (``⟨U+202E⟩``) with a warning line. Figures keep their natural size (never
+taller or wider than the card; no fixed height). Tracebacks show the last frame of
+the agent's code and the exception first; the full traceback is folded.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import ipywidgets as W
+
+from ._util import B64_RE, content_images, field, find_invisible, fmt_seconds, mark_invisible, strip_control
+from .blocks import Block, ChunkedText, WidgetSet, line_split_point, pill_html
+from .markdown import escape_text, highlight_code
+from .toolcall import OutputRun, ToolItem, fold_traceback
+
+__all__ = ["ToolCard", "MAX_RESULT_CHARS", "image_html", "invisible_warning_html"]
+
+MAX_RESULT_CHARS = 20_000
+_IMAGE_MIMES = ("image/png", "image/jpeg", "image/gif")
+
+
+def image_html(mime: str, data: str, css_class: str = "pi-out-img") -> str | None:
+    """An <img> for a base64 PNG/JPEG/GIF payload we validated, else None."""
+    if mime == "image/jpg":
+        mime = "image/jpeg"
+    if mime not in _IMAGE_MIMES or not data or not B64_RE.match(data):
+        return None
+    return f'<img class="{css_class}" src="data:{mime};base64,{"".join(data.split())}">'
+
+
+def invisible_warning_html(code: str) -> str:
+    found = find_invisible(code)
+    if not found:
+        return ""
+    names = ", ".join(f"U+{ord(c):04X}" for c in found)
+    return ('<div class="pi-invisible-warning">⚠ This code contains invisible or text-direction '
+            f"characters ({escape_text(names)}), shown as ⟨U+…⟩: the code may not do what it "
+            "appears to do.</div>")
+
+
+def code_html(code: str, lang: str) -> str:
+    """Highlighted code with invisible characters written out and marked."""
+    return mark_invisible(highlight_code(code, lang))
+
+
+def _render_stream(name: str) -> Callable[[str, bool], str]:
+    cls = "pi-out pi-stderr" if name == "stderr" else "pi-out"
+
+    def render(text: str, live: bool) -> str:
+        return f'<pre class="{cls}">{escape_text(text)}</pre>' if text else ""
+    return render
+
+
+def display_html(data: dict[str, Any]) -> str | None:
+    for mime in _IMAGE_MIMES:
+        payload = data.get(mime)
+        if isinstance(payload, list):
+            payload = "".join(payload)
+        if isinstance(payload, str):
+            img = image_html(mime, payload)
+            if img is not None:
+                return img
+    # Never text/html, SVG or JavaScript from tool output: text/plain only.
+    plain = data.get("text/plain")
+    if isinstance(plain, list):
+        plain = "".join(plain)
+    if isinstance(plain, str) and plain:
+        return f'<pre class="pi-out">{escape_text(strip_control(plain))}</pre>'
+    return None
+
+
+def error_html(ename: str, evalue: str, traceback: list[str]) -> str:
+    text = strip_control("\n".join(traceback)).strip() or f"{ename}: {evalue}"
+    summary, folded = fold_traceback(text)
+    html = f'<pre class="pi-out pi-err">{escape_text(summary)}</pre>'
+    if folded:
+        lines = text.count("\n") + 1
+        html += (f'<details class="pi-tb-full"><summary>Full traceback ({lines} lines)</summary>'
+                 f'<pre class="pi-out pi-err">{escape_text(text)}</pre></details>')
+    return html
+
+
+class ToolCard(Block[ToolItem]):
+    """One tool call's widgets."""
+
+    def __init__(self, item: ToolItem, widgets: WidgetSet) -> None:
+        super().__init__(item, widgets)
+        self._head: W.HTML | None = None
+        self._args: W.HTML | None = None
+        self._args_version = -1
+        self._approval: W.VBox | None = None
+        self._approval_buttons: list[W.Button] = []
+        self._outbox: W.VBox | None = None
+        self._out_widgets: dict[int, W.Widget] = {}
+        self._streams: dict[int, ChunkedText] = {}
+        self._progress: W.HTML | None = None
+        self._result: W.Widget | None = None
+        self._result_built = False
+        self._note: W.HTML | None = None
+        self._children: tuple[W.Widget, ...] = ()
+        self.on_approval_click: Callable[[str, str], None] | None = None
+
+    # -- what tests and the view read --
+    tool_call_id = property(lambda self: self.item.tool_call_id)
+    status = property(lambda self: self.item.status)
+    approval_pending = property(lambda self: self.item.approval_pending)
+    outputs = property(lambda self: self.item.outputs)
+    duration = property(lambda self: self.item.duration)
+    dropped_chars = property(lambda self: self.item.dropped_chars)
+    shown_chars = property(lambda self: self.item.shown_chars)
+
+    @property
+    def approval_buttons(self) -> dict[str, W.Button]:
+        """The Run / Skip / Always buttons once the panel has been shown."""
+        return dict(zip(("run", "skip", "always"), self._approval_buttons, strict=False))
+
+    def disable_buttons(self) -> None:
+        for button in self._approval_buttons:
+            button.disabled = True
+
+    # -- rendering (flush only) --
+
+    def _head_html(self) -> str:
+        item = self.item
+        live = not item.frozen and item.status in ("running", "waiting for approval", "preparing")
+        bits = [f'<span class="pi-tool-name">⚙ {escape_text(item.tool_name or "tool")}</span>',
+                pill_html(item.status, live=live)]
+        if item.duration is not None:
+            bits.append(f'<span class="pi-metric" title="execution time">{fmt_seconds(item.duration)}</span>')
+        elif item.started is not None and not item.frozen and item.status == "running":
+            bits.append(f'<span class="pi-metric">{fmt_seconds(time.monotonic() - item.started, precise=False)}'
+                        "</span>")
+        return f'<div class="pi-tool-head">{"".join(bits)}</div>'
+
+    def _args_html(self) -> str:
+        code, lang = self.item.code()
+        if not code:
+            return ""
+        # While the approval panel is up, its own warning line says it (once).
+        warning = "" if self.item.approval_pending else invisible_warning_html(code)
+        return warning + code_html(code, lang)
+
+    def _on_click(self, choice: str) -> Callable[[Any], None]:
+        def handler(_button: Any) -> None:
+            # Runs on whatever thread the comm is handled on; the view's callback
+            # only schedules work on the loop (call_soon_threadsafe).
+            if self.on_approval_click is not None:
+                self.on_approval_click(self.item.tool_call_id, choice)
+        return handler
+
+    def _approval_widget(self) -> W.VBox:
+        if self._approval is None:
+            code = self.item.approval_code or ""
+            prompt = self.widgets.html('<div class="pi-approval-text"><b>Run this code?</b> The agent wants '
+                                       'to execute it in your kernel.</div>' + invisible_warning_html(code))
+
+            def button(description: str, icon: str, style: str = "") -> W.Button:
+                return self.widgets.add(W.Button(description=description, icon=icon, button_style=style,
+                                                 layout=self.widgets.add(W.Layout(width="auto", flex="0 0 auto"))))
+            run = button("Run", "play", "success")
+            skip = button("Skip", "ban")
+            always = button("Always for this run", "check-double")
+            for b, choice in ((run, "run"), (skip, "skip"), (always, "always")):
+                b.on_click(self._on_click(choice))
+            self._approval_buttons = [run, skip, always]
+            # Text above, the buttons in a row below: at any width the text wraps as
+            # text, and the buttons wrap as a row (never one word per line).
+            row = self.widgets.add(W.HBox([run, skip, always]))
+            row.add_class("pi-approval-buttons")
+            self._approval = self.widgets.add(W.VBox([prompt, row]))
+            self._approval.add_class("pi-approval")
+        return self._approval
+
+    def _output_widget(self, index: int, out: OutputRun) -> W.Widget | None:
+        if out.kind == "stream" and out.stream is not None:
+            chunks = self._streams.get(index)
+            if chunks is None:
+                chunks = ChunkedText(out.stream, _render_stream(out.name), line_split_point, self.widgets, 4000)
+                self._streams[index] = chunks
+            box = chunks.sync()
+            box.add_class("pi-stream")
+            return box
+        widget = self._out_widgets.get(index)
+        if widget is None:
+            if out.kind == "display":
+                html = display_html(out.data)
+            elif out.error is not None:
+                html = error_html(out.error.ename, out.error.evalue, out.error.traceback)
+            else:
+                html = None
+            if html is None:
+                return None
+            widget = self.widgets.html(html)
+            self._out_widgets[index] = widget
+        return widget
+
+    def _result_widget(self) -> W.Widget | None:
+        item = self.item
+        text = item.result_text
+        parts: list[str] = []
+        if text:
+            cut = len(text) - MAX_RESULT_CHARS
+            cls = "pi-out pi-err" if item.is_error else "pi-out"
+            parts.append(f'<pre class="{cls}">{escape_text(text[:MAX_RESULT_CHARS])}</pre>')
+            if cut > 0:
+                parts.append(f'<div class="pi-note">… {cut:,} more characters</div>')
+        if item.details is None:
+            for mime, data in content_images(field(item.result, "content")):
+                img = image_html(mime, data)
+                if img:
+                    parts.append(img)
+        if not parts:
+            return None
+        html = self.widgets.html("".join(parts))
+        if item.outputs and not item.is_error:
+            # The streamed output is already on screen; what the model got back is
+            # there for the curious, collapsed.
+            acc = self.widgets.add(W.Accordion(children=[html], titles=("Result sent to the model",),
+                                               selected_index=None))
+            acc.add_class("pi-result-box")
+            return acc
+        return html
+
+    def _set_html(self, widget: W.HTML | None, value: str) -> W.HTML:
+        if widget is None:
+            return self.widgets.html(value)
+        if widget.value != value:
+            widget.value = value
+        return widget
+
+    def sync(self) -> None:
+        item = self.item
+        self._head = self._set_html(self._head, self._head_html())
+        children: list[W.Widget] = [self._head]
+        if self._args_version != item.args_version or self._args is None:
+            self._args = self._set_html(self._args, self._args_html())
+            self._args_version = item.args_version
+        if self._args.value:
+            children.append(self._args)
+        if item.approval_pending:
+            children.append(self._approval_widget())
+        elif self._approval_buttons:
+            self.disable_buttons()  # answered: no live button stays behind
+        out_widgets = [w for i, out in enumerate(item.outputs) if (w := self._output_widget(i, out)) is not None]
+        if item.progress_text:
+            self._progress = self._set_html(self._progress,
+                                            f'<pre class="pi-out">{escape_text(item.progress_text)}</pre>')
+            out_widgets.append(self._progress)
+        if out_widgets:
+            if self._outbox is None:
+                self._outbox = self.widgets.add(W.VBox(out_widgets))
+                self._outbox.add_class("pi-outbox")
+            elif tuple(self._outbox.children) != tuple(out_widgets):
+                self._outbox.children = tuple(out_widgets)
+            children.append(self._outbox)
+        if item.dropped_chars:
+            self._note = self._set_html(self._note, f'<div class="pi-note">… {item.dropped_chars:,} more '
+                                                    "characters of output not shown</div>")
+            children.append(self._note)
+        if item.result is not None:
+            if not self._result_built:
+                self._result = self._result_widget()
+                self._result_built = True
+            if self._result is not None:
+                children.append(self._result)
+        if self.widget is None:
+            self.widget = self.widgets.add(W.VBox(children))
+            self.widget.add_class("pi-tool")
+        elif tuple(children) != self._children and isinstance(self.widget, W.VBox):
+            self.widget.children = tuple(children)
+        self._children = tuple(children)
+        if item.is_error and item.frozen:
+            self.widget.add_class("pi-tool-error")
