@@ -14,29 +14,20 @@ API (called by the magics helper at extension load/unload):
   ``threading.Thread.start`` so threads started inside a capture inherit it; uninstall puts back
   exactly the objects that were there (a proxy that has been wrapped by someone else since is
   left in place but switched to pass-through, so nothing is lost).
-- ``with capture(on_stream, on_display) as cap:``: everything printed or displayed by code in
+- ``with capture(on_stream, on_display, *, on_late_stream=None, on_late_display=None) as
+  cap:``: everything printed or displayed by code in
   this context (tasks it creates, threads it starts) calls ``on_stream(name, text)`` with
   ``name`` in ``{"stdout", "stderr"}`` or ``on_display(data, metadata)``; nothing reaches the
   real iopub streams. Callbacks may be called from other threads (threads started by the code)
   and run with the capture suspended, so their own output is not captured. After the block
-  exits, late writes from leftovers (tasks, threads) go to the original streams again.
+  exits, late writes from leftovers (tasks, threads) take the late-output path (below).
 - ``capture_active() -> bool``.
 
-Also routed: ``shell.ask_exit`` (what IPython's ``exit``/``quit`` call). Inside a capture it
-raises ``SystemExit`` instead, so agent code cannot shut the user's kernel down; the tool
-reports it as an error.
-
-Also routed: ``input()`` and ``getpass.getpass()``. Inside a capture they raise
-``StdinNotImplementedError`` with a clear message: nobody can answer agent code (and from a
-worker thread during a user's request, ipykernel's own ``raw_input`` would ask the user in the
-wrong cell). Both ``builtins`` (the kernel while idle) and ``kernel.raw_input`` /
-``kernel.getpass`` (what ipykernel installs for each request) are guarded.
-
-Also routed: matplotlib-inline's ``flush_figures`` (a ``post_execute`` callback that displays
-and closes *all* open figures in the current request). While agent code runs on a worker
-thread (``hold_figure_flush()``), a request that ends meanwhile skips it, so a half-made agent
-figure never lands in the user's cell; matplotlib keeps its "draw pending" flag, so the user's
-own figures are shown after the next request.
+Also changed for agent code (``guards.py``): ``exit()`` raises instead of stopping the
+kernel, ``input()``/``getpass()`` raise ``StdinNotImplementedError``, matplotlib-inline's
+end-of-request figure flush skips figures agent code is making (``hold_figure_flush()``),
+and a raising display formatter's traceback goes to the capture's stderr instead of becoming
+an ``error`` output of whatever cell is current.
 
 Late output: a thread or task started by agent code inherits its capture; what it writes
 after the capture closed (the tool returned) goes to the capture's ``on_late_stream`` /
@@ -53,10 +44,6 @@ text to the replacement, and attribute reads (``sys.stdout.getvalue()``) go to i
 observer. ``restore_routing()`` (after each call) puts the proxies back if something went
 around the hooks (``sys.__dict__["stdout"] = ...``).
 
-Display errors: a formatter that raises (``_repr_html_``) makes IPython call
-``shell._showtraceback``, which in ipykernel publishes an ``error`` message in whatever cell is
-current. Inside a capture the traceback text goes to the capture's stderr instead.
-
 OS-level output (file descriptors 1/2: ``os.system``, subprocesses, C extensions) is routed by
 ``fdroute.py``; see docs/design/capture.md for what is guaranteed.
 """
@@ -72,6 +59,8 @@ from contextlib import contextmanager
 from typing import Any
 
 from IPython.core.displaypub import DisplayPublisher
+
+from .guards import hold_figure_flush, install_guards, uninstall_guards
 
 __all__ = [
     "Capture",
@@ -344,10 +333,6 @@ class _InstallState:
         self.stderr: RoutedStream | None = None
         self.display_pub: RoutedDisplayPublisher | None = None
         self.thread_start: Callable[..., Any] | None = None
-        self.ask_exit: Callable[..., Any] | None = None
-        self.trigger: Callable[..., Any] | None = None
-        self.input_guards: list[tuple[Any, str, Any, bool]] = []  # (owner, name, guard, was own attr)
-        self.showtraceback: Callable[..., Any] | None = None
         self.sys_class: type | None = None
         self.global_sets: dict[str, Any] = {}  # what code outside captures assigned last
         self.pub_observer: Callable[..., Any] | None = None
@@ -390,10 +375,7 @@ def install_capture(shell: Any) -> None:
             _orig_thread_start = threading.Thread.start
         _state.thread_start = _orig_thread_start
         threading.Thread.start = _thread_start  # type: ignore[method-assign]
-        _install_exit_guard(shell)
-        _install_flush_guard(shell)
-        _install_input_guards(shell)
-        _install_traceback_guard(shell)
+        install_guards(shell, _active)
         _install_swap_guards(shell)
         _state.installed = True
 
@@ -470,140 +452,6 @@ def restore_routing() -> list[str]:
     return repaired
 
 
-DISPLAY_ERROR_NOTE = "Error while formatting a value for display:\n"
-
-
-def _install_traceback_guard(shell: Any) -> None:
-    orig = getattr(shell, "_showtraceback", None)
-    if orig is None:
-        return
-
-    def showtraceback(etype: Any, evalue: Any, stb: Any, *args: Any, **kwargs: Any) -> Any:
-        cap = _active()
-        if cap is None:
-            return orig(etype, evalue, stb, *args, **kwargs)
-        from .format import strip_ansi
-
-        text = "\n".join(stb) if isinstance(stb, (list, tuple)) else str(stb)
-        cap.write("stderr", DISPLAY_ERROR_NOTE + strip_ansi(text) + "\n")
-        return None
-
-    showtraceback._pi_orig = orig  # type: ignore[attr-defined]
-    showtraceback._pi_was_instance_attr = "_showtraceback" in shell.__dict__  # type: ignore[attr-defined]
-    shell._showtraceback = showtraceback
-    _state.showtraceback = showtraceback
-
-
-EXIT_REFUSED = "exit() is not available to agent code: the user's kernel keeps running"
-
-
-def _install_exit_guard(shell: Any) -> None:
-    orig = getattr(shell, "ask_exit", None)
-    if orig is None:
-        return
-
-    def ask_exit(*args: Any, **kwargs: Any) -> Any:
-        if _active() is not None:
-            raise SystemExit(EXIT_REFUSED)
-        return orig(*args, **kwargs)
-
-    ask_exit._pi_orig = orig  # type: ignore[attr-defined]
-    ask_exit._pi_was_instance_attr = "ask_exit" in shell.__dict__  # type: ignore[attr-defined]
-    shell.ask_exit = ask_exit  # instance attribute shadows the method
-    _state.ask_exit = ask_exit
-
-
-INPUT_REFUSED = ("input() is not available to agent code: nobody can answer it. "
-                 "Ask the user in your reply instead.")
-
-
-def _refusing(orig: Callable[..., Any]) -> Callable[..., Any]:
-    def guarded(*args: Any, **kwargs: Any) -> Any:
-        if _active() is not None:
-            from IPython.core.error import StdinNotImplementedError
-
-            raise StdinNotImplementedError(INPUT_REFUSED)
-        return orig(*args, **kwargs)
-
-    guarded._pi_orig = orig  # type: ignore[attr-defined]
-    return guarded
-
-
-def _install_input_guards(shell: Any) -> None:
-    import builtins
-    import getpass
-
-    targets: list[tuple[Any, str]] = [(builtins, "input"), (getpass, "getpass")]
-    kernel = getattr(shell, "kernel", None)
-    if kernel is not None:
-        targets += [(kernel, name) for name in ("raw_input", "getpass") if hasattr(kernel, name)]
-    for owner, name in targets:
-        orig = getattr(owner, name)
-        was_own = name in getattr(owner, "__dict__", {})
-        guard = _refusing(orig)
-        setattr(owner, name, guard)  # on the kernel: an instance attribute shadows the method
-        _state.input_guards.append((owner, name, guard, was_own))
-
-
-def _uninstall_input_guards() -> None:
-    guard: Any
-    for owner, name, guard, was_own in reversed(_state.input_guards):
-        if getattr(owner, "__dict__", {}).get(name) is not guard:
-            continue  # replaced since (e.g. ipykernel mid-request): the guard passes through
-        if was_own or isinstance(owner, type(sys)):
-            setattr(owner, name, guard.__dict__["_pi_orig"])
-        else:
-            delattr(owner, name)
-    _state.input_guards = []
-
-
-_flush_holds = 0
-_flush_holds_lock = threading.Lock()
-
-
-@contextmanager
-def hold_figure_flush() -> Iterator[None]:
-    """While held, requests that end skip matplotlib-inline's ``flush_figures``."""
-    global _flush_holds
-    with _flush_holds_lock:
-        _flush_holds += 1
-    try:
-        yield
-    finally:
-        with _flush_holds_lock:
-            _flush_holds -= 1
-
-
-def _is_figure_flush(fn: Any) -> bool:
-    return getattr(fn, "__name__", "") == "flush_figures" and "matplotlib_inline" in (getattr(fn, "__module__", "") or "")
-
-
-def _install_flush_guard(shell: Any) -> None:
-    events: Any = getattr(shell, "events", None)
-    orig = getattr(events, "trigger", None)
-    if orig is None:
-        return
-
-    def trigger(event: str, *args: Any, **kwargs: Any) -> Any:
-        callbacks = events.callbacks.get(event) if event == "post_execute" and _flush_holds else None
-        if not callbacks or not any(_is_figure_flush(f) for f in callbacks):
-            return orig(event, *args, **kwargs)
-        # Run the others; the list object stays in place (register/unregister keep working).
-        kept = [f for f in callbacks if not _is_figure_flush(f)]
-        saved = list(callbacks)
-        callbacks[:] = kept
-        try:
-            return orig(event, *args, **kwargs)
-        finally:
-            added = [f for f in callbacks if f not in kept]  # registered meanwhile
-            removed = [f for f in kept if f not in callbacks]
-            callbacks[:] = [f for f in saved if f not in removed] + added
-
-    trigger._pi_orig = orig  # type: ignore[attr-defined]
-    events.trigger = trigger  # instance attribute shadows the method
-    _state.trigger = trigger
-
-
 def uninstall_capture(shell: Any = None) -> None:
     """Undo :func:`install_capture` (idempotent)."""
     with _install_lock:
@@ -634,19 +482,7 @@ def _uninstall_locked() -> None:
                 events.unregister(event, getattr(pub, callback))
             except ValueError:
                 pass
-    guard = _state.ask_exit
-    if guard is not None and shell is not None and shell.__dict__.get("ask_exit") is guard:
-        if guard._pi_was_instance_attr:  # type: ignore[attr-defined]
-            shell.__dict__["ask_exit"] = guard._pi_orig  # type: ignore[attr-defined]
-        else:
-            del shell.__dict__["ask_exit"]
-    _uninstall_input_guards()
-    tb_guard = _state.showtraceback
-    if tb_guard is not None and shell is not None and shell.__dict__.get("_showtraceback") is tb_guard:
-        if tb_guard._pi_was_instance_attr:  # type: ignore[attr-defined]
-            shell.__dict__["_showtraceback"] = tb_guard._pi_orig  # type: ignore[attr-defined]
-        else:
-            del shell.__dict__["_showtraceback"]
+    uninstall_guards(shell)
     if _state.sys_class is not None and type(sys) is _RoutedSys:
         sys.__class__ = _state.sys_class
     if _state.pub_observer is not None and shell is not None:
@@ -654,10 +490,6 @@ def _uninstall_locked() -> None:
             shell.unobserve(_state.pub_observer, names="display_pub")
         except ValueError:
             pass
-    trigger = _state.trigger
-    events = getattr(shell, "events", None)
-    if trigger is not None and events is not None and events.__dict__.get("trigger") is trigger:
-        del events.__dict__["trigger"]
     if threading.Thread.start is _thread_start and _state.thread_start is not None:
         threading.Thread.start = _state.thread_start  # type: ignore[method-assign]
     _state.__init__()  # type: ignore[misc]
