@@ -230,11 +230,18 @@ class Runtime:
     def _make_tools(self) -> list[Any]:
         if self._tools_factory is not None:
             return list(self._tools_factory(self))
-        try:
-            from ..tools import make_notebook_tools
-        except ImportError:
-            return []
-        return list(make_notebook_tools(self.shell, self.settings))
+        from ..tools import PythonToolSettings, make_notebook_tools
+
+        conf = self.settings
+
+        def tool_settings() -> PythonToolSettings:
+            # placeholder until the magics layer builds it (helper `magics`): read per call
+            return PythonToolSettings(
+                timeout_s=conf.tool_timeout, max_output_chars=conf.max_output_chars,
+                max_value_chars=conf.max_value_chars, max_images=conf.max_images,
+                image_pixel_budget=conf.max_image_pixels)
+
+        return list(make_notebook_tools(self.shell, tool_settings))
 
     def _make_approval_hook(self) -> Any:
         try:
