@@ -12,7 +12,7 @@ import pytest
 from sse_server import DELAY, HANG, RESET, Reply, chunked, scripted_server, sse_body  # noqa: F401
 
 from pi_notebook.ai.abort import AbortController
-from pi_notebook.ai.providers import openai_completions as oc
+from pi_notebook.ai.providers import _common, openai_completions as oc
 from pi_notebook.ai.providers.openai_completions import (
     detect_compat, stream_openai_completions, stream_simple_openai_completions,
 )
@@ -1182,7 +1182,7 @@ async def test_cancelled_task_still_ends_the_stream(scripted_server):
     async for event in s:
         events.append(event)
         if event.type == "text_delta":
-            for task in list(oc._tasks):
+            for task in list(_common._tasks):
                 task.cancel()
     message = await s.result()
     assert events[-1].type == "error" and message.stop_reason == "aborted"

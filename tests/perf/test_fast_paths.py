@@ -20,10 +20,10 @@ from pi_notebook.agent import AgentContext, AgentLoopConfig, run_agent_loop
 from pi_notebook.agent.loop import _message_update, _shallow_copy
 from pi_notebook.agent.types import MessageUpdateEvent
 from pi_notebook.ai.event_stream import AssistantMessageEventStream, EventStream
+from pi_notebook.ai._fast import construct_unchecked, fast_shallow_copy
 from pi_notebook.ai.types import (
     AssistantMessage, Cost, DoneEvent, PiModel, StartEvent, TextContent, TextDeltaEvent,
-    TextEndEvent, TextStartEvent, ToolCall, Usage, UserMessage, construct_unchecked,
-    fast_shallow_copy,
+    TextEndEvent, TextStartEvent, ToolCall, Usage, UserMessage,
 )
 
 MODEL_FIELDS = ("__dict__", "__pydantic_fields_set__", "__pydantic_extra__", "__pydantic_private__")
