@@ -1187,3 +1187,48 @@ async def test_cancelled_task_still_ends_the_stream(scripted_server):
     message = await s.result()
     assert events[-1].type == "error" and message.stop_reason == "aborted"
     assert message.content[0].text == "x"
+
+
+# --- refusals (recorded from the live OpenAI API) -------------------------------------------
+
+RECORDED = Path(__file__).parent / "data" / "recorded-wire" / "openai-completions"
+
+
+def _recorded_refusal(name: str) -> tuple[bytes, str]:
+    """The recorded body and the refusal text it carries, read from its ``data:`` lines."""
+    body = (RECORDED / f"{name}.sse").read_bytes()
+    refusal = ""
+    for line in body.decode().splitlines():
+        if line.startswith("data: {"):
+            for choice in json.loads(line[len("data: "):])["choices"]:
+                refusal += choice["delta"].get("refusal") or ""
+    return body, refusal
+
+
+@pytest.mark.parametrize("name", ["sdk_refusal", "sdk_refusal_logprobs"])
+@pytest.mark.parametrize("size", [1, 13, 4096])
+async def test_recorded_refusal_is_the_answer_text(scripted_server, name, size):
+    body, refusal = _recorded_refusal(name)
+    assert refusal.startswith("I'm") and len(refusal) > 20  # the fixture is what we think it is
+    scripted_server.push(Reply(chunks=chunked(body, size)))
+    model = make_model(scripted_server, id="gpt-4o-2024-08-06")
+    events, message = await run_stream(model, ctx("Which is the best city?"))
+    assert message.stop_reason == "stop" and message.error_message is None
+    assert message.content == [TextContent(text=refusal)]
+    kinds = types_of(events)
+    assert kinds[:2] == ["start", "text_start"] and kinds[-2:] == ["text_end", "done"]
+    assert "".join(e.delta for e in events if e.type == "text_delta") == refusal
+    assert message.response_id.startswith("chatcmpl-") and message.usage.input > 0
+    # the model sees its refusal on the next turn
+    history = Context(messages=[UserMessage(content="q", timestamp=1), message,
+                                UserMessage(content="again", timestamp=3)])
+    sent = oc.convert_messages(model, history, oc.get_compat(model))
+    assert sent[1] == {"role": "assistant", "content": refusal}
+
+
+async def test_refusal_after_content_continues_the_same_text_block(scripted_server):
+    serve(scripted_server, [chunk({"role": "assistant", "content": "Sure"}),
+                            chunk({"refusal": "... actually, no."}), chunk({}, "stop")])
+    events, message = await run_stream(make_model(scripted_server), ctx())
+    assert message.content == [TextContent(text="Sure... actually, no.")]
+    assert types_of(events).count("text_start") == 1
