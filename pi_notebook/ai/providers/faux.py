@@ -15,18 +15,18 @@ import asyncio
 import importlib
 import inspect
 import json
-import math
 import random
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Union
 
 from ..event_stream import AssistantMessageEventStream
+from ..options import estimate_text_tokens
 from ..types import (
     AssistantMessage, Context, DoneEvent, ErrorEvent, Model, StartEvent,
     TextContent, TextDeltaEvent, TextEndEvent, TextStartEvent, ThinkingContent,
     ThinkingDeltaEvent, ThinkingEndEvent, ThinkingStartEvent, ToolCall, ToolCallDeltaEvent,
-    ToolCallEndEvent, ToolCallStartEvent, Usage, get_field, now_ms,
+    ToolCallEndEvent, ToolCallStartEvent, Usage, get_field, now_ms, usage_total_tokens,
 )
 
 __all__ = [
@@ -397,9 +397,7 @@ def _json(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
 
 
-def _estimate_tokens(text: str) -> int:
-    # JS string lengths count UTF-16 code units
-    return math.ceil(len(text.encode("utf-16-le")) / 2 / _CHARS_PER_TOKEN)
+_estimate_tokens = estimate_text_tokens  # the package's one estimate (UTF-16 code units / 4)
 
 
 
@@ -484,6 +482,7 @@ def _estimate_usage(message: AssistantMessage, context: Context, options: Mappin
         else:
             cache_write = prompt_tokens
         prompt_cache[session_id] = prompt_text
-    return Usage(input=input_tokens, output=output, cache_read=cache_read, cache_write=cache_write,
-                 total_tokens=input_tokens + output + cache_read + cache_write)
+    usage = Usage(input=input_tokens, output=output, cache_read=cache_read, cache_write=cache_write)
+    usage.total_tokens = usage_total_tokens(usage)
+    return usage
 
