@@ -118,8 +118,8 @@ class RunHandle(Coroutine[Any, Any, None]):
         if self._iter is None:
             if self._task is None:
                 self._task = self._start()
-            self._iter = self._task.__await__()  # type: ignore[assignment]
-        return self._iter  # type: ignore[return-value]
+            self._iter = self._task.__await__()
+        return self._iter
 
     def __await__(self) -> Generator[Any, None, None]:
         return self._ensure_iter()

@@ -588,8 +588,8 @@ async def _execute_parallel(
              for i, slot in enumerate(slots) if isinstance(slot, _Prepared)}
     if tasks:
         await _wait_all(list(tasks.values()))
-    finalized = [tasks[i].result() if i in tasks else slot for i, slot in enumerate(slots)]
-    finalized = [f for f in finalized if isinstance(f, _Finalized)]
+    results = [tasks[i].result() if i in tasks else slot for i, slot in enumerate(slots)]
+    finalized = [f for f in results if isinstance(f, _Finalized)]
 
     # Phase C: result messages in source order.
     messages = []

@@ -137,7 +137,7 @@ def parse_model_ref(ref: str) -> tuple[str | None, str]:
 
 
 def _all_refs() -> list[str]:
-    refs = []
+    refs: list[str] = []
     for name, entry in _load().items():
         refs.extend(f"{name}/{mid}" for mid in entry.raw_models)
     for name, models in _registered.items():

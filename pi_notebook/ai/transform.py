@@ -12,7 +12,10 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from .types import AssistantMessage, Model, TextContent, ToolResultMessage, UserMessage, now_ms
+from .types import (
+    AssistantMessage, Model, PiModel, TextContent, ThinkingContent, ToolCall, ToolResultMessage,
+    UserMessage, now_ms,
+)
 
 __all__ = [
     "transform_messages", "sanitize_surrogates", "short_hash", "normalize_anthropic_tool_call_id",
@@ -26,7 +29,8 @@ NO_RESULT_TEXT = "No result provided"
 
 NormalizeToolCallId = Callable[[str, Model, AssistantMessage], str]
 
-_BY_ROLE = {"user": UserMessage, "assistant": AssistantMessage, "toolResult": ToolResultMessage}
+_BY_ROLE: dict[Any, type[PiModel]] = {
+    "user": UserMessage, "assistant": AssistantMessage, "toolResult": ToolResultMessage}
 
 
 # --- surrogates ---------------------------------------------------------------------------------
@@ -171,8 +175,7 @@ def _transform_assistant(message: AssistantMessage, model: Model, normalize: Nor
     content: list[Any] = []
     changed = False
     for block in message.content:
-        kind = block.type
-        if kind == "thinking":
+        if isinstance(block, ThinkingContent):
             if block.redacted:
                 # opaque encrypted reasoning is only valid for the model that produced it
                 if same_model:
@@ -189,13 +192,13 @@ def _transform_assistant(message: AssistantMessage, model: Model, normalize: Nor
             else:
                 content.append(TextContent(text=block.thinking))  # no <thinking> tags, as in pi
                 changed = True
-        elif kind == "text":
+        elif isinstance(block, TextContent):
             if same_model:
                 content.append(block)
             else:
                 content.append(TextContent(text=block.text))
                 changed = True
-        elif kind == "toolCall":
+        elif isinstance(block, ToolCall):
             update: dict[str, Any] = {}
             if not same_model and block.thought_signature:
                 update["thought_signature"] = None

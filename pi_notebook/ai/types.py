@@ -60,12 +60,12 @@ class PiModel(BaseModel):
         arbitrary_types_allowed=True,
     )
 
-    def model_dump(self, **kwargs: Any) -> dict[str, Any]:  # type: ignore[override]
+    def model_dump(self, **kwargs: Any) -> dict[str, Any]:
         kwargs.setdefault("by_alias", True)
         kwargs.setdefault("exclude_none", True)
         return super().model_dump(**kwargs)
 
-    def model_dump_json(self, **kwargs: Any) -> str:  # type: ignore[override]
+    def model_dump_json(self, **kwargs: Any) -> str:
         kwargs.setdefault("by_alias", True)
         kwargs.setdefault("exclude_none", True)
         return super().model_dump_json(**kwargs)
@@ -209,6 +209,10 @@ class ModelCost(PiModel):
     tiers: list[ModelCostTier] | None = None
 
 
+InputKind = Literal["text", "image"]
+_TEXT_ONLY: list[InputKind] = ["text"]
+
+
 class Model(PiModel):
     id: str
     name: str = ""
@@ -217,7 +221,7 @@ class Model(PiModel):
     base_url: str = ""
     reasoning: bool = False
     thinking_level_map: dict[str, str | None] | None = None
-    input: list[Literal["text", "image"]] = Field(default_factory=lambda: ["text"])
+    input: list[InputKind] = Field(default_factory=lambda: _TEXT_ONLY.copy())
     cost: ModelCost = Field(default_factory=ModelCost)
     context_window: int = 0
     max_tokens: int = 0

@@ -23,7 +23,7 @@ from ..abort import AbortError
 from ..env import AUTHENTICATED, get_env_api_key
 from ..event_stream import AssistantMessageEventStream
 from ..types import (
-    AssistantMessage, Context, DoneEvent, ErrorEvent, Model, StartEvent, Usage, get_field,
+    AssistantMessage, Context, DoneEvent, ErrorEvent, Model, StartEvent, ToolCall, Usage, get_field,
 )
 
 
@@ -127,7 +127,9 @@ class EventMapper:
         if self._dirty:
             content = self.output.content
             for index in self._dirty:
-                content[index].arguments = parse_streaming_json(self._scratch.get(index, ""))
+                block = content[index]
+                if isinstance(block, ToolCall):
+                    block.arguments = parse_streaming_json(self._scratch.get(index, ""))
             self._dirty.clear()
         if self.events:
             self.stream.push_many(self.events)
@@ -211,7 +213,10 @@ async def run_sse_stream(
         if signal is not None and signal.aborted:
             raise AbortError(ABORTED)
         mapper.flush()
-        stream.push(DoneEvent(reason=output.stop_reason, message=output))
+        reason = output.stop_reason
+        if reason == "pending" or reason == "error" or reason == "aborted":  # finish() let it through
+            raise ProviderStreamError(output.error_message or f"Stream ended with stop reason {reason}")
+        stream.push(DoneEvent(reason=reason, message=output))
         stream.end()
     except asyncio.CancelledError:
         mapper.flush()

@@ -26,7 +26,7 @@ from ..types import (
     AssistantMessage, Context, DoneEvent, ErrorEvent, Model, StartEvent,
     TextContent, TextDeltaEvent, TextEndEvent, TextStartEvent, ThinkingContent,
     ThinkingDeltaEvent, ThinkingEndEvent, ThinkingStartEvent, ToolCall, ToolCallDeltaEvent,
-    ToolCallEndEvent, ToolCallStartEvent, Usage, get_field, now_ms, usage_total_tokens,
+    StopReason, ToolCallEndEvent, ToolCallStartEvent, Usage, get_field, now_ms, usage_total_tokens,
 )
 
 __all__ = [
@@ -67,7 +67,7 @@ def faux_tool_call(name: str, arguments: dict[str, Any], id: str | None = None) 
 
 def faux_assistant_message(
     content: str | FauxContentBlock | Iterable[FauxContentBlock],
-    stop_reason: str = "stop",
+    stop_reason: StopReason = "stop",
     error_message: str | None = None,
     response_id: str | None = None,
     timestamp: int | None = None,
@@ -380,13 +380,14 @@ async def _stream_with_deltas(
             out.push(ToolCallEndEvent(content_index=index, tool_call=live_call,
                                       partial=partial.model_copy()))
 
-    if message.stop_reason == "pending":
+    reason = message.stop_reason
+    if reason == "pending":
         raise RuntimeError("Faux response ended without a stop reason")
-    if message.stop_reason in ("error", "aborted"):
-        out.push(ErrorEvent(reason=message.stop_reason, error=message))
+    if reason == "error" or reason == "aborted":
+        out.push(ErrorEvent(reason=reason, error=message))
         out.end(message)
         return
-    out.push(DoneEvent(reason=message.stop_reason, message=message))
+    out.push(DoneEvent(reason=reason, message=message))
     out.end(message)
 
 

@@ -224,7 +224,7 @@ class CompletionsEventMapper(EventMapper):
         self._emit(delta_event(ThinkingDeltaEvent, "thinking_delta", self.thinking_index, delta, self.output))
 
     def tool_call(self, call: dict[str, Any]) -> None:
-        index = call.get("index")
+        index: Any = call.get("index")
         call_id = call.get("id")
         function = call.get("function")
         if type(function) is not dict:
@@ -349,8 +349,8 @@ class CompletionsEventMapper(EventMapper):
     def end_blocks(self) -> None:
         """Finish every block in content order (all ``_end`` events come last)."""
         if self.reasoning_details:
-            block = self._ensure_thinking("reasoning_details")
-            block.thinking_signature = dumps(self.reasoning_details)
+            thinking = self._ensure_thinking("reasoning_details")
+            thinking.thinking_signature = dumps(self.reasoning_details)
         tools = {id(s.block): s for s in self.tool_states}
         for index, block in enumerate(self.content):
             if isinstance(block, TextContent):
