@@ -23,19 +23,41 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from ..ai._fast import construct_unchecked, fast_shallow_copy
 from ..ai.abort import AbortSignal
 from ..ai.event_stream import EventStream
-from ..ai._fast import construct_unchecked, fast_shallow_copy
 from ..ai.types import (
-    AssistantMessage, Context, TextContent, ToolCall, ToolResultMessage, get_field, now_ms,
+    AssistantMessage,
+    Context,
+    TextContent,
+    ToolCall,
+    ToolResultMessage,
+    get_field,
+    now_ms,
 )
 from ..ai.validation import validate_tool_arguments
 from .types import (
-    AfterToolCallContext, AgentContext, AgentEndEvent, AgentEvent, AgentLoopConfig,
-    AgentLoopTurnUpdate, AgentMessage, AgentStartEvent, AgentTool, AgentToolResult,
-    BeforeToolCallContext, MessageEndEvent, MessageStartEvent, MessageUpdateEvent,
-    ShouldStopAfterTurnContext, ToolExecutionEndEvent, ToolExecutionStartEvent,
-    ToolExecutionUpdateEvent, TurnEndEvent, TurnStartEvent, message_role,
+    AfterToolCallContext,
+    AgentContext,
+    AgentEndEvent,
+    AgentEvent,
+    AgentLoopConfig,
+    AgentLoopTurnUpdate,
+    AgentMessage,
+    AgentStartEvent,
+    AgentTool,
+    AgentToolResult,
+    BeforeToolCallContext,
+    MessageEndEvent,
+    MessageStartEvent,
+    MessageUpdateEvent,
+    ShouldStopAfterTurnContext,
+    ToolExecutionEndEvent,
+    ToolExecutionStartEvent,
+    ToolExecutionUpdateEvent,
+    TurnEndEvent,
+    TurnStartEvent,
+    message_role,
 )
 
 __all__ = [

@@ -15,8 +15,18 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import BaseModel, Field, TypeAdapter
 
 from ..ai.types import (
-    AgentThinkingLevel, AssistantMessage, ImageContent, Message, Model, PiModel, TextContent,
-    ThinkingLevel, ToolCall, ToolResultMessage, Usage, get_field,
+    AgentThinkingLevel,
+    AssistantMessage,
+    ImageContent,
+    Message,
+    Model,
+    PiModel,
+    TextContent,
+    ThinkingLevel,
+    ToolCall,
+    ToolResultMessage,
+    Usage,
+    get_field,
 )
 
 __all__ = [

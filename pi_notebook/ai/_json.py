@@ -226,13 +226,13 @@ class _PartialParser:
                 self.i += 1  # the colon, unchecked as in npm
                 try:
                     value = self.any()
-                except Exception:  # noqa: BLE001 - npm catches everything here
+                except Exception:
                     return result
                 result[key] = value
                 self._blank()
                 if self.i < n and s[self.i] == ",":
                     self.i += 1
-        except Exception:  # noqa: BLE001
+        except Exception:
             return result
         self.i += 1
         return result
@@ -247,7 +247,7 @@ class _PartialParser:
                 self._blank()
                 if self.i < n and s[self.i] == ",":
                     self.i += 1
-        except Exception:  # noqa: BLE001
+        except Exception:
             return result
         self.i += 1
         return result

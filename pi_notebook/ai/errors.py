@@ -95,7 +95,7 @@ def _raw_body_of(error: Any) -> str | None:
     if response is not None:
         try:
             text = getattr(response, "text", None)  # httpx raises if a streamed body was not read
-        except Exception:  # noqa: BLE001
+        except Exception:
             return None
         if isinstance(text, str):
             return text
@@ -197,10 +197,10 @@ def is_context_overflow(message: Any, context_window: int | None = None) -> bool
         stop_reason = get_field(message, "stop_reason", "stopReason")
         error_message = get_field(message, "error_message", "errorMessage")
         usage = get_field(message, "usage")
-    if stop_reason == "error" and error_message:
-        if (not any(p.search(error_message) for p in _NOT_OVERFLOW)
-                and any(p.search(error_message) for p in OVERFLOW_PATTERNS)):
-            return True
+    if (stop_reason == "error" and error_message
+            and not any(p.search(error_message) for p in _NOT_OVERFLOW)
+            and any(p.search(error_message) for p in OVERFLOW_PATTERNS)):
+        return True
     if not context_window or usage is None:
         return False
     input_tokens = (get_field(usage, "input") or 0) + (get_field(usage, "cache_read", "cacheRead") or 0)

@@ -187,7 +187,7 @@ def get_models(provider: str) -> list[Model]:
 
 
 def _find_bare_id(model_id: str) -> Model | None:
-    for provider, models in _registered.items():
+    for models in _registered.values():
         if model_id in models:
             return models[model_id]
     for provider, entry in _load().items():

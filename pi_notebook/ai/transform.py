@@ -13,8 +13,15 @@ from collections.abc import Callable
 from typing import Any
 
 from .types import (
-    AssistantMessage, Model, PiModel, TextContent, ThinkingContent, ToolCall, ToolResultMessage,
-    UserMessage, now_ms,
+    AssistantMessage,
+    Model,
+    PiModel,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
+    now_ms,
 )
 
 __all__ = [
@@ -160,11 +167,13 @@ def _replace_images(content: list[Any], placeholder: str) -> list[Any]:
 def _downgrade_images(message: Any) -> Any:
     role = getattr(message, "role", None)
     if role == "user" and isinstance(message.content, list):
-        if any(b.type == "image" for b in message.content):
-            return message.model_copy(update={"content": _replace_images(message.content, USER_IMAGE_PLACEHOLDER)})
+        placeholder = USER_IMAGE_PLACEHOLDER
     elif role == "toolResult":
-        if any(b.type == "image" for b in message.content):
-            return message.model_copy(update={"content": _replace_images(message.content, TOOL_IMAGE_PLACEHOLDER)})
+        placeholder = TOOL_IMAGE_PLACEHOLDER
+    else:
+        return message
+    if any(b.type == "image" for b in message.content):
+        return message.model_copy(update={"content": _replace_images(message.content, placeholder)})
     return message
 
 

@@ -193,7 +193,7 @@ class _SchemaContext:
                     if "$schema" in self.root and "$schema" not in target:
                         target["$schema"] = self.root["$schema"]
                 validator = self.cls(target, format_checker=self.cls.FORMAT_CHECKER)
-            except Exception:  # noqa: BLE001 - an uncompilable arm simply never matches
+            except Exception:
                 validator = None
         self._subs[id(schema)] = (schema, validator)
         return validator
@@ -204,7 +204,7 @@ class _SchemaContext:
             return None
         try:
             return validator.is_valid(value)
-        except Exception:  # noqa: BLE001 - unresolvable refs and the like: unknown
+        except Exception:
             return None
 
 
@@ -278,7 +278,7 @@ def normalize_optional_nulls(value: Any, schema: Any, ctx: _SchemaContext | None
     if isinstance(value, list):
         items = schema.get("items")
         if isinstance(items, list):
-            for item, item_schema in zip(value, items):
+            for item, item_schema in zip(value, items, strict=False):  # extra items have no schema
                 normalize_optional_nulls(item, item_schema, ctx)
         elif isinstance(items, dict):
             for item in value:

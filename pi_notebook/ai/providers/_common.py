@@ -16,14 +16,22 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from .. import _http
-from .._fast import append_text
+from .._fast import append_text as append_text  # re-exported: the adapters import it from here
 from .._json import parse_streaming_json
 from .._sse import SSEDecoder
 from ..abort import AbortError
 from ..env import AUTHENTICATED, get_env_api_key
 from ..event_stream import AssistantMessageEventStream
 from ..types import (
-    AssistantMessage, Context, DoneEvent, ErrorEvent, Model, StartEvent, ToolCall, Usage, get_field,
+    AssistantMessage,
+    Context,
+    DoneEvent,
+    ErrorEvent,
+    Model,
+    StartEvent,
+    ToolCall,
+    Usage,
+    get_field,
 )
 
 

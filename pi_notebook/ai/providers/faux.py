@@ -23,10 +23,29 @@ from typing import Any, Union
 from ..event_stream import AssistantMessageEventStream
 from ..options import estimate_text_tokens
 from ..types import (
-    AssistantMessage, Context, DoneEvent, ErrorEvent, Model, StartEvent,
-    TextContent, TextDeltaEvent, TextEndEvent, TextStartEvent, ThinkingContent,
-    ThinkingDeltaEvent, ThinkingEndEvent, ThinkingStartEvent, ToolCall, ToolCallDeltaEvent,
-    StopReason, ToolCallEndEvent, ToolCallStartEvent, Usage, get_field, now_ms, usage_total_tokens,
+    AssistantMessage,
+    Context,
+    DoneEvent,
+    ErrorEvent,
+    Model,
+    StartEvent,
+    StopReason,
+    TextContent,
+    TextDeltaEvent,
+    TextEndEvent,
+    TextStartEvent,
+    ThinkingContent,
+    ThinkingDeltaEvent,
+    ThinkingEndEvent,
+    ThinkingStartEvent,
+    ToolCall,
+    ToolCallDeltaEvent,
+    ToolCallEndEvent,
+    ToolCallStartEvent,
+    Usage,
+    get_field,
+    now_ms,
+    usage_total_tokens,
 )
 
 __all__ = [

@@ -43,7 +43,9 @@ from ...errors import format_provider_error
 from ...event_stream import AssistantMessageEventStream
 from ...models import clamp_thinking_level
 from ...options import (
-    build_base_options, clamp_thinking_budget_to_answer_room, thinking_budget_for_level,
+    build_base_options,
+    clamp_thinking_budget_to_answer_room,
+    thinking_budget_for_level,
 )
 from ...stream import register_api_provider
 from ...types import Context, Model

@@ -28,9 +28,22 @@ from ...abort import AbortError
 from ...event_stream import AssistantMessageEventStream
 from ...models import calculate_cost
 from ...types import (
-    AssistantMessage, Model, TextContent, TextDeltaEvent, TextEndEvent, TextStartEvent,
-    ThinkingContent, ThinkingDeltaEvent, ThinkingEndEvent, ThinkingStartEvent, ToolCall,
-    ToolCallDeltaEvent, ToolCallEndEvent, ToolCallStartEvent, Usage, usage_total_tokens,
+    AssistantMessage,
+    Model,
+    TextContent,
+    TextDeltaEvent,
+    TextEndEvent,
+    TextStartEvent,
+    ThinkingContent,
+    ThinkingDeltaEvent,
+    ThinkingEndEvent,
+    ThinkingStartEvent,
+    ToolCall,
+    ToolCallDeltaEvent,
+    ToolCallEndEvent,
+    ToolCallStartEvent,
+    Usage,
+    usage_total_tokens,
 )
 from .._common import EventMapper, ProviderStreamError
 from ._request import REASONING_FIELDS, dumps

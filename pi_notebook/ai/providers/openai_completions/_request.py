@@ -11,7 +11,9 @@ from ... import _http
 from ...env import get_env_api_key, missing_key_message, needs_api_key
 from ...options import resolve_cache_retention
 from ...transform import (
-    normalize_openai_completions_tool_call_id, sanitize_surrogates, transform_messages,
+    normalize_openai_completions_tool_call_id,
+    sanitize_surrogates,
+    transform_messages,
 )
 from ...types import Context, ImageContent, Model, get_field
 from .._common import ProviderStreamError, tool_schema
