@@ -1,7 +1,14 @@
 import pytest
 
-from pi_notebook.ai.types import (AssistantMessage, TextContent, ThinkingContent, ToolCall,
-                                  ToolResultMessage, Usage, UserMessage)
+from pi_notebook.ai.types import (
+    AssistantMessage,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    ToolResultMessage,
+    Usage,
+    UserMessage,
+)
 
 
 def test_dump_is_pi_json_camel_case_without_undefined_fields():

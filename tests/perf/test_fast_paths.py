@@ -2,7 +2,7 @@
 
 ``fast_shallow_copy`` must be indistinguishable from ``model_copy()`` and
 ``construct_unchecked`` from the validating constructor; the agent loop's inlined
-``message_update`` path and its direct reads from the EventStream queue must give the
+``message_update`` path and what it takes from the EventStream (``take_queued``) must give the
 same events, in the same order, as the generic code. (Speed itself is measured by
 ``bench/loop_overhead.py``, never asserted here.)
 """
@@ -19,11 +19,21 @@ from pydantic import ConfigDict, PrivateAttr
 from pi_notebook.agent import AgentContext, AgentLoopConfig, run_agent_loop
 from pi_notebook.agent.loop import _message_update, _shallow_copy
 from pi_notebook.agent.types import MessageUpdateEvent
-from pi_notebook.ai.event_stream import AssistantMessageEventStream, EventStream
 from pi_notebook.ai._fast import construct_unchecked, fast_shallow_copy
+from pi_notebook.ai.event_stream import AssistantMessageEventStream, EventStream
 from pi_notebook.ai.types import (
-    AssistantMessage, Cost, DoneEvent, PiModel, StartEvent, TextContent, TextDeltaEvent,
-    TextEndEvent, TextStartEvent, ToolCall, Usage, UserMessage,
+    AssistantMessage,
+    Cost,
+    DoneEvent,
+    PiModel,
+    StartEvent,
+    TextContent,
+    TextDeltaEvent,
+    TextEndEvent,
+    TextStartEvent,
+    ToolCall,
+    Usage,
+    UserMessage,
 )
 
 MODEL_FIELDS = ("__dict__", "__pydantic_fields_set__", "__pydantic_extra__", "__pydantic_private__")
