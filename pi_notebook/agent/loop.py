@@ -23,7 +23,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ..ai._fast import construct_unchecked, fast_shallow_copy
+from ..ai._fast import construct_unchecked, construct_with_copy, fast_shallow_copy
 from ..ai.abort import AbortSignal
 from ..ai.event_stream import EventStream
 from ..ai.types import (
@@ -428,13 +428,10 @@ async def stream_assistant_response(
                     # fast paths of ai._fast (same objects as model_copy() and validation).
                     partial = event.partial
                     transcript[-1] = partial
-                    update = construct_unchecked(
+                    update = construct_with_copy(
                         MessageUpdateEvent,
-                        {"type": "message_update",
-                         "message": fast_shallow_copy(partial) if type(partial) is AssistantMessage
-                         else _shallow_copy(partial),
-                         "assistant_message_event": event},
-                        {"message", "assistant_message_event"})
+                        {"type": "message_update", "message": partial, "assistant_message_event": event},
+                        {"message", "assistant_message_event"}, "message")
                     sent = emit(update)
                     if sent is not None and (type(sent) is CoroutineType or inspect.isawaitable(sent)):
                         await sent

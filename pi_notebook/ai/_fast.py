@@ -22,7 +22,8 @@ from pydantic_core import PydanticUndefined
 
 __all__ = [
     "SET_MODEL_DICT", "SET_FIELDS_SET", "SET_EXTRA", "SET_PRIVATE", "new_instance",
-    "fast_shallow_copy", "construct_unchecked", "delta_event", "append_text",
+    "fast_shallow_copy", "construct_unchecked", "construct_with_copy", "delta_event",
+    "append_delta", "append_text",
 ]
 
 M = TypeVar("M", bound=BaseModel)
@@ -74,9 +75,63 @@ def construct_unchecked(cls: type[M], values: dict[str, Any], fields_set: set[st
     return new
 
 
+def construct_with_copy(cls: type[M], values: dict[str, Any], fields_set: set[str], field: str) -> M:
+    """``construct_unchecked(cls, values, fields_set)`` with ``values[field]`` replaced by pi's
+    ``{...value}``: an event that carries a snapshot of a live message (the agent loop's
+    ``message_update``), in one call per delta.
+
+    A pydantic message gets ``fast_shallow_copy`` (inlined here), a dict a ``dict`` copy;
+    anything else is kept as is.
+    """
+    message = values[field]
+    kind = type(message)
+    # isinstance() against pydantic's ABC metaclass is slow: remember the model classes seen
+    if kind in _MODEL_CLASSES or (issubclass(kind, BaseModel) and not _MODEL_CLASSES.add(kind)):
+        copy = new_instance(kind)
+        SET_MODEL_DICT(copy, message.__dict__.copy())
+        SET_FIELDS_SET(copy, set(message.__pydantic_fields_set__))
+        extra = message.__pydantic_extra__
+        SET_EXTRA(copy, None if extra is None else extra.copy())
+        try:
+            private = message.__pydantic_private__
+        except AttributeError:  # never set (as in fast_shallow_copy)
+            private = None
+        SET_PRIVATE(copy, None if private is None else
+                    {k: v for k, v in private.items() if v is not PydanticUndefined})
+        values[field] = copy
+    elif isinstance(message, dict):
+        values[field] = dict(message)
+    new = new_instance(cls)
+    SET_MODEL_DICT(new, values)
+    SET_FIELDS_SET(new, fields_set)
+    SET_EXTRA(new, None)
+    SET_PRIVATE(new, None)
+    return new
+
+
+_MODEL_CLASSES: set[type] = set()
+
+
 def delta_event(cls: type[M], kind: str, index: int, delta: str, partial: Any) -> M:
     """A ``*_delta`` event (``TextDeltaEvent``, ``ThinkingDeltaEvent``, ``ToolCallDeltaEvent``)
     from values the provider just produced: ``construct_unchecked`` for its four fields."""
+    new = new_instance(cls)
+    SET_MODEL_DICT(new, {"type": kind, "content_index": index, "delta": delta, "partial": partial})
+    SET_FIELDS_SET(new, {"content_index", "delta", "partial"})
+    SET_EXTRA(new, None)
+    SET_PRIVATE(new, None)
+    return new
+
+
+def append_delta(block: BaseModel, field: str, delta: str, cls: type[M], kind: str, index: int,
+                 partial: Any) -> M:
+    """``append_text(block, field, delta)`` and the ``delta_event`` that reports it, in one
+    call: the per-token work of a streamed text or thinking block."""
+    d = block.__dict__
+    text = d[field] or ""
+    d[field] = ""
+    text += delta
+    d[field] = text
     new = new_instance(cls)
     SET_MODEL_DICT(new, {"type": kind, "content_index": index, "delta": delta, "partial": partial})
     SET_FIELDS_SET(new, {"content_index", "delta", "partial"})

@@ -1232,3 +1232,35 @@ async def test_refusal_after_content_continues_the_same_text_block(scripted_serv
     events, message = await run_stream(make_model(scripted_server), ctx())
     assert message.content == [TextContent(text="Sure... actually, no.")]
     assert types_of(events).count("text_start") == 1
+
+
+def _recorded_choice_texts(name: str) -> dict[int, str]:
+    texts: dict[int, str] = {}
+    for line in (RECORDED / f"{name}.sse").read_text().splitlines():
+        if line.startswith("data: {"):
+            for choice in json.loads(line[len("data: "):])["choices"]:
+                texts[choice["index"]] = texts.get(choice["index"], "") + (choice["delta"].get("content") or "")
+    return texts
+
+
+@pytest.mark.parametrize("size", [1, 97, 1 << 16])
+async def test_recorded_n3_stream_answers_with_choice_0_only(scripted_server, size):
+    texts = _recorded_choice_texts("sdk_three_choices_n3")
+    assert len(texts) == 3 and len(set(texts.values())) == 3  # three different answers
+    scripted_server.push(Reply(chunks=chunked((RECORDED / "sdk_three_choices_n3.sse").read_bytes(), size)))
+    events, message = await run_stream(make_model(scripted_server), ctx())
+    assert message.stop_reason == "stop"
+    assert message.content == [TextContent(text=texts[0])]
+    assert "".join(e.delta for e in events if e.type == "text_delta") == texts[0]
+
+
+async def test_recorded_in_stream_error_keeps_the_usage_it_reports(scripted_server):
+    body = (RECORDED / "pyd_openrouter_in_stream_error.sse").read_bytes()
+    last = [json.loads(line[len(b"data: "):]) for line in body.splitlines() if line.startswith(b"data: {")][-1]
+    assert last["error"]["message"] and last["usage"]["prompt_tokens"] > 0  # the chunk we replay
+    scripted_server.push(Reply(chunks=chunked(body, 64)))
+    _, message = await run_stream(make_model(scripted_server, provider="openrouter"), ctx())
+    assert message.stop_reason == "error" and last["error"]["message"] in message.error_message
+    assert message.usage.input == last["usage"]["prompt_tokens"]
+    assert message.usage.output == last["usage"]["completion_tokens"]
+    assert message.usage.total_tokens == last["usage"]["total_tokens"]

@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from ... import _http
-from ..._fast import append_text, delta_event
+from ..._fast import append_delta, delta_event
 from ..._json import parse_streaming_json
 from ..._sse import SSEDecoder
 from ...abort import AbortError
@@ -131,20 +131,24 @@ class CompletionsEventMapper(EventMapper):
         if type(chunk) is not dict:
             return
         get = chunk.get
+        usage = get("usage")
+        if usage:
+            self.usage(usage)  # first: a chunk that reports an error still bills its tokens
         error = get("error")
         if error:
             raise ProviderStreamError(_stream_error_message(error))
         if self.need_meta:
             self._meta(chunk)
-        usage = get("usage")
-        if usage:
-            self.usage(usage)
         choices = get("choices")
         if not choices or type(choices) is not list:
             return
         choice = choices[0]
         if type(choice) is not dict:
             return
+        if choice.get("index"):  # n > 1: the answer is choice 0, as in pi; the others are dropped
+            choice = next((c for c in choices if type(c) is dict and not c.get("index")), None)
+            if choice is None:
+                return
         if not usage:
             choice_usage = choice.get("usage")
             if choice_usage:
@@ -162,9 +166,8 @@ class CompletionsEventMapper(EventMapper):
             if type(text) is str:
                 block = self.text_block
                 if text and block is not None:
-                    append_text(block, "text", text)
-                    self._emit(delta_event(TextDeltaEvent, "text_delta", self.text_index, text,
-                                           self.output))
+                    self._emit(append_delta(block, "text", text, TextDeltaEvent, "text_delta",
+                                            self.text_index, self.output))
                 elif text:
                     self.text(text)
                 return
@@ -219,8 +222,8 @@ class CompletionsEventMapper(EventMapper):
             self.text_index = len(self.content)
             self.content.append(block)
             self._emit(TextStartEvent(content_index=self.text_index, partial=self.output))
-        append_text(block, "text", delta)
-        self._emit(delta_event(TextDeltaEvent, "text_delta", self.text_index, delta, self.output))
+        self._emit(append_delta(block, "text", delta, TextDeltaEvent, "text_delta", self.text_index,
+                                self.output))
 
     def _ensure_thinking(self, field: str) -> ThinkingContent:
         block = self.thinking_block
@@ -233,8 +236,8 @@ class CompletionsEventMapper(EventMapper):
 
     def thinking(self, delta: str, field: str) -> None:
         block = self._ensure_thinking(field)
-        append_text(block, "thinking", delta)
-        self._emit(delta_event(ThinkingDeltaEvent, "thinking_delta", self.thinking_index, delta, self.output))
+        self._emit(append_delta(block, "thinking", delta, ThinkingDeltaEvent, "thinking_delta",
+                                self.thinking_index, self.output))
 
     def tool_call(self, call: dict[str, Any]) -> None:
         index: Any = call.get("index")
