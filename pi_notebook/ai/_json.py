@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 import re
-from json.decoder import scanstring as _scanstring  # type: ignore[attr-defined]  # the C scanner when available; public but not in the stubs
+from json.decoder import scanstring as _scanstring  # type: ignore[attr-defined]  # the C scanner; typeshed omits it
 from typing import Any
 
 __all__ = ["parse_streaming_json", "parse_json_with_repair", "repair_json", "parse_partial_json",
@@ -67,7 +67,7 @@ def repair_json(text: str) -> str:
             break
         pos = quote + 1
         while True:  # inside a string literal
-            at = _STRING_OK_RUN.match(text, pos).end()  # type: ignore[union-attr]  # matches the empty string: never None
+            at = _STRING_OK_RUN.match(text, pos).end()  # type: ignore[union-attr]  # matches ""
             if at >= length:
                 pos = length
                 break
@@ -194,7 +194,7 @@ class _PartialParser:
                     self.i = n
                     escape = (n - len(s.rstrip("\\"))) % 2
                     return _strict_loads(s[start:n - escape] + '"')
-        end = _STRING_BODY.match(s, start + 1).end()  # type: ignore[union-attr]  # matches the empty string: never None
+        end = _STRING_BODY.match(s, start + 1).end()  # type: ignore[union-attr]  # matches ""
         if end < n and s[end] == '"':
             self.i = end + 1
             try:
@@ -226,13 +226,13 @@ class _PartialParser:
                 self.i += 1  # the colon, unchecked as in npm
                 try:
                     value = self.any()
-                except Exception:
+                except Exception:  # npm catches everything here
                     return result
                 result[key] = value
                 self._blank()
                 if self.i < n and s[self.i] == ",":
                     self.i += 1
-        except Exception:
+        except Exception:  # as npm does
             return result
         self.i += 1
         return result
@@ -247,7 +247,7 @@ class _PartialParser:
                 self._blank()
                 if self.i < n and s[self.i] == ",":
                     self.i += 1
-        except Exception:
+        except Exception:  # as npm does
             return result
         self.i += 1
         return result
