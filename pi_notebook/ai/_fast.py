@@ -86,7 +86,11 @@ def construct_with_copy(cls: type[M], values: dict[str, Any], fields_set: set[st
     message = values[field]
     kind = type(message)
     # isinstance() against pydantic's ABC metaclass is slow: remember the model classes seen
-    if kind in _MODEL_CLASSES or (issubclass(kind, BaseModel) and not _MODEL_CLASSES.add(kind)):
+    is_model = kind in _MODEL_CLASSES
+    if not is_model and issubclass(kind, BaseModel):
+        _MODEL_CLASSES.add(kind)
+        is_model = True
+    if is_model:
         copy = new_instance(kind)
         SET_MODEL_DICT(copy, message.__dict__.copy())
         SET_FIELDS_SET(copy, set(message.__pydantic_fields_set__))
