@@ -39,6 +39,8 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
+from ..ai.types import get_field
+
 from ..agent.types import BeforeToolCallResult
 
 __all__ = [
@@ -100,12 +102,6 @@ class ApprovalRequest:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def _get(obj: Any, name: str, default: Any = None) -> Any:
-    if isinstance(obj, dict):
-        return obj.get(name, default)
-    return getattr(obj, name, default)
-
-
 class ApprovalHook:
     """``before_tool_call`` implementation (see the module docstring)."""
 
@@ -134,8 +130,8 @@ class ApprovalHook:
         self.always = False
 
     async def __call__(self, ctx: Any, signal: Any = None) -> BeforeToolCallResult | None:
-        tool_call = _get(ctx, "tool_call")
-        name = _get(tool_call, "name", "")
+        tool_call = get_field(ctx, "tool_call")
+        name = get_field(tool_call, "name", default="")
         if name not in self.tools:
             return None
         policy = (self._get_policy() or "ask").strip().lower()
@@ -154,12 +150,12 @@ class ApprovalHook:
             return self._fail_closed(HEADLESS_REASON)
         if signal is not None and signal.aborted:
             return None
-        args = _get(ctx, "args")
+        args = get_field(ctx, "args")
         request = ApprovalRequest(
-            tool_call_id=_get(tool_call, "id", ""),
+            tool_call_id=get_field(tool_call, "id", default=""),
             tool_name=name,
             args=args,
-            code=_get(args, "code") if name == "python" else None,
+            code=get_field(args, "code") if name == "python" else None,
         )
         try:
             decision = await asyncio.wait_for(self._wait(request, signal), self.timeout_s)
