@@ -33,8 +33,8 @@ def shell(tmp_path, faux, monkeypatch):
     FakeView.instances.clear()
     ip.run_line_magic("load_ext", "pi_notebook")
     runtime = magics.current_runtime()
-    runtime._view_factory = FakeView
-    runtime._tools_factory = lambda rt: []
+    runtime.view_factory = FakeView
+    runtime.tools_factory = lambda rt: []
     runtime.on_agent_created = None  # no output-capture proxies in the test process
     runtime.settings.session_dir = str(tmp_path / "sessions")
     runtime.settings.wait = "never"

@@ -112,7 +112,7 @@ async def test_terminal_ipython_streams_plain_text_and_blocks(tmp_path, monkeypa
     try:
         ip.run_line_magic("load_ext", "pi_notebook")
         rt = magics.current_runtime()
-        rt._tools_factory = lambda r: []
+        rt.tools_factory = lambda r: []
         rt.settings.autosave = False
         handle.set_responses([faux_assistant_message("Plain text answer.")])
         result = await run_cell(ip, "%%agent -m fauxterm/faux-1\nhello terminal\n")

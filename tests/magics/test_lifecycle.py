@@ -239,7 +239,7 @@ async def test_load_restores_conversation(shell, faux, tmp_path, capsys):
     await settle()
     rt = runtime()
     before = [m.model_dump() for m in rt.agent.state.messages]
-    path = rt._session_path
+    path = rt.session_path
     shell.run_line_magic("agent", "reset")
     assert rt.agent.state.messages == []
     shell.run_line_magic("agent", f"load {path.name[:-len('.jsonl')]}")
@@ -315,7 +315,7 @@ async def test_a_broken_view_does_not_break_the_run(shell, faux):
         def handle_event(self, event):
             raise RuntimeError("view bug")
 
-    runtime()._view_factory = BrokenView
+    runtime().view_factory = BrokenView
     faux.set_responses([faux_assistant_message("still answered")])
     await run_cell(shell, "%%agent\nhello\n")
     await settle()
