@@ -28,7 +28,9 @@ def describe_submission(kind: QueueKind, run: Run, *, queued: bool) -> str:
         return "Started a run (no run was active)."
     cell = f" in cell [{run.cell}]" if run.cell is not None else ""
     what = "steering" if kind == "steer" else "a follow-up"
-    waiting = " (it starts when the runs before it end)" if run.phase == "pending" else ""
+    waiting = ""
+    if run.phase == "pending" and run.after is not None and not run.after.finished():
+        waiting = " (it starts when the runs before it end)"
     return f"Queued as {what} for the run{cell}{waiting}."
 
 

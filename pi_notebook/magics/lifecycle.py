@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from .resolve import ResolvedModel
 
 __all__ = ["IN_AGENT_RUN", "Run", "RunOptions", "RunSteps", "RunRefused", "AgentRunError",
-           "drive", "final_status"]
+           "drive", "final_status", "not_sent_reason"]
 
 # True inside a run task (and every task it starts, e.g. the python tool's code): the
 # wait-for-run input transformer must not make agent code wait for its own run.
@@ -79,7 +79,6 @@ class Run:
     removed: bool = False  # taken out of the queue before it started
     queue_token: str | None = None  # its row in the queue while pending
     started: float = field(default_factory=time.monotonic)
-    _wake: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
 
     @property
     def view(self) -> RunView:
@@ -93,9 +92,9 @@ class Run:
         return self.task is not None and self.task.done()
 
     def remove(self) -> None:
-        """Take a pending run out of the queue (it ends as "removed")."""
+        """Take a pending run out of the queue: it is not sent, and ends (in turn) as
+        "removed"."""
         self.removed = True
-        self._wake.set()
 
     def predecessor(self) -> Run | None:
         """The nearest earlier run that was really sent (removed runs are skipped)."""
@@ -130,21 +129,14 @@ def final_status(*, abort_requested: bool, last: AgentMessage | None,
 
 
 async def _wait_turn(run: Run) -> None:
-    """Wait until every earlier run ended (or this one is removed)."""
-    while not run.removed:
-        before = run.after
-        while before is not None and before.finished():
-            before = before.after
-        if before is None or before.task is None:
-            return
-        woken = asyncio.ensure_future(run._wake.wait())
-        try:
-            await asyncio.wait({before.task, woken}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            woken.cancel()
+    """Wait until the run before it ended. Every run's task ends after its predecessor's
+    (a removed run too), so the newest run's task is the one a waiting cell awaits."""
+    before = run.after
+    if before is not None and before.task is not None and not before.task.done():
+        await asyncio.wait({before.task})
 
 
-def _not_sent(run: Run) -> str | None:
+def not_sent_reason(run: Run) -> str | None:
     """Why a pending run is not sent, or None when it may start."""
     if run.abort_requested:
         return "Not sent: aborted before it started."
@@ -164,10 +156,11 @@ async def drive(run: Run, steps: RunSteps) -> None:
     agent: Agent | None = None
     try:
         await _wait_turn(run)
-        reason = _not_sent(run)
+        reason = not_sent_reason(run)
         if reason is not None:
             status = "aborted" if run.abort_requested else "removed"
-            _notice(run, reason, "info" if run.removed and not run.abort_requested else "warning")
+            if not run.shown.frozen:  # (a removed run's view was ended at once)
+                _notice(run, reason, "info" if run.removed and not run.abort_requested else "warning")
             return
         run.phase = "running"
         run.started = time.monotonic()

@@ -28,7 +28,7 @@ from .args import AgentArgs
 from .autosave import Autosave, session_dir, session_name
 from .config import AgentMagics
 from .display import DisplayedView
-from .lifecycle import IN_AGENT_RUN, AgentRunError, Run, RunOptions, RunRefused, drive
+from .lifecycle import IN_AGENT_RUN, AgentRunError, Run, RunOptions, RunRefused, drive, not_sent_reason
 from .loop import KernelLoop
 from .queue import PromptQueue
 from .settings import RunSettings, run_settings, stream_timeouts
@@ -77,7 +77,8 @@ class Runtime:
         self._pending_reset = False
         self.on_agent_created: Callable[[], None] | None = None  # installs the tools' capture
         self.capture_installed = False
-        # the latest run's task, view and duration (status, tests, benchmarks)
+        # the latest run, its task, view and duration (status, tests, benchmarks)
+        self.last_run: Run | None = None
         self.last_task: asyncio.Task[None] | None = None
         self.last_view: RunView | None = None
         self.last_run_seconds: float | None = None
@@ -273,11 +274,15 @@ class Runtime:
         self.run = run
         run.task = loop.create_task(drive(run, self), name="pi_notebook-run")
         run.task.add_done_callback(self._task_done)
-        self.last_task, self.last_view = run.task, run.view
+        self.last_run, self.last_task, self.last_view = run, run.task, run.view
         return run
 
     def _cell_number(self) -> int | None:
-        count = getattr(self.shell, "execution_count", None)
+        """The ``In[n]`` of the cell running now (IPython 9 has already advanced
+        ``shell.execution_count`` at this point, IPython 8 has not; the cell's own
+        result object has the number in both)."""
+        result = getattr(getattr(self.shell, "displayhook", None), "exec_result", None)
+        count = getattr(result, "execution_count", None)
         return count if isinstance(count, int) else None
 
     def _task_done(self, task: asyncio.Task[None]) -> None:
@@ -368,7 +373,7 @@ class Runtime:
         """Abort the run at work and drop every run queued behind it."""
         for pending in self._pending_runs():
             pending.abort_requested = True
-            pending.remove()
+            self._end_pending(pending, "aborted")
         run = self._serving
         if run is not None and not run.abort_requested:
             run.abort_requested = True
@@ -377,6 +382,16 @@ class Runtime:
         if self.agent is not None:
             self.agent.abort()
             self.agent.clear_all_queues()
+
+    def _end_pending(self, run: Run, status: RunStatus) -> None:
+        """A queued run will not be sent: its view says so now (its task still ends in
+        turn, after the runs before it)."""
+        for item in self.queue.of(run):
+            self.queue.take(item.token)
+        reason = not_sent_reason(run)
+        if reason is not None and not run.shown.frozen:
+            self._try(lambda: run.view.show_notice(reason, "info" if status == "removed" else "warning"))
+        run.shown.freeze(status)
 
     def abort_threadsafe(self, *_: object) -> None:
         self.call_on_loop(self.abort)
@@ -394,6 +409,7 @@ class Runtime:
             return False
         if item.kind == "prompt":
             item.owner.remove()
+            self._end_pending(item.owner, "removed")
             return True
         if item.message is not None and self.agent is not None:
             return self.agent.remove_queued(item.message)

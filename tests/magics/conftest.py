@@ -39,7 +39,6 @@ def shell(tmp_path, faux, monkeypatch):
     runtime.settings.session_dir = str(tmp_path / "sessions")
     runtime.settings.wait = "never"
     agent = runtime.get_agent()
-    agent.before_tool_call = None
     model = faux.get_model()
     runtime.resolved = ResolvedModel(model, "explicit")
     agent.state.model = model
