@@ -54,9 +54,9 @@ def load_ipython_extension(ip: Any) -> None:
 
 def unload_ipython_extension(ip: Any) -> None:
     global _runtime
-    runtime = _runtime
-    if runtime is None:
+    if _runtime is None:
         return
+    runtime: Runtime = _runtime
     from .wait import uninstall_transformers
 
     try:
@@ -77,8 +77,9 @@ def unload_ipython_extension(ip: Any) -> None:
                     del magics[kind][name]
         ip.magics_manager.registry.pop("PiNotebookMagics", None)
         # register_magics also lists the Magics instance among the configurables
+        settings = runtime.settings
         ip.configurables[:] = [c for c in ip.configurables
-                               if c is not runtime.settings and getattr(c, "runtime", None) is not runtime]
+                               if c is not settings and getattr(c, "runtime", None) is not runtime]
 
 
 def _install_capture(ip: Any) -> None:

@@ -72,7 +72,7 @@ class PiNotebookMagics(Magics):
     def _command(self, line: str) -> Any:
         command = parse_agent_command(line)
         runtime = self.runtime
-        name, arg = command.name, command.arg
+        name, arg = command.name, command.arg or ""  # the parser checked the argument count
         if name == "status":
             print(runtime.status_text())
         elif name == "help":

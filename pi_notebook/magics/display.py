@@ -14,6 +14,7 @@ call (on the loop thread, so no other output can slip in between).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import sys
 import uuid
@@ -38,6 +39,22 @@ class DisplayedView:
         self.display_id: str | None = None
         self._parent: dict[str, Any] | None = None
         self.frozen = False
+
+    @classmethod
+    def for_shell(cls, shell: Any, log: Log, label: str, loop: asyncio.AbstractEventLoop | None,
+                  on_abort: Callable[[], None], on_remove_queued: Callable[[object], None],
+                  context_window: int) -> DisplayedView:
+        """The view this shell can show: the widget view under a kernel, else text."""
+        if getattr(shell, "kernel", None) is None:
+            from ..widgets.text_view import TextView
+
+            return cls(TextView(label), shell, log, displayed=False)  # it prints itself
+        from ..widgets.view import AgentView
+
+        if loop is None:
+            raise RuntimeError("the kernel loop is not known yet")
+        view = AgentView(label, loop, on_abort, on_remove_queued, context_window=context_window or None)
+        return cls(view, shell, log)
 
     def show(self) -> None:
         """Display the view in the current cell under a fresh display id."""
@@ -93,7 +110,8 @@ def _parent_of(shell: Any, parent: dict[str, Any] | None) -> Iterator[None]:
     """Publish as a reply to ``parent`` (module docstring: only ipykernel 6 needs it)."""
     publisher = getattr(shell, "display_pub", None)
     major = _ipykernel_major()
-    if not parent or major is None or major >= 7 or not hasattr(publisher, "set_parent"):
+    if not parent or major is None or major >= 7 or publisher is None \
+            or not hasattr(publisher, "set_parent"):
         yield
         return
     saved = getattr(publisher, "parent_header", None)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, Protocol
 
@@ -95,6 +96,13 @@ class Run:
         """Take a pending run out of the queue: it is not sent, and ends (in turn) as
         "removed"."""
         self.removed = True
+
+    @staticmethod
+    def chain(newest: Run | None) -> Iterator[Run]:
+        """``newest`` and every run it waits for, newest first."""
+        while newest is not None:
+            yield newest
+            newest = newest.after
 
     def predecessor(self) -> Run | None:
         """The nearest earlier run that was really sent (removed runs are skipped)."""

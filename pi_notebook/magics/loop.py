@@ -26,6 +26,7 @@ class KernelLoop:
     def attach(self) -> asyncio.AbstractEventLoop:
         """The running loop (or the kernel's, between cells); raises RuntimeError when
         there is none yet (terminal IPython between cells)."""
+        loop: asyncio.AbstractEventLoop | None
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:

@@ -25,11 +25,12 @@ from urllib.parse import urlsplit
 from IPython.core.error import UsageError
 
 from ..ai import discovery, models
-from ..ai.env import find_env_keys, get_env_api_key
+from ..ai.env import find_env_keys, get_env_api_key, missing_key_message, needs_api_key
+from ..ai.stream import get_api_provider
 from ..ai.types import Model
 
 __all__ = ["ResolvedModel", "ModelSource", "resolve_now", "resolve_model", "lookup",
-           "typo_warning", "CLOUD_DEFAULTS", "NO_MODEL_MESSAGE"]
+           "typo_warning", "unreachable_reason", "CLOUD_DEFAULTS", "NO_MODEL_MESSAGE"]
 
 ModelSource = Literal["explicit", "configured", "cloud", "local-server", "embedded"]
 
@@ -163,3 +164,15 @@ def _embedded_model() -> Model | None:
     if not local.local_model_available():
         return None
     return local.local_model()
+
+
+def unreachable_reason(model: Model) -> str | None:
+    """Why no request to ``model`` can succeed, known before sending one: no API for it
+    is registered, or its provider needs a key and none is set. None: go ahead."""
+    if get_api_provider(model.api) is None:
+        return f"No API provider registered for api: {model.api} ({model.provider}/{model.id})."
+    has_auth_header = any(k.lower() in ("authorization", "x-api-key", "x-goog-api-key")
+                          for k in (model.headers or {}))
+    if needs_api_key(model.provider) and not get_env_api_key(model.provider) and not has_auth_header:
+        return missing_key_message(model.provider)
+    return None

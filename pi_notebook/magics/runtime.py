@@ -19,11 +19,11 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from IPython.core.error import UsageError
 
-from ..widgets.protocol import QueueKind, RunStatus, RunView
+from ..widgets.protocol import NoticeLevel, QueueKind, RunStatus, RunView
 from .args import AgentArgs
 from .autosave import Autosave, session_dir, session_name
 from .config import AgentMagics
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
     from ..agent import Agent, AgentTool
     from ..agent.types import AgentMessage
-    from ..ai.types import Model
+    from ..ai.types import AgentThinkingLevel
     from ..tools import PythonToolSettings
     from ..tools.approval import ApprovalHook, ApprovalRequest
     from .resolve import ResolvedModel
@@ -102,7 +102,7 @@ class Runtime:
             factory = self.tools_factory
             hooks = AgentHooks(
                 policy=self.current_policy, ask=self._ask_approval, is_interactive=self.is_interactive,
-                notify=self._warn, on_compaction=self._inform,
+                notify=self._warn, on_compaction=lambda text: self._warn(text, "info"),
                 stream_options=lambda: stream_timeouts(run_settings(self.settings)),
                 tools=(lambda: factory(self)) if factory is not None else None)
             wired = build_agent(run_settings(self.settings), self.shell, hooks, self._tool_settings)
@@ -131,19 +131,11 @@ class Runtime:
             return "skip"
         return await run.view.request_approval(request)
 
-    def _view_now(self) -> RunView | None:
+    def _warn(self, text: str, level: NoticeLevel = "warning") -> None:
+        """A notice in the view of the run at work (or the newest)."""
         run = self._serving or self.run
-        return run.view if run is not None else None
-
-    def _warn(self, text: str) -> None:
-        view = self._view_now()
-        if view is not None:
-            view.show_notice(text, "warning")
-
-    def _inform(self, text: str) -> None:
-        view = self._view_now()
-        if view is not None:
-            view.show_notice(text, "info")
+        if run is not None:
+            run.view.show_notice(text, level)
 
     def _transcript(self) -> list[AgentMessage]:
         return list(self.agent.state.messages) if self.agent is not None else []
@@ -166,28 +158,15 @@ class Runtime:
         """The run the agent is working for (None between runs)."""
         return self._serving
 
-    @property
-    def model_label(self) -> str:
-        return self.resolved.label if self.resolved is not None else "(no model)"
-
     # --- views ----------------------------------------------------------------------------
     def _show_view(self, label: str, on_abort: Callable[[], None]) -> DisplayedView:
         loop = self.kernel_loop.loop
-        displayed = True
-        view: RunView
         if self.view_factory is not None:
             view = self.view_factory(label, loop, on_abort, self.remove_queued_threadsafe)
-        elif getattr(self.shell, "kernel", None) is None:
-            from ..widgets.text_view import TextView
-
-            view, displayed = TextView(label), False  # it prints itself
+            shown = DisplayedView(view, self.shell, self._log)
         else:
-            from ..widgets.view import AgentView
-
-            assert loop is not None
-            view = AgentView(label, loop, on_abort, self.remove_queued_threadsafe,
-                             context_window=self._context_window() or None)
-        shown = DisplayedView(view, self.shell, self._log, displayed=displayed)
+            shown = DisplayedView.for_shell(self.shell, self._log, label, loop, on_abort,
+                                            self.remove_queued_threadsafe, self._context_window())
         shown.show()
         return shown
 
@@ -306,16 +285,21 @@ class Runtime:
             if resolved.warning and resolved is not run.options.model:
                 run.view.show_notice(resolved.warning, "warning")
         self._try(lambda: run.view.set_model_label(resolved.label))
+        from .resolve import unreachable_reason
         if run.options.thinking:
             self._thinking_override = run.options.thinking
         settings = run_settings(self.settings)
-        agent.state.thinking_level = self._thinking_override or settings.thinking
+        # both come validated against THINKING_LEVELS (traitlets, parse_agent_args)
+        agent.state.thinking_level = cast("AgentThinkingLevel",
+                                          self._thinking_override or settings.thinking)
         agent.state.system_prompt = settings.system_prompt
         self._refresh_tool_settings()
         if self._approval is not None:
             self._approval.reset_run()  # "Always for this run" ends with the run
         self._try(lambda: run.view.set_policy(run.policy))
-        _check_reachable(agent.state.model)
+        refusal = unreachable_reason(agent.state.model)
+        if refusal is not None:
+            raise RunRefused(refusal)
         for item in self.queue.items():
             if item.owner is run and item.message is not None:
                 self._hand_to_agent(item.kind, item.message)  # queued while it waited
@@ -324,7 +308,7 @@ class Runtime:
         return agent
 
     async def _model_for(self, run: Run) -> ResolvedModel:
-        from .resolve import resolve_model
+        from .resolve import resolve_model  # (the ai layer loads with the first run)
 
         if run.options.model is not None:
             return run.options.model
@@ -361,17 +345,9 @@ class Runtime:
                 self._reset_conversation()
 
     # --- commands -------------------------------------------------------------------------
-    def _pending_runs(self) -> list[Run]:
-        runs, run = [], self.run
-        while run is not None:
-            if run.phase == "pending":
-                runs.append(run)
-            run = run.after
-        return runs
-
     def abort(self) -> None:
         """Abort the run at work and drop every run queued behind it."""
-        for pending in self._pending_runs():
+        for pending in [r for r in Run.chain(self.run) if r.phase == "pending"]:
             pending.abort_requested = True
             self._end_pending(pending, "aborted")
         run = self._serving
@@ -499,11 +475,7 @@ class Runtime:
     # --- shutdown -------------------------------------------------------------------------
     def close(self) -> None:
         """``%unload_ext``: abort, cancel our tasks, unsubscribe, close the session file."""
-        tasks, run = [], self.run
-        while run is not None:
-            if run.task is not None:
-                tasks.append(run.task)
-            run = run.after
+        tasks = [r.task for r in Run.chain(self.run) if r.task is not None]
         self.abort()
         for task in tasks:
             if not task.done():
@@ -525,17 +497,3 @@ class Runtime:
         log = getattr(getattr(self.shell, "kernel", None), "log", None)
         if log is not None:
             log.warning(text)
-
-
-def _check_reachable(model: Model) -> None:
-    """Refuse before the first request when it cannot succeed: no API key for a provider
-    that needs one, or no registered API for the model. Nothing enters the conversation."""
-    from ..ai.env import get_env_api_key, missing_key_message, needs_api_key
-    from ..ai.stream import get_api_provider
-
-    if get_api_provider(model.api) is None:
-        raise RunRefused(f"No API provider registered for api: {model.api} ({model.provider}/{model.id}).")
-    has_auth_header = any(k.lower() in ("authorization", "x-api-key", "x-goog-api-key")
-                          for k in (model.headers or {}))
-    if needs_api_key(model.provider) and not get_env_api_key(model.provider) and not has_auth_header:
-        raise RunRefused(missing_key_message(model.provider))

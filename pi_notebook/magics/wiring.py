@@ -7,7 +7,6 @@ stream timeouts.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -86,10 +85,7 @@ class _Compaction:
         compactor = self._compactor()
         if compactor is None:
             return messages
-        result = compactor(messages, signal)
-        if asyncio.iscoroutine(result) or isinstance(result, asyncio.Future):
-            result = await result
-        return list(result)
+        return list(await compactor(messages, signal))
 
     def _compactor(self) -> Callable[..., Awaitable[list[Any]]] | None:
         model: Model | None = self._agent.state.model

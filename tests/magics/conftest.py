@@ -7,11 +7,10 @@ import types
 
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
+from magics_helpers import FakeView
 
 from pi_notebook.ai.providers.faux import register_faux_provider
 from pi_notebook.magics.resolve import ResolvedModel
-
-from magics_helpers import FakeView
 
 
 @pytest.fixture

@@ -7,11 +7,12 @@ from typing import Any
 
 from IPython.core.interactiveshell import InteractiveShell
 
+
 class FakeView:
     """A RunView that records every call the runtime makes; approvals answer from
     ``approval_answer``."""
 
-    instances: list["FakeView"] = []
+    instances: list[FakeView] = []
 
     def __init__(self, model_label: str, loop: Any, on_abort: Any, on_remove_queued: Any) -> None:
         self.model_label = model_label

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
+from magics_helpers import FakeView, run_cell, runtime, settle
 
 from pi_notebook.ai.providers.faux import faux_assistant_message, register_faux_provider
-
-from magics_helpers import FakeView, run_cell, runtime, settle
 
 
 async def test_missing_key_ends_run_with_error_and_leaves_no_messages(shell, faux, monkeypatch):

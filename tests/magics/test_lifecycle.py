@@ -6,12 +6,11 @@ import asyncio
 import threading
 
 from IPython.core.error import UsageError
+from magics_helpers import FakeView, run_cell, runtime, settle
 
 from pi_notebook.agent import AgentTool, AgentToolResult
 from pi_notebook.ai.providers.faux import faux_assistant_message, faux_tool_call
 from pi_notebook.ai.types import TextContent
-
-from magics_helpers import FakeView, run_cell, runtime, settle
 
 
 def _texts(messages):

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import asyncio
 
+from magics_helpers import FakeView, run_cell, runtime, settle
+
 from pi_notebook.agent import AgentTool, AgentToolResult
 from pi_notebook.ai.providers.faux import faux_assistant_message, faux_tool_call, register_faux_provider
 from pi_notebook.ai.types import TextContent
-
-from magics_helpers import FakeView, run_cell, runtime, settle
 
 
 def _texts(messages):

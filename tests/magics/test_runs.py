@@ -9,12 +9,11 @@ import time
 
 import pytest
 from IPython.core.error import UsageError
+from magics_helpers import FakeView, run_cell, runtime, settle
 
 from pi_notebook.ai.providers.faux import faux_assistant_message
 from pi_notebook.magics import resolve
 from pi_notebook.magics.lifecycle import AgentRunError
-
-from magics_helpers import FakeView, run_cell, runtime, settle
 
 
 async def test_steer_and_followup_say_in_their_cell_where_the_message_went(shell, faux, capsys):
