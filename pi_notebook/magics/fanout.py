@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..agent.types import AgentEvent, MessageEndEvent, MessageStartEvent
+from ..ai.types import AssistantMessage, UserMessage
 from .autosave import Autosave
 from .lifecycle import Run
 from .queue import PromptQueue
@@ -33,7 +34,7 @@ class EventFanout:
         run = self._serving()
         if run is None:
             return
-        if isinstance(event, MessageStartEvent) and getattr(event.message, "role", None) == "user":
+        if isinstance(event, MessageStartEvent) and isinstance(event.message, UserMessage):
             try:
                 self._queue.delivered(event.message)
             except Exception as exc:
@@ -41,10 +42,10 @@ class EventFanout:
         view = run.view
         try:
             view.handle_event(event)
-            if isinstance(event, MessageEndEvent) and getattr(event.message, "role", None) == "assistant":
-                usage = getattr(event.message, "usage", None)
+            if isinstance(event, MessageEndEvent) and isinstance(event.message, AssistantMessage):
+                usage = event.message.usage
                 window = self._context_window()
-                if usage is not None and window:
+                if window:
                     used = (usage.input or 0) + (usage.cache_read or 0) + (usage.cache_write or 0) \
                         + (usage.output or 0)
                     view.set_context_usage(used, window)

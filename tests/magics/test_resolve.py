@@ -145,3 +145,16 @@ def test_embedded_model_when_installed_and_nothing_else(no_sources, monkeypatch)
     assert resolved.source == "embedded"
     assert resolved.model.provider == "local"
     assert resolved.label.endswith("(embedded)")
+
+
+def test_a_server_that_accepts_and_never_answers_cannot_stall_resolution():
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()  # the kernel accepts the connection; nobody ever answers
+    port = listener.getsockname()[1]
+    try:
+        start = time.monotonic()
+        assert discovery.served_model_id("127.0.0.1", port, timeout=0.2) is None
+        assert time.monotonic() - start < 1.0
+    finally:
+        listener.close()
