@@ -271,6 +271,8 @@ class Runtime:
     # --- RunSteps: called by lifecycle.drive --------------------------------------------------
     async def prepare(self, run: Run) -> Agent:
         """The run starts: its model, settings, policy and queued messages."""
+        from .resolve import unreachable_reason
+
         self._serving = run
         agent = self.get_agent()
         if run.queue_token is not None:
@@ -285,7 +287,6 @@ class Runtime:
             if resolved.warning and resolved is not run.options.model:
                 run.view.show_notice(resolved.warning, "warning")
         self._try(lambda: run.view.set_model_label(resolved.label))
-        from .resolve import unreachable_reason
         if run.options.thinking:
             self._thinking_override = run.options.thinking
         settings = run_settings(self.settings)
