@@ -196,8 +196,11 @@ class Runtime:
         if busy and args.new:
             self.abort()  # then start fresh once it has ended
         label = named.label if named is not None else self._expected_label(options)
+        # queued behind a live run: sent only if that one ends well (behind a run that is
+        # being aborted or removed: sent once it has ended, whatever its outcome)
+        queued = busy and not args.new and self._live_run() is not None
         run = self._new_run(prompt, "prompt", options, label, interactive=interactive,
-                            queued=busy and not args.new, chained=busy)
+                            queued=queued, chained=busy)
         if named is not None and named.warning:
             run.view.show_notice(named.warning, "warning")
         return run
@@ -211,12 +214,13 @@ class Runtime:
         if not self.is_running():
             return self._new_run(text, kind, RunOptions(), self._expected_label(RunOptions()),
                                  interactive=interactive, queued=False, chained=False)
-        serving = self._serving
-        newest = self.run
-        assert newest is not None
+        serving, live = self._serving, self._live_run()
+        if live is None:  # every run left is being aborted or removed: start after them
+            return self._new_run(text, kind, RunOptions(), self._expected_label(RunOptions()),
+                                 interactive=interactive, queued=False, chained=True)
         # steering is for the run at work; a follow-up waits for the last queued run
         target = serving if kind == "steer" and serving is not None and not serving.abort_requested \
-            else newest
+            else live
         from ..ai.types import TextContent, UserMessage
 
         message = UserMessage(content=[TextContent(text=text)])
@@ -224,6 +228,11 @@ class Runtime:
         if target is serving:
             self._hand_to_agent(kind, message)
         return target
+
+    def _live_run(self) -> Run | None:
+        """The newest run that will still answer (not aborting, not removed)."""
+        return next((r for r in Run.chain(self.run)
+                     if r.phase != "ended" and not (r.removed or r.abort_requested)), None)
 
     def _hand_to_agent(self, kind: QueueKind, message: AgentMessage) -> None:
         agent = self.get_agent()
@@ -246,8 +255,9 @@ class Runtime:
                   after=self.run if chained else None, needs_success=queued)
         holder.append(run)
         run.view.add_user_message(text, kind)
-        if queued:
+        if chained:
             run.view.set_status("queued")
+        if queued:
             origin = (self._serving or self.run or run).view
             run.queue_token = self.queue.add("prompt", text, origin, run).token
         self.run = run
@@ -375,8 +385,8 @@ class Runtime:
 
     def _abort_from_view(self, run: Run) -> None:
         if run.phase == "pending":  # Abort on a queued cell's view: that cell only
-            if run.queue_token is not None:
-                self.remove_queued(run.queue_token)
+            run.remove()
+            self._end_pending(run, "removed")
         elif run.phase == "running":
             self.abort()
 

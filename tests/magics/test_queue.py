@@ -208,3 +208,41 @@ async def test_queued_resume_is_refused_with_what_to_do(shell, faux):
     assert "abort" in str(result.error_in_exec)
     gate.set()
     await settle()
+
+
+async def test_cells_run_right_after_an_abort_are_not_lost(shell, faux):
+    slow = register_faux_provider(provider="slowlost", tokens_per_second=50)
+    try:
+        slow.set_responses([faux_assistant_message("word " * 400), faux_assistant_message("B ran"),
+                            faux_assistant_message("follow-up ran")])
+        await run_cell(shell, "%%agent -m slowlost/faux-1\nA\n")
+        a = FakeView.instances[-1]
+        while not a.events:
+            await asyncio.sleep(0.01)
+        shell.run_line_magic("agent", "abort")
+        assert runtime().is_running()  # still winding down
+        await run_cell(shell, "%%agent\nB\n")  # queued behind an aborting run: still sent
+        await run_cell(shell, "%followup after B")
+        await settle(5)
+        texts = _texts(runtime().agent.state.messages)
+        assert texts[-4:] == [("user", "B"), ("assistant", "B ran"), ("user", "after B"),
+                              ("assistant", "follow-up ran")]
+        assert a.kinds("finish") == [("finish", "aborted")]
+    finally:
+        slow.unregister()
+
+
+async def test_abort_button_of_a_queued_cell_drops_only_that_cell(shell, faux):
+    gate = asyncio.Event()
+    faux.set_responses([_gated("a", gate), faux_assistant_message("c")])
+    await run_cell(shell, "%%agent\nA\n")
+    await run_cell(shell, "%%agent\nB\n")
+    await run_cell(shell, "%%agent\nC\n")
+    a, b, c = FakeView.instances[-3:]
+    b.on_abort()
+    await asyncio.sleep(0.01)
+    assert b.kinds("finish") == [("finish", "removed")]  # at once, not when A ends
+    assert not a.kinds("finish")
+    gate.set()
+    await settle()
+    assert [t for _, t in _texts(runtime().agent.state.messages)] == ["A", "a", "C", "c"]
