@@ -23,7 +23,7 @@ from typing import Any
 
 from ..widgets.protocol import RunStatus, RunView
 
-__all__ = ["DisplayedView"]
+__all__ = ["DisplayedView", "current_cell_number"]
 
 Log = Callable[[str], None]
 
@@ -94,6 +94,15 @@ class DisplayedView:
             self.view.close()
         except Exception as exc:
             self._log(f"pi_notebook view.close failed: {exc!r}")
+
+
+def current_cell_number(shell: Any) -> int | None:
+    """The ``In[n]`` of the cell running now (IPython 9 has already advanced
+    ``shell.execution_count`` at this point, IPython 8 has not; the cell's own result
+    object has the number in both)."""
+    result = getattr(getattr(shell, "displayhook", None), "exec_result", None)
+    count = getattr(result, "execution_count", None)
+    return count if isinstance(count, int) else None
 
 
 def _current_parent(shell: Any) -> dict[str, Any] | None:

@@ -97,6 +97,12 @@ class Run:
         "removed"."""
         self.removed = True
 
+    def raise_if_failed(self) -> None:
+        """Raise :class:`AgentRunError` (one line) if the run ended in ``error``."""
+        if self.status == "error":
+            detail = (self.error or "see the transcript above").replace("\n", " ")
+            raise AgentRunError(f"The agent run failed: {detail}")
+
     @staticmethod
     def chain(newest: Run | None) -> Iterator[Run]:
         """``newest`` and every run it waits for, newest first."""

@@ -27,8 +27,8 @@ from ..widgets.protocol import NoticeLevel, QueueKind, RunStatus, RunView
 from .args import AgentArgs
 from .autosave import Autosave, session_dir, session_name
 from .config import AgentMagics
-from .display import DisplayedView
-from .lifecycle import IN_AGENT_RUN, AgentRunError, Run, RunOptions, RunRefused, drive, not_sent_reason
+from .display import DisplayedView, current_cell_number
+from .lifecycle import IN_AGENT_RUN, Run, RunOptions, RunRefused, drive, not_sent_reason
 from .loop import KernelLoop
 from .queue import PromptQueue
 from .settings import RunSettings, run_settings, stream_timeouts
@@ -251,7 +251,7 @@ class Runtime:
         holder: list[Run] = []
         shown = self._show_view(label, lambda: self.call_on_loop(self._abort_from_view, holder[0]))
         policy = options.approve or self.settings.approval
-        run = Run(text, kind, shown, options, policy, interactive, cell=self._cell_number(),
+        run = Run(text, kind, shown, options, policy, interactive, cell=current_cell_number(self.shell),
                   after=self.run if chained else None, needs_success=queued)
         holder.append(run)
         run.view.add_user_message(text, kind)
@@ -265,14 +265,6 @@ class Runtime:
         run.task.add_done_callback(self._task_done)
         self.last_run, self.last_task, self.last_view = run, run.task, run.view
         return run
-
-    def _cell_number(self) -> int | None:
-        """The ``In[n]`` of the cell running now (IPython 9 has already advanced
-        ``shell.execution_count`` at this point, IPython 8 has not; the cell's own
-        result object has the number in both)."""
-        result = getattr(getattr(self.shell, "displayhook", None), "exec_result", None)
-        count = getattr(result, "execution_count", None)
-        return count if isinstance(count, int) else None
 
     def _task_done(self, task: asyncio.Task[None]) -> None:
         if not task.cancelled() and task.exception() is not None:  # drive() catches everything
@@ -408,9 +400,8 @@ class Runtime:
     def check_run_outcome(self, run: Run) -> None:
         """For a cell that waited for ``run``: fail the cell when the run ended in error
         (``AgentMagics.raise_on_error``). Its transcript is already in the cell."""
-        if run.status == "error" and self.settings.raise_on_error:
-            detail = (run.error or "see the transcript above").replace("\n", " ")
-            raise AgentRunError(f"The agent run failed: {detail}")
+        if self.settings.raise_on_error:
+            run.raise_if_failed()
 
     def _reset_conversation(self) -> None:
         self.get_agent().reset()

@@ -246,3 +246,4 @@ async def test_abort_button_of_a_queued_cell_drops_only_that_cell(shell, faux):
     gate.set()
     await settle()
     assert [t for _, t in _texts(runtime().agent.state.messages)] == ["A", "a", "C", "c"]
+    assert c.text() == "c"
