@@ -113,7 +113,7 @@ class Run:
     def predecessor(self) -> Run | None:
         """The nearest earlier run that was really sent (removed runs are skipped)."""
         run = self.after
-        while run is not None and run.removed and run.phase != "running":
+        while run is not None and run.removed:
             run = run.after
         return run
 
@@ -129,13 +129,17 @@ class RunSteps(Protocol):
         """Drop what is left queued for ``run``, freeze its view, forget it."""
 
 
-def final_status(*, abort_requested: bool, last: AgentMessage | None,
+def final_status(run: Run, *, sent: bool = True, last: AgentMessage | None = None,
                  failure: str | None = None) -> tuple[RunStatus, str | None]:
-    """How a run that reached the agent ended: (status, one-line error or None)."""
+    """How ``run`` ended: (status, one-line error or None). ``sent``: it started at all;
+    ``last``: the conversation's last message; ``failure``: why it failed before or
+    outside the model (refused, an exception)."""
+    if not sent:
+        return ("aborted" if run.abort_requested else "removed"), None
     if failure is not None:
         return "error", failure
     reason = getattr(last, "stop_reason", None)
-    if abort_requested or reason == "aborted":
+    if run.abort_requested or reason == "aborted":
         return "aborted", None
     if reason == "error":
         return "error", (getattr(last, "error_message", None) or "the model request failed")
@@ -172,7 +176,7 @@ async def drive(run: Run, steps: RunSteps) -> None:
         await _wait_turn(run)
         reason = not_sent_reason(run)
         if reason is not None:
-            status = "aborted" if run.abort_requested else "removed"
+            status, error = final_status(run, sent=False)
             if not run.shown.frozen:  # (a removed run's view was ended at once)
                 _notice(run, reason, "info" if run.removed and not run.abort_requested else "warning")
             return
@@ -185,18 +189,18 @@ async def drive(run: Run, steps: RunSteps) -> None:
             while (not run.abort_requested and agent.has_queued_messages()
                    and getattr(_last(agent), "stop_reason", None) != "aborted"):
                 await agent.continue_()
-        status, error = final_status(abort_requested=run.abort_requested, last=_last(agent))
-    except asyncio.CancelledError:
-        status = "aborted"
+        status, error = final_status(run, last=_last(agent))
+    except asyncio.CancelledError:  # the task itself was cancelled (unload)
+        run.abort_requested = True
+        status, error = final_status(run, sent=agent is not None)
         if agent is not None:
             agent.abort()
         raise
     except RunRefused as exc:
-        status, error = "error", str(exc)
+        status, error = final_status(run, failure=str(exc))
         _notice(run, str(exc), "error")
     except Exception as exc:
-        status, error = final_status(abort_requested=False, last=None,
-                                     failure=f"{type(exc).__name__}: {exc}")
+        status, error = final_status(run, failure=f"{type(exc).__name__}: {exc}")
         _notice(run, f"The run failed: {error}", "error")
     finally:
         run.status = status
