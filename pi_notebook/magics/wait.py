@@ -331,6 +331,21 @@ async def wait_after_cell(until_rendered: bool = False) -> None:
         _own_count(shell, mine)
 
 
+# --- %steer/%followup text ending in "?" ---------------------------------------------------
+def keep_question_marks(lines: list[str]) -> list[str]:
+    """``input_transformers_cleanup``: a ``%steer``/``%followup`` line ending in ``?`` becomes
+    the call IPython makes of a line magic, before IPython's help syntax (``x?``) takes it.
+    One line stays one line, so line numbers do not move."""
+    out = []
+    for line in lines:
+        body = line.rstrip("\r\n")
+        if body.endswith("?") and (_is_magic(body, "%steer") or _is_magic(body, "%followup")):
+            name, _, args = body[1:].partition(" ")
+            line = f"get_ipython().run_line_magic({name!r}, {args!r}){line[len(body):]}"
+        out.append(line)
+    return out
+
+
 # --- installing ---------------------------------------------------------------------------
 _inserter = WaitInserter()
 
@@ -351,6 +366,7 @@ def install_transformers(shell: Any) -> None:
     if _inserter in shell.ast_transformers:
         return
     _wrap_should_run_async(shell)
+    shell.input_transformers_cleanup.append(keep_question_marks)
     shell.events.register("pre_execute", _on_pre_execute)
     shell.events.register("pre_run_cell", _on_pre_run_cell)
     shell.ast_transformers.append(_inserter)
@@ -361,6 +377,8 @@ def install_transformers(shell: Any) -> None:
 def uninstall_transformers(shell: Any) -> None:
     while _inserter in shell.ast_transformers:
         shell.ast_transformers.remove(_inserter)
+    while keep_question_marks in shell.input_transformers_cleanup:
+        shell.input_transformers_cleanup.remove(keep_question_marks)
     for name, hook in (("pre_execute", _on_pre_execute), ("pre_run_cell", _on_pre_run_cell)):
         try:
             shell.events.unregister(name, hook)

@@ -81,6 +81,11 @@ def test_the_transformed_cell_is_what_ipython_makes_of_it(shell):
     # nothing is added to the text: In[n], _ih and the saved history hold the user's code
     assert shell.transform_cell("x = 1\nprint(x)\n") == "x = 1\nprint(x)\n"
     assert shell.transform_cell("%steer go {now}\n") == "get_ipython().run_line_magic('steer', 'go {now}')\n"
+    # a question to the agent is not IPython's help syntax
+    assert shell.transform_cell("%followup and then?\n") == \
+        "get_ipython().run_line_magic('followup', 'and then?')\n"
+    assert shell.transform_cell("x = 1\n%steer why?\n") == \
+        "x = 1\nget_ipython().run_line_magic('steer', 'why?')\n"
     # and a %%agent cell stays a cell magic, so a terminal keeps reading its body
     assert shell.input_transformer_manager.check_complete("%%agent -m faux/faux-1\n")[0] == "incomplete"
 
