@@ -12,9 +12,8 @@ import nbformat
 import pytest
 from jupyter_client import KernelManager
 from jupyter_client.kernelspec import KernelSpecManager
-from nbclient import NotebookClient
-
 from kernel_helpers import Kernel, faux_setup, make_kernelspec
+from nbclient import NotebookClient
 
 pytestmark = pytest.mark.kernel
 

@@ -7,14 +7,19 @@ import types
 import weakref
 
 import pytest
+from magics_helpers import FakeView, run_cell, runtime, settle
 
 from pi_notebook.ai.providers.faux import faux_assistant_message, register_faux_provider
 from pi_notebook.magics import frontend
 from pi_notebook.magics.runtime import IN_AGENT_RUN
-from pi_notebook.magics.wait import (WAITING_TEXT, CellPlan, WaitInterrupted, has_widget_frontend,
-                                     plan_cell, wait_mode)
-
-from magics_helpers import FakeView, run_cell, runtime, settle
+from pi_notebook.magics.wait import (
+    WAITING_TEXT,
+    CellPlan,
+    WaitInterrupted,
+    has_widget_frontend,
+    plan_cell,
+    wait_mode,
+)
 
 
 @pytest.fixture(autouse=True)
