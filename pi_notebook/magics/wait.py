@@ -263,6 +263,16 @@ def _restore_count() -> None:
         shell.execution_count = max(shell.execution_count, count)
 
 
+def _own_parent(shell: Any) -> None:
+    """ipykernel 6 keeps one global parent header. Code that ran on the loop while this cell
+    waited (the run's end publishes its transcript as the ``%%agent`` cell) can leave the
+    display publisher pointing at another cell: point everything back at this one."""
+    kernel = getattr(shell, "kernel", None)
+    idents = getattr(kernel, "_parent_ident", None)
+    if isinstance(idents, dict) and hasattr(kernel, "get_parent"):
+        kernel.set_parent(idents.get("shell"), kernel.get_parent("shell"), "shell")
+
+
 async def _wait_for_run(runtime: Any, task: asyncio.Task[Any], message: str,
                         stop: Callable[[], bool] | None = None) -> bool:
     """Wait for ``task`` (the run); True when it ended, False when ``stop()`` said enough.
@@ -300,6 +310,7 @@ async def wait_before_cell() -> None:
                                 "this cell stopped waiting for the agent run above, and the run "
                                 "was aborted.")
     finally:
+        _own_parent(shell)
         clear_output()  # only the waiting line: the cell's own code has not run yet
         _own_count(shell, mine)
 
@@ -328,6 +339,7 @@ async def wait_after_cell(until_rendered: bool = False) -> None:
             if not await _wait_for_run(runtime, run.task, "the agent run was aborted.", stop):
                 return
     finally:
+        _own_parent(shell)
         _own_count(shell, mine)
 
 
