@@ -116,7 +116,7 @@ def install_shutdown_close(shell: Any, live_views: Any) -> None:
 
     ipykernel calls ``kernel.do_shutdown`` for a ``shutdown_request`` (on its control
     thread); the close messages go out on iopub before the shutdown reply."""
-    kernel = getattr(shell, "kernel", None)
+    kernel: Any = getattr(shell, "kernel", None)
     original = getattr(kernel, "do_shutdown", None)
     if original is None or getattr(kernel, "_pi_original_do_shutdown", None) is not None:
         return

@@ -267,7 +267,7 @@ def _own_parent(shell: Any) -> None:
     """ipykernel 6 keeps one global parent header. Code that ran on the loop while this cell
     waited (the run's end publishes its transcript as the ``%%agent`` cell) can leave the
     display publisher pointing at another cell: point everything back at this one."""
-    kernel = getattr(shell, "kernel", None)
+    kernel: Any = getattr(shell, "kernel", None)
     idents = getattr(kernel, "_parent_ident", None)
     if isinstance(idents, dict) and hasattr(kernel, "get_parent"):
         kernel.set_parent(idents.get("shell"), kernel.get_parent("shell"), "shell")
