@@ -20,11 +20,13 @@ import sys
 import weakref
 from typing import Any
 
-__all__ = ["has_widget_frontend", "frontend_seen", "track_view", "view_rendered", "close_views",
-           "install_shutdown_close", "uninstall_shutdown_close"]
+__all__ = ["has_widget_frontend", "frontend_seen", "track_view", "view_rendered", "count_new_views",
+           "close_views", "install_shutdown_close", "uninstall_shutdown_close"]
 
 _tracked: weakref.WeakSet[Any] = weakref.WeakSet()
 _seen = False
+_counting = False
+_chained: list[Any] = []  # [the construction callback we replaced] once installed
 
 
 def has_widget_frontend(shell: Any) -> bool:
@@ -50,6 +52,40 @@ def track_view(widget: Any) -> None:
     if widget._view_count is None:
         widget._view_count = 0
     _tracked.add(widget)
+
+
+def count_new_views(on: bool) -> None:
+    """While on, every widget constructed asks the frontend to count its views.
+
+    ipywidgets calls its construction callback before the widget's comm opens, so the count
+    is part of the widget's first state and the frontend sees it before any view exists
+    (set after ``display``, a view may already be shown uncounted)."""
+    global _counting
+    _counting = on
+    if not on or _chained:
+        return
+    import ipywidgets
+
+    widget_class = ipywidgets.Widget
+    previous = widget_class._widget_construction_callback
+    _chained.append(previous)
+
+    def constructed(widget: Any) -> None:
+        if _counting:
+            track_view(widget)
+        if callable(previous):
+            previous(widget)
+
+    widget_class.on_widget_constructed(constructed)
+
+
+def stop_counting_views() -> None:
+    """Put back the construction callback found at install (extension unload)."""
+    global _counting
+    _counting = False
+    widget_module = sys.modules.get("ipywidgets.widgets.widget")
+    if _chained and widget_module is not None:
+        widget_module.Widget.on_widget_constructed(_chained.pop())
 
 
 def view_rendered(widget: Any) -> bool:

@@ -40,9 +40,11 @@ from typing import Any, Literal
 
 from .control_cells import install_control_bypass, is_control_cell, uninstall_control_bypass
 from .frontend import (
+    count_new_views,
     frontend_seen,
     has_widget_frontend,
     install_shutdown_close,
+    stop_counting_views,
     track_view,
     uninstall_shutdown_close,
     view_rendered,
@@ -162,6 +164,7 @@ class _Cells:
         self.decided: tuple[str, CellPlan | None] | None = None
         self.armed: CellPlan | None = None
         self.waiting = 0  # cells awaiting a run right now
+        self.counting = False  # new widgets count their views (until the magic has run)
         self.pending_count: tuple[Any, int] | None = None  # (shell, count) to restore
 
 
@@ -175,6 +178,9 @@ def is_waiting() -> bool:
 def _on_pre_execute() -> None:
     _cells.armed = None
     _restore_count()
+    if _cells.counting:
+        _cells.counting = False
+        count_new_views(False)
 
 
 def _on_pre_run_cell(info: Any) -> None:
@@ -186,6 +192,10 @@ def _on_pre_run_cell(info: Any) -> None:
         _cells.armed = decided[1]
     else:
         _cells.armed = plan_cell(raw)  # run_cell_async called directly: it is awaited
+    if _cells.armed is not None and _cells.armed.until_rendered:
+        # the view this cell creates reports when a frontend shows it (see frontend.py)
+        _cells.counting = True
+        count_new_views(True)
 
 
 def _wrap_should_run_async(shell: Any) -> None:
@@ -317,6 +327,9 @@ async def wait_before_cell() -> None:
 
 async def wait_after_cell(until_rendered: bool = False) -> None:
     """Appended to a ``%%agent`` (or run-starting ``%steer``) cell that must block."""
+    if _cells.counting:  # the magic has made its view
+        _cells.counting = False
+        count_new_views(False)
     runtime = _runtime()
     if runtime is None or not runtime.is_running():
         return
@@ -399,4 +412,6 @@ def uninstall_transformers(shell: Any) -> None:
     _unwrap_should_run_async(shell)
     uninstall_control_bypass(shell)
     uninstall_shutdown_close(shell)
+    stop_counting_views()
     _cells.decided = _cells.armed = None
+    _cells.counting = False

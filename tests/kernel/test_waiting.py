@@ -155,8 +155,8 @@ def test_blocking_cell_returns_once_a_frontend_shows_its_view():
         kernel.ok(SLOW_RUN)
         cell = kernel.start("%%agent -m faux/faux-1\ntalk slowly\n")
 
-        def counted() -> list[str]:
-            return [m["content"]["comm_id"] for m in kernel.messages() if m["msg_type"] == "comm_msg"
+        def counted() -> list[str]:  # the view's widgets ask the frontend to count their views
+            return [m["content"]["comm_id"] for m in kernel.messages() if m["msg_type"] == "comm_open"
                     and m["content"]["data"].get("state", {}).get("_view_count") == 0]
 
         wait_until(lambda: counted(), what="the view asking for a view count")
@@ -164,7 +164,8 @@ def test_blocking_cell_returns_once_a_frontend_shows_its_view():
         replies: dict = {}
         assert not has_reply(kernel, cell, replies)  # no frontend showed it: still blocking
         # what @jupyter-widgets sends when it shows the view
-        kernel.send_comm_msg(counted()[0], {"method": "update", "state": {"_view_count": 1},
+        assert set(kernel.buttons("Abort")) <= set(counted())
+        kernel.send_comm_msg(counted()[-1], {"method": "update", "state": {"_view_count": 1},
                                             "buffer_paths": []})
         wait_until(lambda: has_reply(kernel, cell, replies), timeout=5, what="the cell to return")
         assert kernel.ev(f"{RUNTIME}.is_running()") is True  # the run goes on in its view
