@@ -29,6 +29,7 @@ SETUP = """\
 from pi_notebook.ai.providers.faux import register_faux_provider, faux_assistant_message
 faux = register_faux_provider(tokens_per_second=30)
 faux.set_responses([faux_assistant_message('streaming ' * 400), faux_assistant_message('again ' * 400)])
+print('ipykernel', __import__('ipykernel').__version__)
 """
 CELLS = [SETUP, "%%agent -m faux/faux-1\nTalk for a long while.",
          "waited = len(__import__('pi_notebook').get_agent().state.messages)\nprint('after the run', waited)",
@@ -48,6 +49,14 @@ def lab(tmp_path_factory):
     port = _free_port()
     env = dict(os.environ, JUPYTER_CONFIG_DIR=str(root / "cfg"), JUPYTER_RUNTIME_DIR=str(root / "rt"))
     env.pop("PI_NOTEBOOK_WAIT", None)
+    kernel_python = os.environ.get("PI_NOTEBOOK_KERNEL_PYTHON")
+    if kernel_python:  # e.g. a venv with ipykernel 6.29, as for the kernel tests
+        spec = root / "share" / "kernels" / "python3"
+        spec.mkdir(parents=True)
+        (spec / "kernel.json").write_text(json.dumps({
+            "argv": [kernel_python, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+            "display_name": "Python 3 (ipykernel)", "language": "python"}))
+        env["JUPYTER_PATH"] = str(root / "share")
     with open(root / "lab.log", "w") as log:  # the server keeps its own copy of the descriptor
         proc = subprocess.Popen(
             [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
@@ -102,6 +111,7 @@ def test_waiting_in_jupyterlab(lab):
         cells = nb.locator(".jp-Cell")
         _start_cell(page, 0)
         _wait_prompt_done(cells.nth(0))
+        print(cells.nth(0).locator(".jp-OutputArea").inner_text())  # which ipykernel
 
         # 1. the first %%agent (auto mode, JPY_SESSION_NAME set by the server) returns once shown
         started = time.monotonic()
