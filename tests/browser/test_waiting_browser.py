@@ -4,7 +4,8 @@
   environment variable says "interactive": the view's rendering does);
 - a plain cell run behind the agent says that it waits, and ``%agent status`` /
   ``%agent reset`` typed while it waits take effect at once;
-- Stop while a plain cell waits shows one line, no traceback.
+- Stop while a plain cell waits shows one line, no traceback;
+- after the kernel shuts down mid-run, the old view offers no live Abort button.
 Screenshots land in ``tests/browser/artifacts/``.
 """
 
@@ -28,7 +29,8 @@ SETUP = """\
 %load_ext pi_notebook
 from pi_notebook.ai.providers.faux import register_faux_provider, faux_assistant_message
 faux = register_faux_provider(tokens_per_second=30)
-faux.set_responses([faux_assistant_message('streaming ' * 400), faux_assistant_message('again ' * 400)])
+faux.set_responses([faux_assistant_message('streaming ' * 400), faux_assistant_message('again ' * 400),
+                    faux_assistant_message('third ' * 400)])
 print('ipykernel', __import__('ipykernel').__version__)
 """
 CELLS = [SETUP, "%%agent -m faux/faux-1\nTalk for a long while.",
@@ -150,4 +152,18 @@ def test_waiting_in_jupyterlab(lab):
         for internal in ("CancelledError", "Traceback", "pi_notebook.magics", "KeyboardInterrupt"):
             assert internal not in text, text
         page.screenshot(path=str(ARTIFACTS / "waiting-stopped.png"), full_page=True)
+
+        # 4. the kernel shut down while a run streams: the dead kernel's view offers no buttons
+        _wait_prompt_done(cells.nth(2), timeout_ms=10_000)
+        _start_cell(page, 1)
+        cells.nth(1).get_by_text("third").first.wait_for(timeout=30_000)
+        _wait_prompt_done(cells.nth(1), timeout_ms=10_000)
+        abort = cells.nth(1).get_by_role("button", name="Abort")
+        assert abort.count() == 1
+        # (without the kernel's close-at-shutdown hook the button stayed, not even marked
+        # disconnected; a restart instead gets JupyterLab's own "disconnected" marking, and
+        # the kernel's closes arrive after JupyterLab dropped the comms)
+        page.evaluate("() => window.jupyterapp.shell.currentWidget.sessionContext.session.kernel.shutdown()")
+        abort.wait_for(state="detached", timeout=15_000)
+        page.screenshot(path=str(ARTIFACTS / "waiting-kernel-shut-down.png"), full_page=True)
         browser.close()
