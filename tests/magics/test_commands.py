@@ -166,17 +166,17 @@ def test_approval_default_comes_from_environment(monkeypatch):
 
 
 async def test_steer_cell_that_starts_a_run_blocks_when_waiting(shell, faux):
-    from pi_notebook.magics.wait import agent_cell_transformer
+    from pi_notebook.magics.wait import CellPlan, plan_cell
 
     runtime().settings.wait = "always"
     faux.set_responses([faux_assistant_message("answered the steer")])
-    assert "submit_and_wait('steer', 'go {now}')" in shell.transform_cell("%steer go {now}\n")
+    assert plan_cell("%steer go {now}\n") == CellPlan(after=True)
     result = await run_cell(shell, "%steer go {now}\n")
     assert result.success
     assert not runtime().is_running()  # the cell blocked until the run ended
     assert runtime().agent.state.messages[-1].content[0].text == "answered the steer"
     # a multi-line cell is left alone
-    assert agent_cell_transformer(["%steer a\n", "x = 1\n"]) == ["%steer a\n", "x = 1\n"]
+    assert plan_cell("%steer a\nx = 1\n") is None
 
 
 def test_wait_default_comes_from_environment(monkeypatch):

@@ -277,7 +277,7 @@ async def test_export_writes_valid_notebook(shell, faux, tmp_path):
 
 
 async def test_unload_aborts_and_removes_everything(shell, faux):
-    from pi_notebook.magics.wait import agent_cell_transformer
+    from pi_notebook.magics.wait import _inserter
 
     faux.set_responses([faux_assistant_message("z " * 500)])
     await run_cell(shell, "%%agent\nlong\n")
@@ -286,7 +286,7 @@ async def test_unload_aborts_and_removes_everything(shell, faux):
     shell.run_line_magic("unload_ext", "pi_notebook")
     await asyncio.sleep(0.1)
     assert task.done()
-    assert agent_cell_transformer not in shell.input_transformers_cleanup
+    assert _inserter not in shell.ast_transformers
     for kind, name in (("cell", "agent"), ("line", "agent"), ("line", "steer"), ("line", "followup")):
         assert name not in shell.magics_manager.magics[kind]
     assert not any(type(c).__module__.startswith("pi_notebook") for c in shell.configurables)
