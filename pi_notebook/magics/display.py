@@ -128,7 +128,7 @@ def _parent_of(shell: Any, parent: dict[str, Any] | None) -> Iterator[None]:
     try:
         yield
     finally:
-        publisher.parent_header = saved
+        publisher.set_parent(saved)  # the routed publisher forwards set_parent; a plain assignment would stay on the proxy
 
 
 def _ipykernel_major() -> int | None:

@@ -65,8 +65,8 @@ def _model_line(runtime: Runtime) -> str:
 
 
 def _wait_meaning(runtime: Runtime) -> str:
-    from .wait import should_wait
+    from .wait import wait_mode
 
-    if should_wait(None, runtime.settings.wait, runtime.shell):
+    if wait_mode(None, runtime.settings.wait, runtime.shell) is not None:
         return "a %%agent cell blocks until its run ends here"
     return "a %%agent cell returns at once here; the run continues in its view"

@@ -350,10 +350,14 @@ async def wait_after_cell(until_rendered: bool = False) -> None:
     try:
         while runtime.is_running() and runtime.run is run:
             if not await _wait_for_run(runtime, run.task, "the agent run was aborted.", stop):
-                return
+                return  # a frontend shows the view: the run goes on there
     finally:
         _own_parent(shell)
         _own_count(shell, mine)
+    if run.task is not None and run.task.done():
+        # A blocking run that ended in error fails its cell (AgentMagics.raise_on_error), so
+        # nbclient/papermill stop as for any failing cell; the transcript is written by now.
+        runtime.check_run_outcome(run)
 
 
 # --- %steer/%followup text ending in "?" ---------------------------------------------------
