@@ -383,7 +383,9 @@ def _live_views() -> list[Any]:
     runtime = _runtime()
     if runtime is None:
         return []
-    views = list(runtime.run.views) if runtime.run is not None else []
+    from .lifecycle import Run
+
+    views = [run.view for run in Run.chain(runtime.run)]
     if runtime.last_view is not None and runtime.last_view not in views:
         views.append(runtime.last_view)
     return views

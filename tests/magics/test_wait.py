@@ -171,7 +171,7 @@ class RenderedView(FakeView):
 async def test_auto_mode_blocks_until_a_frontend_shows_the_view(shell, slow):
     rt = runtime()
     rt.settings.wait = "auto"
-    rt._view_factory = RenderedView
+    rt.view_factory = RenderedView
     assert not has_widget_frontend(shell)
     cell = asyncio.ensure_future(run_cell(shell, "%%agent\nlong\n"))
     await asyncio.sleep(0.3)
