@@ -24,7 +24,7 @@ Targets: Agent / floor <= 1.3 on text, <= 2 on the tool round trip.
 
 A fourth column, **minimum**, is the floor plus only the objects that pi's protocol requires
 per delta, built the cheapest way this package knows (the slot setters of
-``pi_notebook.ai.types``, as the hot paths use them): one ``*_delta`` event on a live partial
+``pi_notebook.ai._fast``, as the hot paths use them): one ``*_delta`` event on a live partial
 message, one shallow copy of that message, one ``message_update`` event, and one awaited call
 of the subscriber. minimum/floor - 1 is what those required objects alone cost, as a share of
 the floor: when it is above 0.3, no faithful implementation that builds them can meet the 1.3
@@ -94,9 +94,10 @@ async def minimum_run(client: Any, url: str) -> int:
     ``message_update`` event, built with the same slot setters as the loop's hot path, handed
     to one awaited subscriber."""
     from pi_notebook.agent.types import MessageUpdateEvent
-    from pi_notebook.ai.types import (
-        SET_EXTRA, SET_FIELDS_SET, SET_MODEL_DICT, SET_PRIVATE, AssistantMessage, new_instance,
+    from pi_notebook.ai._fast import (
+        SET_EXTRA, SET_FIELDS_SET, SET_MODEL_DICT, SET_PRIVATE, new_instance,
     )
+    from pi_notebook.ai.types import AssistantMessage
 
     async def subscriber(event: Any, signal: Any) -> None:
         _ = event.type

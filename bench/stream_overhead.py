@@ -20,7 +20,7 @@ It prints the median CPU time of each, the ratio (target <= 1.15) and the 20k/2k
 
 A third column, **minimum**, is the floor plus the one object pi's protocol requires per delta:
 a ``*_delta`` event on a live partial message, built with the slot setters of
-``pi_notebook.ai.types`` (the cheapest construction this package has). minimum/floor - 1 is that
+``pi_notebook.ai._fast`` (the cheapest construction this package has). minimum/floor - 1 is that
 event's cost as a share of the floor, i.e. how much of the 0.15 allowance it takes by itself.
 
     /work/venv/bin/python bench/stream_overhead.py [--reps N]
@@ -46,9 +46,11 @@ sys.path.insert(0, str(ROOT))
 
 from pi_notebook.ai import _http  # noqa: E402
 from pi_notebook.ai.stream import stream  # noqa: E402
+from pi_notebook.ai._fast import (  # noqa: E402
+    SET_EXTRA, SET_FIELDS_SET, SET_MODEL_DICT, SET_PRIVATE, new_instance,
+)
 from pi_notebook.ai.types import (  # noqa: E402
-    SET_EXTRA, SET_FIELDS_SET, SET_MODEL_DICT, SET_PRIVATE, AssistantMessage, Context, Model,
-    TextContent, TextDeltaEvent, ToolCallDeltaEvent, UserMessage, new_instance,
+    AssistantMessage, Context, Model, TextContent, TextDeltaEvent, ToolCallDeltaEvent, UserMessage,
 )
 
 WORDS = ["The", " sea", " is", " deep", " and", " full", " of", " life", ",", " fish", " swim", "."]

@@ -7,7 +7,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .agent import Agent
 
 __version__ = "0.1.0"
 __all__ = ["__version__", "load_ipython_extension", "unload_ipython_extension", "get_agent"]
@@ -25,7 +28,7 @@ def unload_ipython_extension(ipython: Any) -> None:
     _unload(ipython)
 
 
-def get_agent() -> Any:
+def get_agent() -> Agent:
     """The kernel's Agent behind the magics (created on first use)."""
     from .magics import get_agent as _get_agent
 

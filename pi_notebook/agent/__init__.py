@@ -10,10 +10,24 @@ from .agent import Agent
 from .loop import agent_loop, agent_loop_continue, run_agent_loop, run_agent_loop_continue
 from .tools import tool
 from .types import (
-    AfterToolCallResult, AgentContext, AgentEndEvent, AgentEvent, AgentLoopConfig,
-    AgentLoopTurnUpdate, AgentStartEvent, AgentState, AgentTool, AgentToolResult,
-    BeforeToolCallResult, MessageEndEvent, MessageStartEvent, MessageUpdateEvent,
-    ToolExecutionEndEvent, ToolExecutionStartEvent, ToolExecutionUpdateEvent, TurnEndEvent,
+    AfterToolCallResult,
+    AgentContext,
+    AgentEndEvent,
+    AgentEvent,
+    AgentLoopConfig,
+    AgentLoopTurnUpdate,
+    AgentStartEvent,
+    AgentState,
+    AgentTool,
+    AgentToolResult,
+    BeforeToolCallResult,
+    MessageEndEvent,
+    MessageStartEvent,
+    MessageUpdateEvent,
+    ToolExecutionEndEvent,
+    ToolExecutionStartEvent,
+    ToolExecutionUpdateEvent,
+    TurnEndEvent,
     TurnStartEvent,
 )
 

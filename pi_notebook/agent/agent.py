@@ -36,13 +36,30 @@ from typing import Any
 
 from ..ai.abort import AbortController, AbortSignal
 from ..ai.types import (
-    AssistantMessage, ImageContent, Model, TextContent, UserMessage, Usage, now_ms,
+    AssistantMessage,
+    ImageContent,
+    Model,
+    TextContent,
+    Usage,
+    UserMessage,
+    now_ms,
 )
 from .loop import StreamFn, get_default_stream_fn, run_agent_loop, run_agent_loop_continue
 from .types import (
-    AgentContext, AgentEndEvent, AgentEvent, AgentLoopConfig, AgentMessage, AgentState,
-    MessageEndEvent, MessageStartEvent, PrepareNextTurnContext, QueueMode,
-    ShouldStopAfterTurnContext, ToolExecution, TurnEndEvent, default_convert_to_llm,
+    AgentContext,
+    AgentEndEvent,
+    AgentEvent,
+    AgentLoopConfig,
+    AgentMessage,
+    AgentState,
+    MessageEndEvent,
+    MessageStartEvent,
+    PrepareNextTurnContext,
+    QueueMode,
+    ShouldStopAfterTurnContext,
+    ToolExecution,
+    TurnEndEvent,
+    default_convert_to_llm,
     message_role,
 )
 
@@ -118,8 +135,8 @@ class RunHandle(Coroutine[Any, Any, None]):
         if self._iter is None:
             if self._task is None:
                 self._task = self._start()
-            self._iter = self._task.__await__()  # type: ignore[assignment]
-        return self._iter  # type: ignore[return-value]
+            self._iter = self._task.__await__()
+        return self._iter
 
     def __await__(self) -> Generator[Any, None, None]:
         return self._ensure_iter()

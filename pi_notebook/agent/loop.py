@@ -23,20 +23,42 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from ..ai._fast import construct_unchecked, construct_with_copy, fast_shallow_copy
 from ..ai.abort import AbortSignal
 from ..ai.event_stream import EventStream
 from ..ai.types import (
-    SET_EXTRA, SET_FIELDS_SET, SET_MODEL_DICT, SET_PRIVATE, AssistantMessage, Context, TextContent,
-    ToolCall, ToolResultMessage, arguments_incomplete, construct_unchecked, fast_shallow_copy,
-    new_instance, now_ms,
+    AssistantMessage,
+    Context,
+    TextContent,
+    ToolCall,
+    ToolResultMessage,
+    arguments_incomplete,
+    get_field,
+    now_ms,
 )
 from ..ai.validation import validate_tool_arguments
 from .types import (
-    AfterToolCallContext, AgentContext, AgentEndEvent, AgentEvent, AgentLoopConfig,
-    AgentLoopTurnUpdate, AgentMessage, AgentStartEvent, AgentTool, AgentToolResult,
-    BeforeToolCallContext, MessageEndEvent, MessageStartEvent, MessageUpdateEvent,
-    ShouldStopAfterTurnContext, ToolExecutionEndEvent, ToolExecutionStartEvent,
-    ToolExecutionUpdateEvent, TurnEndEvent, TurnStartEvent, message_role,
+    AfterToolCallContext,
+    AgentContext,
+    AgentEndEvent,
+    AgentEvent,
+    AgentLoopConfig,
+    AgentLoopTurnUpdate,
+    AgentMessage,
+    AgentStartEvent,
+    AgentTool,
+    AgentToolResult,
+    BeforeToolCallContext,
+    MessageEndEvent,
+    MessageStartEvent,
+    MessageUpdateEvent,
+    ShouldStopAfterTurnContext,
+    ToolExecutionEndEvent,
+    ToolExecutionStartEvent,
+    ToolExecutionUpdateEvent,
+    TurnEndEvent,
+    TurnStartEvent,
+    message_role,
 )
 
 __all__ = [
@@ -385,61 +407,42 @@ async def stream_assistant_response(
 
     transcript = context.messages
     added_partial = False
-    # Events already queued in one of our EventStreams are taken from its queue directly:
-    # exactly what its async iterator would yield next (it neither suspends nor reorders
-    # while events are queued), without an async-generator step per event. The iterator
-    # is used only to wait for more events, and for the end of the stream or its error.
+    # Events already queued in one of our EventStreams are taken all at once
+    # (EventStream.take_queued: exactly what iteration would yield next), without an
+    # async-generator step per event. The iterator is used only to wait for more events,
+    # and for the end of the stream or its error.
     events = response.__aiter__()
-    stream_type = type(response)
-    queue = (response._queue if isinstance(response, EventStream)
-             and stream_type.__aiter__ is EventStream.__aiter__
-             and stream_type._iterate is EventStream._iterate else None)
-    pop = queue.popleft if queue is not None else None
+    take_queued = response.take_queued if isinstance(response, EventStream) else None
     next_event = events.__anext__
     while True:
-        if queue:
-            event = pop()  # type: ignore[misc]
-        else:
+        ready = take_queued() if take_queued is not None else ()
+        if not ready:
             try:
-                event = await next_event()
+                ready = (await next_event(),)
             except StopAsyncIteration:
                 break
-        kind = event.type
-        if kind in _UPDATE_TYPES:
-            if added_partial:
-                # The per-delta hot path: O(1) work besides the listeners. For the
-                # providers' AssistantMessage, fast_shallow_copy() and _message_update()
-                # are inlined (two calls less per delta); same objects, same slots.
+        for event in ready:
+            kind = event.type
+            if kind in _UPDATE_TYPES:
+                if added_partial:
+                    # The per-delta hot path: O(1) work besides the listeners, built by the
+                    # fast paths of ai._fast (same objects as model_copy() and validation).
+                    partial = event.partial
+                    transcript[-1] = partial
+                    update = construct_with_copy(
+                        MessageUpdateEvent,
+                        {"type": "message_update", "message": partial, "assistant_message_event": event},
+                        {"message", "assistant_message_event"}, "message")
+                    sent = emit(update)
+                    if sent is not None and (type(sent) is CoroutineType or inspect.isawaitable(sent)):
+                        await sent
+            elif kind == "start":
                 partial = event.partial
-                transcript[-1] = partial
-                if type(partial) is AssistantMessage:
-                    copy = new_instance(AssistantMessage)
-                    SET_MODEL_DICT(copy, partial.__dict__.copy())
-                    SET_FIELDS_SET(copy, set(partial.__pydantic_fields_set__))
-                    extra = partial.__pydantic_extra__
-                    SET_EXTRA(copy, None if extra is None else extra.copy())
-                    if partial.__pydantic_private__ is None:
-                        SET_PRIVATE(copy, None)
-                    else:  # pragma: no cover - AssistantMessage has no private attributes
-                        copy = fast_shallow_copy(partial)
-                else:
-                    copy = _shallow_copy(partial)
-                update = new_instance(MessageUpdateEvent)
-                SET_MODEL_DICT(update, {"type": "message_update", "message": copy,
-                                        "assistant_message_event": event})
-                SET_FIELDS_SET(update, {"message", "assistant_message_event"})
-                SET_EXTRA(update, None)
-                SET_PRIVATE(update, None)
-                sent = emit(update)
-                if sent is not None and (type(sent) is CoroutineType or inspect.isawaitable(sent)):
-                    await sent
-        elif kind == "start":
-            partial = event.partial
-            transcript.append(partial)
-            added_partial = True
-            await _maybe_await(emit(MessageStartEvent(message=_shallow_copy(partial))))
-        # ``done``/``error`` complete the stream, so iteration ends right after them;
-        # unknown (future) event types are ignored.
+                transcript.append(partial)
+                added_partial = True
+                await _maybe_await(emit(MessageStartEvent(message=_shallow_copy(partial))))
+            # ``done``/``error`` complete the stream, so iteration ends right after them;
+            # unknown (future) event types are ignored.
 
     final = await response.result()
     if added_partial:
@@ -605,8 +608,8 @@ async def _execute_parallel(
              for i, slot in enumerate(slots) if isinstance(slot, _Prepared)}
     if tasks:
         await _wait_all(list(tasks.values()))
-    finalized = [tasks[i].result() if i in tasks else slot for i, slot in enumerate(slots)]
-    finalized = [f for f in finalized if isinstance(f, _Finalized)]
+    results = [tasks[i].result() if i in tasks else slot for i, slot in enumerate(slots)]
+    finalized = [f for f in results if isinstance(f, _Finalized)]
 
     # Phase C: result messages in source order.
     messages = []
@@ -665,9 +668,9 @@ async def _prepare_tool_call(
                 signal))
             if signal.aborted:
                 return _Immediate(_error_result("Operation aborted"))
-            if before is not None and _field(before, "block"):
-                result = _error_result(_field(before, "reason") or "Tool execution was blocked")
-                if _field(before, "terminate") is True:
+            if before is not None and get_field(before, "block"):
+                result = _error_result(get_field(before, "reason") or "Tool execution was blocked")
+                if get_field(before, "terminate") is True:
                     result.terminate = True
                 return _Immediate(result)
         if signal.aborted:
@@ -675,13 +678,6 @@ async def _prepare_tool_call(
         return _Prepared(tool_call, tool, args)
     except Exception as error:  # prepare_arguments, validation, before_tool_call
         return _Immediate(_error_result(_error_message(error)))
-
-
-def _field(obj: Any, name: str) -> Any:
-    """Hook results may be the result dataclasses or plain dicts."""
-    if isinstance(obj, dict):
-        return obj.get(name)
-    return getattr(obj, name, None)
 
 
 async def _execute_and_finalize(
@@ -748,10 +744,10 @@ async def _finalize(
         if override is not None:
             # field-wise replacement; None keeps the original value (pi's ``??``)
             update = {name: value for name in ("content", "details", "usage", "terminate")
-                      if (value := _field(override, name)) is not None}
+                      if (value := get_field(override, name)) is not None}
             if update:
                 result = result.model_copy(update=update)
-            override_error = _field(override, "is_error")
+            override_error = get_field(override, "is_error")
             if override_error is not None:
                 is_error = bool(override_error)
     except Exception as error:

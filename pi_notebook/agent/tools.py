@@ -119,7 +119,7 @@ def _build_tool(fn: Callable[..., Any], *, name: str | None, label: str | None,
             value = ... if default is param.empty else default
             fields[param.name] = (annotation, Field(value, description=text) if text else value)
 
-    params_model: type[BaseModel] = create_model(  # type: ignore[call-overload]
+    params_model: type[BaseModel] = create_model(
         f"{_pascal(tool_name)}Params",
         __config__=ConfigDict(protected_namespaces=(), arbitrary_types_allowed=True),
         **fields,
@@ -156,8 +156,8 @@ def _build_tool(fn: Callable[..., Any], *, name: str | None, label: str | None,
         label=label or tool_name,
         execution_mode=execution_mode,
     )
-    agent_tool.function = fn  # type: ignore[attr-defined]
-    functools.update_wrapper(execute, fn)  # type: ignore[arg-type]
+    agent_tool.function = fn  # type: ignore[attr-defined]  # the decorated function, for introspection
+    functools.update_wrapper(execute, fn)
     return agent_tool
 
 
@@ -168,7 +168,8 @@ def _split_annotation(annotation: Any) -> tuple[Any, str | None]:
     base, *metadata = get_args(annotation)
     texts = [m for m in metadata if isinstance(m, str)]
     rest = [m for m in metadata if not isinstance(m, str)]
-    rebuilt = Annotated[(base, *rest)] if rest else base  # type: ignore[valid-type]
+    args = (base, *rest)
+    rebuilt = Annotated[args] if rest else base
     return rebuilt, (" ".join(texts) if texts else None)
 
 

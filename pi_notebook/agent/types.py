@@ -10,13 +10,23 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal, Union
+from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, Field, TypeAdapter
 
 from ..ai.types import (
-    AgentThinkingLevel, AssistantMessage, ImageContent, Message, Model, PiModel, TextContent,
-    ThinkingLevel, ToolCall, ToolResultMessage, Usage,
+    AgentThinkingLevel,
+    AssistantMessage,
+    ImageContent,
+    Message,
+    Model,
+    PiModel,
+    TextContent,
+    ThinkingLevel,
+    ToolCall,
+    ToolResultMessage,
+    Usage,
+    get_field,
 )
 
 __all__ = [
@@ -142,12 +152,13 @@ class ToolExecutionEndEvent(_AgentEvent):
     is_error: bool
 
 
-AgentEvent = Union[
+AgentEvent = Annotated[Union[
     AgentStartEvent, AgentEndEvent, TurnStartEvent, TurnEndEvent, MessageStartEvent,
     MessageUpdateEvent, MessageEndEvent, ToolExecutionStartEvent, ToolExecutionUpdateEvent,
     ToolExecutionEndEvent,
-]
-
+], Field(discriminator="type")]
+"""One agent event, discriminated by ``type``: ``match event:`` with class patterns
+(``case MessageUpdateEvent(assistant_message_event=e):``) narrows it for readers and mypy."""
 
 
 # --- context, hooks, loop config (2.3, 2.5, 2.6) --------------------------------------------
@@ -163,9 +174,7 @@ QueueMode = Literal["one-at-a-time", "all"]
 
 def message_role(message: Any) -> Any:
     """The ``role`` of an AgentMessage: a pydantic message, any object, or a dict."""
-    if isinstance(message, dict):
-        return message.get("role")
-    return getattr(message, "role", None)
+    return get_field(message, "role")
 
 
 @dataclass(eq=False)

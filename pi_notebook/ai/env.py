@@ -110,10 +110,9 @@ def get_env_api_key(provider: str, env: Mapping[str, str] | None = None) -> str 
         project = get_provider_env_value("GOOGLE_CLOUD_PROJECT", env) or get_provider_env_value("GCLOUD_PROJECT", env)
         if project and get_provider_env_value("GOOGLE_CLOUD_LOCATION", env):
             return AUTHENTICATED
-    if provider == "amazon-bedrock":
-        if any(get_provider_env_value(n, env) for n in _AWS_SINGLE) or (
-                get_provider_env_value("AWS_ACCESS_KEY_ID", env) and get_provider_env_value("AWS_SECRET_ACCESS_KEY", env)):
-            return AUTHENTICATED
+    if provider == "amazon-bedrock" and (any(get_provider_env_value(n, env) for n in _AWS_SINGLE) or (
+            get_provider_env_value("AWS_ACCESS_KEY_ID", env) and get_provider_env_value("AWS_SECRET_ACCESS_KEY", env))):
+        return AUTHENTICATED
     return None
 
 

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from .types import get_field
 
 __all__ = [
     "MAX_PROVIDER_ERROR_BODY_CHARS", "NormalizedProviderError", "normalize_provider_error",
@@ -94,7 +95,7 @@ def _raw_body_of(error: Any) -> str | None:
     if response is not None:
         try:
             text = getattr(response, "text", None)  # httpx raises if a streamed body was not read
-        except Exception:  # noqa: BLE001
+        except Exception:
             return None
         if isinstance(text, str):
             return text
@@ -182,12 +183,6 @@ _NOT_OVERFLOW = [re.compile(p, re.IGNORECASE) for p in (
 )]
 
 
-def _field(message: Any, snake: str, camel: str) -> Any:
-    if isinstance(message, Mapping):
-        return message.get(camel, message.get(snake))
-    return getattr(message, snake, None)
-
-
 def is_context_overflow(message: Any, context_window: int | None = None) -> bool:
     """Did this assistant message fail because the context was too long?
 
@@ -199,26 +194,26 @@ def is_context_overflow(message: Any, context_window: int | None = None) -> bool
     if isinstance(message, str):
         stop_reason, error_message, usage = "error", message, None
     else:
-        stop_reason = _field(message, "stop_reason", "stopReason")
-        error_message = _field(message, "error_message", "errorMessage")
-        usage = _field(message, "usage", "usage")
-    if stop_reason == "error" and error_message:
-        if (not any(p.search(error_message) for p in _NOT_OVERFLOW)
-                and any(p.search(error_message) for p in OVERFLOW_PATTERNS)):
-            return True
+        stop_reason = get_field(message, "stop_reason", "stopReason")
+        error_message = get_field(message, "error_message", "errorMessage")
+        usage = get_field(message, "usage")
+    if (stop_reason == "error" and error_message
+            and not any(p.search(error_message) for p in _NOT_OVERFLOW)
+            and any(p.search(error_message) for p in OVERFLOW_PATTERNS)):
+        return True
     if not context_window or usage is None:
         return False
-    input_tokens = (_field(usage, "input", "input") or 0) + (_field(usage, "cache_read", "cacheRead") or 0)
+    input_tokens = (get_field(usage, "input") or 0) + (get_field(usage, "cache_read", "cacheRead") or 0)
     if stop_reason == "stop" and input_tokens > context_window:
         return True
-    if stop_reason == "length" and (_field(usage, "output", "output") or 0) == 0:
+    if stop_reason == "length" and (get_field(usage, "output") or 0) == 0:
         return input_tokens >= context_window * 0.99
     return False
 
 
 def is_recoverable_length(message: Any, desired_max_output: int) -> bool:
     """A ``length`` stop below the intended output limit (context pressure, not the cap)."""
-    usage = _field(message, "usage", "usage")
-    output = (_field(usage, "output", "output") or 0) if usage is not None else 0
-    return (_field(message, "stop_reason", "stopReason") == "length" and desired_max_output > 0
+    usage = get_field(message, "usage")
+    output = (get_field(usage, "output") or 0) if usage is not None else 0
+    return (get_field(message, "stop_reason", "stopReason") == "length" and desired_max_output > 0
             and output < desired_max_output)

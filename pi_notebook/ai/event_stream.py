@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
@@ -21,6 +21,14 @@ _UNSET: Any = object()
 
 
 class EventStream(Generic[T, R]):
+    _plain_iteration = True  # iteration yields the queue as is (see take_queued)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "take_queued" not in cls.__dict__ and (
+                cls.__aiter__ is not EventStream.__aiter__ or cls._iterate is not EventStream._iterate):
+            cls._plain_iteration = False
+
     def __init__(
         self,
         is_complete: Callable[[T], bool],
@@ -114,6 +122,21 @@ class EventStream(Generic[T, R]):
         if self._result_future is None:
             self._result_future = asyncio.get_running_loop().create_future()
         return await asyncio.shield(self._result_future)
+
+    def take_queued(self) -> Sequence[T]:
+        """Remove and return the events queued now, in order, without waiting (often none).
+
+        Not in pi: exactly what iteration would yield next, handed over at once. A consumer
+        that must not pay an async-generator step per event (the agent loop, once per
+        streamed delta) takes what is ready this way and iterates only to wait for more and
+        for the end of the stream (or its error). In a subclass with its own iteration (and
+        no ``take_queued`` of its own) nothing is ever ready here, so iteration decides.
+        """
+        queue = self._queue
+        if not queue or not self._plain_iteration:
+            return ()
+        self._queue = deque()
+        return queue
 
     @property
     def done(self) -> bool:

@@ -17,11 +17,12 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from .env import get_provider_env_value
-from .types import Model, get_field
+from .types import Model, get_field, usage_total_tokens
 
 __all__ = [
     "DEFAULT_THINKING_BUDGETS", "MIN_ANSWER_TOKENS", "CONTEXT_SAFETY_TOKENS", "ContextEstimate",
-    "ThinkingAdjustment", "estimate_context_tokens", "estimate_message_tokens", "estimate_text_tokens",
+    "ThinkingAdjustment", "CHARS_PER_TOKEN", "estimate_context_tokens", "estimate_message_tokens",
+    "estimate_message_chars", "estimate_text_tokens", "text_length",
     "calculate_context_tokens", "clamp_max_tokens_to_context", "build_base_options", "clamp_reasoning",
     "thinking_budget_for_level", "clamp_thinking_budget_to_answer_room", "adjust_max_tokens_for_thinking",
     "resolve_cache_retention",
@@ -74,45 +75,62 @@ def _json_default(value: Any) -> Any:
 
 def calculate_context_tokens(usage: Any) -> int:
     """``totalTokens``, or the sum of its parts when the provider left it 0."""
-    total = get_field(usage, "total_tokens", "totalTokens", 0) or 0
-    if total:
-        return total
-    return sum((get_field(usage, s, c, 0) or 0) for s, c in
-               (("input", None), ("output", None), ("cache_read", "cacheRead"), ("cache_write", "cacheWrite")))
+    return usage_total_tokens(usage)
+
+
+# --- the token estimate ---------------------------------------------------------------------------
+#
+# The package's one estimate of "how many tokens is this": compaction (session/compaction.py),
+# the max-tokens clamp of every provider (clamp_max_tokens_to_context) and the faux provider's
+# usage all count with these functions, so they agree on what fits.
+
+def text_length(text: str) -> int:
+    """The length of ``text`` as pi (JavaScript) counts it: UTF-16 code units."""
+    return len(text) if text.isascii() else len(text.encode("utf-16-le")) // 2
 
 
 def estimate_text_tokens(text: str) -> int:
-    return math.ceil(len(text) / CHARS_PER_TOKEN)
+    """chars/4 rounded up (chars in UTF-16 code units)."""
+    return math.ceil(text_length(text) / CHARS_PER_TOKEN)
+
+
+def _text(block: Any, name: str) -> int:
+    return text_length(get_field(block, name, default="") or "")
 
 
 def _content_chars(content: Any) -> int:
     if content is None:
         return 0
     if isinstance(content, str):
-        return len(content)
+        return text_length(content)
     chars = 0
     for block in content:
+        chars += _text(block, "text") if get_field(block, "type") == "text" else ESTIMATED_IMAGE_CHARS
+    return chars
+
+
+def estimate_message_chars(message: Any) -> int:
+    """The characters ``estimate_message_tokens`` counts: the text of user and tool-result
+    content (an image counts as 4800), the text, thinking and tool calls (name + compact JSON
+    arguments) of an assistant message."""
+    content = get_field(message, "content")
+    if get_field(message, "role") != "assistant":
+        return _content_chars(content)
+    chars = 0
+    for block in content or []:
         kind = get_field(block, "type")
-        chars += len(get_field(block, "text", default="") or "") if kind == "text" else ESTIMATED_IMAGE_CHARS
+        if kind == "text":
+            chars += _text(block, "text")
+        elif kind == "thinking":
+            chars += _text(block, "thinking")
+        else:
+            chars += _text(block, "name") + text_length(_compact_json(get_field(block, "arguments", default={})))
     return chars
 
 
 def estimate_message_tokens(message: Any) -> int:
     """chars/4 rounded up; an image counts as 4800 characters."""
-    role = get_field(message, "role")
-    content = get_field(message, "content")
-    if role != "assistant":
-        return math.ceil(_content_chars(content) / CHARS_PER_TOKEN)
-    chars = 0
-    for block in content or []:
-        kind = get_field(block, "type")
-        if kind == "text":
-            chars += len(get_field(block, "text", default="") or "")
-        elif kind == "thinking":
-            chars += len(get_field(block, "thinking", default="") or "")
-        else:
-            chars += len(get_field(block, "name", default="") or "") + len(_compact_json(get_field(block, "arguments", default={})))
-    return math.ceil(chars / CHARS_PER_TOKEN)
+    return math.ceil(estimate_message_chars(message) / CHARS_PER_TOKEN)
 
 
 def _last_assistant_usage(messages: list[Any]) -> tuple[Any, int] | None:
@@ -170,7 +188,7 @@ def estimate_context_tokens(context: Any) -> ContextEstimate:
         usage_tokens = calculate_context_tokens(usage)
         trailing = sum(estimate_message_tokens(m) for m in messages[index + 1:])
         if whole and tools:
-            added = set()
+            added: set[str] = set()
             for message in messages[index + 1:]:
                 if get_field(message, "role") == "toolResult":
                     added.update(get_field(message, "added_tool_names", "addedToolNames") or [])

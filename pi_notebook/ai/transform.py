@@ -12,7 +12,17 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from .types import AssistantMessage, Model, TextContent, ToolResultMessage, UserMessage, now_ms
+from .types import (
+    AssistantMessage,
+    Model,
+    PiModel,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
+    now_ms,
+)
 
 __all__ = [
     "transform_messages", "sanitize_surrogates", "short_hash", "normalize_anthropic_tool_call_id",
@@ -26,7 +36,8 @@ NO_RESULT_TEXT = "No result provided"
 
 NormalizeToolCallId = Callable[[str, Model, AssistantMessage], str]
 
-_BY_ROLE = {"user": UserMessage, "assistant": AssistantMessage, "toolResult": ToolResultMessage}
+_BY_ROLE: dict[Any, type[PiModel]] = {
+    "user": UserMessage, "assistant": AssistantMessage, "toolResult": ToolResultMessage}
 
 
 # --- surrogates ---------------------------------------------------------------------------------
@@ -156,11 +167,13 @@ def _replace_images(content: list[Any], placeholder: str) -> list[Any]:
 def _downgrade_images(message: Any) -> Any:
     role = getattr(message, "role", None)
     if role == "user" and isinstance(message.content, list):
-        if any(b.type == "image" for b in message.content):
-            return message.model_copy(update={"content": _replace_images(message.content, USER_IMAGE_PLACEHOLDER)})
+        placeholder = USER_IMAGE_PLACEHOLDER
     elif role == "toolResult":
-        if any(b.type == "image" for b in message.content):
-            return message.model_copy(update={"content": _replace_images(message.content, TOOL_IMAGE_PLACEHOLDER)})
+        placeholder = TOOL_IMAGE_PLACEHOLDER
+    else:
+        return message
+    if any(b.type == "image" for b in message.content):
+        return message.model_copy(update={"content": _replace_images(message.content, placeholder)})
     return message
 
 
@@ -171,8 +184,7 @@ def _transform_assistant(message: AssistantMessage, model: Model, normalize: Nor
     content: list[Any] = []
     changed = False
     for block in message.content:
-        kind = block.type
-        if kind == "thinking":
+        if isinstance(block, ThinkingContent):
             if block.redacted:
                 # opaque encrypted reasoning is only valid for the model that produced it
                 if same_model:
@@ -189,13 +201,13 @@ def _transform_assistant(message: AssistantMessage, model: Model, normalize: Nor
             else:
                 content.append(TextContent(text=block.thinking))  # no <thinking> tags, as in pi
                 changed = True
-        elif kind == "text":
+        elif isinstance(block, TextContent):
             if same_model:
                 content.append(block)
             else:
                 content.append(TextContent(text=block.text))
                 changed = True
-        elif kind == "toolCall":
+        elif isinstance(block, ToolCall):
             update: dict[str, Any] = {}
             if not same_model and block.thought_signature:
                 update["thought_signature"] = None

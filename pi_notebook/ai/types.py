@@ -13,12 +13,12 @@ from collections.abc import Mapping
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
-from pydantic_core import PydanticUndefined
 
 __all__ = [
     "now_ms", "get_field", "PiModel", "TextContent", "ThinkingContent", "ImageContent", "ToolCall",
     "mark_arguments_incomplete", "arguments_incomplete",
-    "UserContent", "AssistantContent", "ToolResultContent", "Cost", "Usage", "StopReason",
+    "UserContent", "AssistantContent", "ToolResultContent", "Cost", "Usage", "usage_total_tokens",
+    "StopReason",
     "UserMessage", "AssistantMessage", "ToolResultMessage", "Message", "ModelCostTier",
     "ModelCost", "Model", "Tool", "Context", "ThinkingLevel", "AgentThinkingLevel",
     "StartEvent", "TextStartEvent", "TextDeltaEvent", "TextEndEvent", "ThinkingStartEvent",
@@ -61,72 +61,15 @@ class PiModel(BaseModel):
         arbitrary_types_allowed=True,
     )
 
-    def model_dump(self, **kwargs: Any) -> dict[str, Any]:  # type: ignore[override]
+    def model_dump(self, **kwargs: Any) -> dict[str, Any]:
         kwargs.setdefault("by_alias", True)
         kwargs.setdefault("exclude_none", True)
         return super().model_dump(**kwargs)
 
-    def model_dump_json(self, **kwargs: Any) -> str:  # type: ignore[override]
+    def model_dump_json(self, **kwargs: Any) -> str:
         kwargs.setdefault("by_alias", True)
         kwargs.setdefault("exclude_none", True)
         return super().model_dump_json(**kwargs)
-
-
-# --- fast paths for the per-token hot path -------------------------------------------------
-#
-# A streamed answer makes a few pydantic objects per token (the provider's delta event, the
-# loop's shallow copy of the partial message and its ``message_update`` event). Building them
-# through ``__init__``/``model_copy()`` re-validates or copies generically; these helpers fill
-# the four slots of a pydantic instance directly. They write through the slot descriptors of
-# ``BaseModel`` rather than ``object.__setattr__``, which re-checks the MRO on every call
-# (because BaseModel defines ``__setattr__``) and costs about twice as much.
-# tests/perf/ checks that the results are indistinguishable from the validated ones.
-
-_BASE_SLOTS = BaseModel.__dict__
-SET_MODEL_DICT = _BASE_SLOTS["__dict__"].__set__
-"""``SET_MODEL_DICT(instance, values)``: set the field values of a pydantic instance."""
-SET_FIELDS_SET = _BASE_SLOTS["__pydantic_fields_set__"].__set__
-SET_EXTRA = _BASE_SLOTS["__pydantic_extra__"].__set__
-SET_PRIVATE = _BASE_SLOTS["__pydantic_private__"].__set__
-new_instance = object.__new__
-"""``new_instance(cls)``: an empty instance whose four slots must then be set."""
-
-
-def fast_shallow_copy(model: BaseModel) -> Any:
-    """``model.model_copy()`` (a shallow copy, pi's ``{...partial}``) at about a third of its cost.
-
-    Same result as pydantic's ``__copy__``: a new instance of the same class whose ``__dict__``,
-    ``__pydantic_extra__`` and ``__pydantic_fields_set__`` are shallow copies (field values are
-    shared) and whose private attributes are copied without the unset ones.
-    """
-    new = new_instance(type(model))
-    SET_MODEL_DICT(new, model.__dict__.copy())
-    SET_FIELDS_SET(new, set(model.__pydantic_fields_set__))
-    extra = model.__pydantic_extra__
-    SET_EXTRA(new, None if extra is None else extra.copy())
-    try:
-        private = model.__pydantic_private__
-    except AttributeError:  # never set (pydantic's own __copy__ allows for it too)
-        private = None
-    SET_PRIVATE(new, None if private is None else
-                {k: v for k, v in private.items() if v is not PydanticUndefined})
-    return new
-
-
-def construct_unchecked(cls: type[BaseModel], values: dict[str, Any], fields_set: set[str]) -> Any:
-    """An instance of ``cls`` with these field values, without validation.
-
-    ``values`` must hold every field (defaults included) and is used as the instance's
-    ``__dict__``; ``fields_set`` is what ``model_fields_set`` reports (the fields given
-    explicitly, as with the validating constructor). Only for classes without private
-    attributes or extra fields (all of this module's and agent.types' events).
-    """
-    new = new_instance(cls)
-    SET_MODEL_DICT(new, values)
-    SET_FIELDS_SET(new, fields_set)
-    SET_EXTRA(new, None)
-    SET_PRIVATE(new, None)
-    return new
 
 
 # --- content blocks (1.1) ----------------------------------------------------------------
@@ -198,6 +141,23 @@ class Usage(PiModel):
     cost: Cost = Field(default_factory=Cost)
 
 
+def usage_total_tokens(usage: Any) -> int:
+    """The tokens of one request: ``total_tokens``, or, when the provider left it 0, the sum
+    of input, output, cache read and cache write. ``usage`` is a Usage or its pi-JSON dict.
+
+    The one place usage parts are summed: providers fill ``total_tokens`` with it, and
+    context-size estimates and status displays read it.
+    """
+    total = get_field(usage, "total_tokens", "totalTokens", 0) or 0
+    if total:
+        return int(total)
+    return int(sum((get_field(usage, name, alias, 0) or 0) for name, alias in _USAGE_PARTS))
+
+
+_USAGE_PARTS = (("input", None), ("output", None), ("cache_read", "cacheRead"),
+                ("cache_write", "cacheWrite"))
+
+
 StopReason = Literal["pending", "stop", "length", "toolUse", "error", "aborted", "deferred"]
 
 
@@ -263,6 +223,10 @@ class ModelCost(PiModel):
     tiers: list[ModelCostTier] | None = None
 
 
+InputKind = Literal["text", "image"]
+_TEXT_ONLY: list[InputKind] = ["text"]
+
+
 class Model(PiModel):
     id: str
     name: str = ""
@@ -271,7 +235,7 @@ class Model(PiModel):
     base_url: str = ""
     reasoning: bool = False
     thinking_level_map: dict[str, str | None] | None = None
-    input: list[Literal["text", "image"]] = Field(default_factory=lambda: ["text"])
+    input: list[InputKind] = Field(default_factory=lambda: _TEXT_ONLY.copy())
     cost: ModelCost = Field(default_factory=ModelCost)
     context_window: int = 0
     max_tokens: int = 0
@@ -381,8 +345,10 @@ class ErrorEvent(_Event):
     error: AssistantMessage
 
 
-AssistantMessageEvent = Union[
+AssistantMessageEvent = Annotated[Union[
     StartEvent, TextStartEvent, TextDeltaEvent, TextEndEvent, ThinkingStartEvent,
     ThinkingDeltaEvent, ThinkingEndEvent, ToolCallStartEvent, ToolCallDeltaEvent,
     ToolCallEndEvent, DoneEvent, ErrorEvent,
-]
+], Field(discriminator="type")]
+"""One event of the streaming protocol, discriminated by ``type``: ``match event:`` with
+class patterns (``case TextDeltaEvent(delta=d):``) narrows it for readers and for mypy."""

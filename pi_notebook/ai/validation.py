@@ -30,6 +30,8 @@ import sys
 from collections import OrderedDict
 from typing import Any
 
+from .types import get_field
+
 __all__ = ["validate_tool_call", "validate_tool_arguments", "ToolNotFoundError",
            "ToolArgumentsError", "coerce_with_json_schema", "normalize_optional_nulls"]
 
@@ -191,7 +193,7 @@ class _SchemaContext:
                     if "$schema" in self.root and "$schema" not in target:
                         target["$schema"] = self.root["$schema"]
                 validator = self.cls(target, format_checker=self.cls.FORMAT_CHECKER)
-            except Exception:  # noqa: BLE001 - an uncompilable arm simply never matches
+            except Exception:
                 validator = None
         self._subs[id(schema)] = (schema, validator)
         return validator
@@ -202,7 +204,7 @@ class _SchemaContext:
             return None
         try:
             return validator.is_valid(value)
-        except Exception:  # noqa: BLE001 - unresolvable refs and the like: unknown
+        except Exception:
             return None
 
 
@@ -276,7 +278,7 @@ def normalize_optional_nulls(value: Any, schema: Any, ctx: _SchemaContext | None
     if isinstance(value, list):
         items = schema.get("items")
         if isinstance(items, list):
-            for item, item_schema in zip(value, items):
+            for item, item_schema in zip(value, items, strict=False):  # extra items have no schema
                 normalize_optional_nulls(item, item_schema, ctx)
         elif isinstance(items, dict):
             for item in value:
@@ -476,12 +478,6 @@ def _failure(name: str, lines: list[str], original: Any) -> ToolArgumentsError:
 
 # --- public API -------------------------------------------------------------------------------
 
-def _field(obj: Any, name: str, default: Any = None) -> Any:
-    if isinstance(obj, dict):
-        return obj.get(name, default)
-    return getattr(obj, name, default)
-
-
 _model_schemas: dict[type, dict[str, Any]] = {}
 
 
@@ -495,9 +491,9 @@ def _model_schema(model_cls: type) -> dict[str, Any]:
 
 def validate_tool_call(tools: Any, tool_call: Any) -> Any:
     """Find the tool named by the call and validate its arguments."""
-    name = _field(tool_call, "name")
+    name = get_field(tool_call, "name")
     for tool in tools or []:
-        if _field(tool, "name") == name:
+        if get_field(tool, "name") == name:
             return validate_tool_arguments(tool, tool_call)
     raise ToolNotFoundError(f'Tool "{name}" not found')
 
@@ -509,12 +505,12 @@ def validate_tool_arguments(tool: Any, tool_call: Any) -> Any:
     ``parameters_model`` (a pydantic model class). ``tool_call``: a ToolCall or its dict.
     The caller's arguments are never mutated.
     """
-    original = _field(tool_call, "arguments")
+    original = get_field(tool_call, "arguments")
     if original is None:
         original = {}
-    name = _field(tool_call, "name") or _field(tool, "name")
-    schema = _field(tool, "parameters")
-    model_cls = _field(tool, "parameters_model")
+    name = get_field(tool_call, "name") or get_field(tool, "name")
+    schema = get_field(tool, "parameters")
+    model_cls = get_field(tool, "parameters_model")
     if model_cls is None and isinstance(schema, type) and hasattr(schema, "model_json_schema"):
         model_cls, schema = schema, _model_schema(schema)  # a bare pydantic class as parameters
     args = copy.deepcopy(original)

@@ -4,19 +4,25 @@
 the ``AgentMagics`` settings (in ``shell.configurables``), the magics, one
 ``input_transformers_cleanup`` hook, and the notebook tools' output-capture proxies.
 Provider, widget and agent code is imported only when first used, so loading stays cheap.
+The module map is in docs/design/notebook-layer.md.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import sys
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..agent import Agent
+    from .runtime import Runtime
 
 __all__ = ["load_ipython_extension", "unload_ipython_extension", "get_agent", "current_runtime"]
 
-_runtime: Any = None
+_runtime: Runtime | None = None
 _MAGIC_NAMES = {"line": ("agent", "steer", "followup"), "cell": ("agent",)}
 
 
-def current_runtime() -> Any:
+def current_runtime() -> Runtime | None:
     """The loaded extension's Runtime, or None."""
     return _runtime
 
@@ -34,7 +40,7 @@ def load_ipython_extension(ip: Any) -> None:
     ip.configurables.append(settings)
     runtime = Runtime(ip, settings)
     try:
-        runtime._get_loop()
+        runtime.attach_loop()
     except RuntimeError:
         pass  # terminal IPython between cells: the loop is found when a run starts
     ip.register_magics(PiNotebookMagics(ip, runtime))
@@ -48,9 +54,9 @@ def load_ipython_extension(ip: Any) -> None:
 
 def unload_ipython_extension(ip: Any) -> None:
     global _runtime
-    runtime = _runtime
-    if runtime is None:
+    if _runtime is None:
         return
+    runtime: Runtime = _runtime
     from .wait import uninstall_transformers
 
     try:
@@ -59,7 +65,9 @@ def unload_ipython_extension(ip: Any) -> None:
         _runtime = None
         uninstall_transformers(ip)
         if runtime.capture_installed:
-            _uninstall_capture(ip)
+            from ..tools import uninstall_capture
+
+            uninstall_capture(ip)
         _stop_local_servers()
         magics = ip.magics_manager.magics
         for kind, names in _MAGIC_NAMES.items():
@@ -69,38 +77,28 @@ def unload_ipython_extension(ip: Any) -> None:
                     del magics[kind][name]
         ip.magics_manager.registry.pop("PiNotebookMagics", None)
         # register_magics also lists the Magics instance among the configurables
+        settings = runtime.settings
         ip.configurables[:] = [c for c in ip.configurables
-                               if c is not runtime.settings and getattr(c, "runtime", None) is not runtime]
+                               if c is not settings and getattr(c, "runtime", None) is not runtime]
 
 
 def _install_capture(ip: Any) -> None:
     if getattr(ip, "kernel", None) is None:
-        return
-    try:
-        from ..tools import install_capture
-    except ImportError:
-        return
+        return  # terminal IPython: nothing to route
+    from ..tools import install_capture
+
     install_capture(ip)
 
 
-def _uninstall_capture(ip: Any) -> None:
-    try:
-        from ..tools import uninstall_capture
-    except ImportError:
-        return
-    uninstall_capture(ip)
-
-
 def _stop_local_servers() -> None:
-    """Embedded llama.cpp servers started for this kernel stop with the extension."""
-    import sys
-
+    """Embedded llama.cpp servers started for this kernel stop with the extension (only
+    if that module was ever imported: unloading must not import it)."""
     local = sys.modules.get("pi_notebook.ai.providers.local")
     if local is not None:
         local.stop_local_servers()
 
 
-def get_agent() -> Any:
+def get_agent() -> Agent:
     """The kernel's Agent behind the magics (loads the extension into the running IPython
     if needed)."""
     if _runtime is None:
@@ -111,4 +109,5 @@ def get_agent() -> Any:
             raise RuntimeError("pi_notebook.get_agent() needs IPython; use pi_notebook.agent.Agent "
                                "directly elsewhere.")
         load_ipython_extension(ip)
+    assert _runtime is not None
     return _runtime.get_agent()

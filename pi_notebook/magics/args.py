@@ -66,12 +66,12 @@ def parse_agent_args(line: str) -> AgentArgs:
                 raise UsageError(f"%%agent: {name} needs a value. Usage: {AGENT_USAGE}")
             setattr(args, _VALUE_OPTIONS[name], value)
         elif token in _FLAG_OPTIONS:
-            attr, value = _FLAG_OPTIONS[token]
+            attr, flag = _FLAG_OPTIONS[token]
             if attr == "wait":
                 if seen_wait is not None and seen_wait != token:
                     raise UsageError("%%agent: --wait and --no-wait exclude each other.")
                 seen_wait = token
-            setattr(args, attr, value)
+            setattr(args, attr, flag)
         elif token.startswith("-"):
             raise UsageError(f"%%agent: unknown option {token!r}. Usage: {AGENT_USAGE}")
         else:

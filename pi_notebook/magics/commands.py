@@ -13,15 +13,30 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class, no_var_expand
 
+from ..widgets.protocol import QueueKind
 from .args import help_text, parse_agent_args, parse_agent_command
+from .lifecycle import Run
+from .runtime import Runtime
 from .wait import has_widget_frontend
 
-__all__ = ["PiNotebookMagics"]
+__all__ = ["PiNotebookMagics", "describe_submission"]
+
+
+def describe_submission(kind: QueueKind, run: Run, *, queued: bool) -> str:
+    """The one line a ``%steer``/``%followup`` cell prints about where its message went."""
+    if not queued:
+        return "Started a run (no run was active)."
+    cell = f" in cell [{run.cell}]" if run.cell is not None else ""
+    what = "steering" if kind == "steer" else "a follow-up"
+    waiting = ""
+    if run.phase == "pending" and run.after is not None and not run.after.finished():
+        waiting = " (it starts when the runs before it end)"
+    return f"Queued as {what} for the run{cell}{waiting}."
 
 
 @magics_class
 class PiNotebookMagics(Magics):
-    def __init__(self, shell: Any, runtime: Any) -> None:
+    def __init__(self, shell: Any, runtime: Runtime) -> None:
         super().__init__(shell)
         self.runtime = runtime
 
@@ -40,19 +55,24 @@ class PiNotebookMagics(Magics):
     @line_magic
     def steer(self, line: str) -> None:
         """%steer TEXT: steer the running agent at its next turn (starts a run when idle)."""
-        self.runtime.submit("steer", line, interactive=has_widget_frontend(self.shell))
+        self._submit("steer", line)
 
     @no_var_expand
     @line_magic
     def followup(self, line: str) -> None:
         """%followup TEXT: queue a message for when the agent would stop (starts a run when idle)."""
-        self.runtime.submit("followup", line, interactive=has_widget_frontend(self.shell))
+        self._submit("followup", line)
+
+    def _submit(self, kind: QueueKind, line: str) -> None:
+        queued = self.runtime.is_running()
+        run = self.runtime.submit(kind, line, interactive=has_widget_frontend(self.shell))
+        print(describe_submission(kind, run, queued=queued))
 
     # --- %agent <command> --------------------------------------------------------------------
     def _command(self, line: str) -> Any:
         command = parse_agent_command(line)
         runtime = self.runtime
-        name, arg = command.name, command.arg
+        name, arg = command.name, command.arg or ""  # the parser checked the argument count
         if name == "status":
             print(runtime.status_text())
         elif name == "help":

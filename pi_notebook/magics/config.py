@@ -59,6 +59,16 @@ class AgentMagics(Configurable):
                     "under .pi_notebook/sessions/.").tag(config=True)
     session_dir = Unicode("", help="Where session files go (default: .pi_notebook/sessions "
                           "in the working directory).").tag(config=True)
+    raise_on_error = Bool(
+        True, help="In a blocking run (the cell waited for it, e.g. under nbclient/papermill), a "
+        "run that ends in an error fails its cell after the transcript is written, so the "
+        "executor stops as for any failing cell.").tag(config=True)
+    first_byte_timeout = Float(
+        60.0, help="Seconds to wait for a model server's first byte before the request fails "
+        "(0: no limit).").tag(config=True)
+    idle_timeout = Float(
+        120.0, help="Seconds a model stream may stay silent between chunks before the request "
+        "fails (0: no limit).").tag(config=True)
     # Tool budgets: handed to the notebook tools.
     tool_timeout = Float(300.0, help="Seconds before agent-run Python code is interrupted.").tag(config=True)
     max_output_chars = Int(8000, help="Budget for stdout/stderr returned to the model.").tag(config=True)

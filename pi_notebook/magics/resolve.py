@@ -1,46 +1,50 @@
-"""Default model resolution for ``%%agent``.
+"""Which model a ``%%agent`` run uses, and why.
 
-Order: the explicit ``-m`` (or ``AgentMagics.model``); else the first cloud provider
-whose API key is set in the environment; else an OpenAI-compatible server already
-listening on its default local port; else the embedded local model when installed;
-else a one-line ``UsageError`` that says how to configure one.
+Order: the cell's ``-m`` (or ``%agent model``); else ``AgentMagics.model``; else the first
+cloud provider whose API key is set in the environment; else an OpenAI-compatible server
+already listening on its default local port; else the embedded local model when
+installed; else a one-line ``UsageError`` that says how to configure one.
 
-The key itself is never read here beyond "is it set"; the provider reads it per
-request through ``get_api_key``.
+Two entry points, because only part of this is instant:
+
+- :func:`resolve_now` answers from the model catalogue alone (no network). The magic
+  calls it, so an unknown provider is the cell's own one-line error.
+- :func:`resolve_model` runs the whole order, including the local-server probes of
+  :mod:`pi_notebook.ai.discovery`. It blocks (for well under a second), so the run task
+  calls it in a worker thread, never on the kernel loop.
+
+API keys are only checked for "is it set"; the provider reads the key per request.
 """
 
 from __future__ import annotations
 
-import errno
-import http.client
-import json
-import os
-import select
-import socket
-import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Literal
+from urllib.parse import urlsplit
 
 from IPython.core.error import UsageError
 
-__all__ = ["ResolvedModel", "resolve_model", "probe_local_servers", "CLOUD_DEFAULTS",
-           "LOCAL_SERVERS", "NO_MODEL_MESSAGE"]
+from ..ai import discovery, models
+from ..ai.env import find_env_keys, get_env_api_key, missing_key_message, needs_api_key
+from ..ai.stream import get_api_provider
+from ..ai.types import Model
 
-# provider -> (environment variables that make it usable, default model id)
-CLOUD_DEFAULTS: list[tuple[str, tuple[str, ...], str]] = [
-    ("anthropic", ("ANTHROPIC_OAUTH_TOKEN", "ANTHROPIC_API_KEY"), "claude-sonnet-4-5"),
-    ("openai", ("OPENAI_API_KEY",), "gpt-4.1"),
-    ("google", ("GEMINI_API_KEY",), "gemini-2.5-flash"),
-    ("openrouter", ("OPENROUTER_API_KEY",), "anthropic/claude-sonnet-4.5"),
-    ("xai", ("XAI_API_KEY",), "grok-4"),
-    ("groq", ("GROQ_API_KEY",), "llama-3.3-70b-versatile"),
-    ("mistral", ("MISTRAL_API_KEY",), "mistral-large-latest"),
-    ("deepseek", ("DEEPSEEK_API_KEY",), "deepseek-chat"),
+__all__ = ["ResolvedModel", "ModelSource", "resolve_now", "resolve_model", "lookup",
+           "typo_warning", "unreachable_reason", "CLOUD_DEFAULTS", "NO_MODEL_MESSAGE"]
+
+ModelSource = Literal["explicit", "configured", "cloud", "local-server", "embedded"]
+
+# provider -> default model id, in preference order (the key variables are ai.env's)
+CLOUD_DEFAULTS: list[tuple[str, str]] = [
+    ("anthropic", "claude-sonnet-4-5"),
+    ("openai", "gpt-4.1"),
+    ("google", "gemini-2.5-flash"),
+    ("openrouter", "anthropic/claude-sonnet-4.5"),
+    ("xai", "grok-4"),
+    ("groq", "llama-3.3-70b-versatile"),
+    ("mistral", "mistral-large-latest"),
+    ("deepseek", "deepseek-chat"),
 ]
-
-# provider name -> default port of its OpenAI-compatible server
-LOCAL_SERVERS: list[tuple[str, int]] = [("ollama", 11434), ("llamacpp", 8080), ("vllm", 8000),
-                                        ("lmstudio", 1234)]
 
 NO_MODEL_MESSAGE = (
     "No model configured: set a provider key (e.g. ANTHROPIC_API_KEY or OPENAI_API_KEY), start a "
@@ -50,10 +54,12 @@ NO_MODEL_MESSAGE = (
 )
 
 
-@dataclass
+@dataclass(frozen=True)
 class ResolvedModel:
-    model: Any  # pi_notebook.ai.types.Model
-    source: str  # "explicit" | "configured" | "cloud" | "local-server" | "embedded"
+    model: Model
+    source: ModelSource
+    reason: str = ""  # which rule picked it, for %agent status
+    warning: str | None = None  # e.g. a likely typo in the model id (the id is still used)
 
     @property
     def label(self) -> str:
@@ -68,154 +74,105 @@ class ResolvedModel:
         return spec
 
 
-def _env_key_set(provider: str, names: tuple[str, ...]) -> bool:
-    try:
-        from ..ai.env import get_env_api_key
-    except ImportError:
-        return any(os.environ.get(n) for n in names)
-    try:
-        return bool(get_env_api_key(provider))
-    except Exception:
-        return any(os.environ.get(n) for n in names)
-
-
-def _lookup(spec: str, base_url: str | None) -> Any:
-    """``get_model`` for 'provider/id' (or a bare id); unknown: one-line UsageError with
-    close ids."""
-    from ..ai import models
-
+def lookup(spec: str, base_url: str | None = None) -> Model:
+    """The catalogue's model for 'provider/id' (or a bare id); an unknown provider is a
+    one-line ``UsageError`` naming close ids."""
     try:
         return models.get_model(spec, base_url=base_url or None)
-    except KeyError as exc:  # UnknownModelError: its message already suggests close ids
-        text = (getattr(exc, "message", None) or str(exc)).replace("\n", " ")
-        if not getattr(exc, "suggestions", None):
-            text += _suggestion(spec)
+    except models.UnknownModelError as exc:  # its message already suggests close ids
+        text = exc.message.replace("\n", " ")
+        if not exc.suggestions:
+            close = models.suggest_model_ids(spec, 5)
+            if close:
+                text += f" Did you mean: {', '.join(close)}?"
         raise UsageError(text) from None
 
 
-def _suggestion(spec: str) -> str:
-    try:
-        from ..ai import models
-
-        close = list(models.suggest_model_ids(spec))[:5]
-    except Exception:
-        close = []
-    return f" Did you mean: {', '.join(close)}?" if close else ""
-
-
-def probe_local_servers(timeout: float = 0.15, host: str = "127.0.0.1",
-                        servers: list[tuple[str, int]] | None = None) -> list[tuple[str, int]]:
-    """The local servers accepting TCP connections, in preference order.
-
-    All ports are tried at once with non-blocking connects, so the whole probe
-    takes at most ``timeout`` seconds (a refused port answers at once).
-    """
-    servers = LOCAL_SERVERS if servers is None else servers
-    pending: dict[socket.socket, tuple[str, int]] = {}
-    open_ports: set[tuple[str, int]] = set()
-    for name, port in servers:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setblocking(False)
-        code = sock.connect_ex((host, port))
-        if code == 0:
-            open_ports.add((name, port))
-            sock.close()
-        elif code in (errno.EINPROGRESS, errno.EWOULDBLOCK, errno.EAGAIN):
-            pending[sock] = (name, port)
-        else:
-            sock.close()
-    deadline = time.monotonic() + timeout
-    try:
-        while pending:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                break
-            _, writable, _ = select.select([], list(pending), [], remaining)
-            for sock in writable:
-                entry = pending.pop(sock)
-                if sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == 0:
-                    open_ports.add(entry)
-                sock.close()
-    finally:
-        for sock in pending:
-            sock.close()
-    return [s for s in servers if s in open_ports]
-
-
-def _served_model_id(host: str, port: int, timeout: float = 1.0) -> str | None:
-    """First id from the server's /v1/models, or None when it does not answer."""
-    conn = http.client.HTTPConnection(host, port, timeout=timeout)
-    try:
-        conn.request("GET", "/v1/models")
-        response = conn.getresponse()
-        if response.status != 200:
-            return None
-        data = json.loads(response.read(1_000_000) or b"{}")
-        items = data.get("data") or data.get("models") or []
-        for item in items:
-            ident = item.get("id") or item.get("name") if isinstance(item, dict) else None
-            if ident:
-                return str(ident)
-    except (OSError, ValueError, http.client.HTTPException):
+def typo_warning(spec: str, model: Model) -> str | None:
+    """A "did you mean" line when ``model`` is an id the catalogue does not list for a
+    known cloud provider (local servers serve whatever they were given)."""
+    provider = model.provider
+    if models.is_local_provider(provider) or provider not in models.get_providers():
         return None
-    finally:
-        conn.close()
+    known = {m.id for m in models.get_models(provider)}
+    if not known or model.id in known:
+        return None
+    close = models.suggest_model_ids(f"{provider}/{model.id}", 1)
+    hint = f" Did you mean {close[0]}?" if close else ""
+    return f"{provider}/{model.id} is not in the model catalogue.{hint} (Using it as given.)"
+
+
+def _explicit(spec: str, base_url: str | None, source: ModelSource, reason: str) -> ResolvedModel:
+    spec = spec.strip()
+    model = lookup(spec, base_url)
+    return ResolvedModel(model, source, reason, typo_warning(spec, model))
+
+
+def resolve_now(explicit: str | None, configured: str | None, base_url: str | None,
+                explicit_reason: str = "-m in the cell") -> ResolvedModel | None:
+    """The model when the catalogue alone decides it (a named model), else None: the
+    full order (:func:`resolve_model`) needs the network and runs in the run task."""
+    if explicit:
+        return _explicit(explicit, base_url, "explicit", explicit_reason)
+    if configured:
+        return _explicit(configured, base_url, "configured", "AgentMagics.model")
     return None
 
 
-def _local_server_model(name: str, port: int, host: str = "127.0.0.1") -> Any:
-    base_url = f"http://{host}:{port}/v1"
-    model_id = _served_model_id(host, port) or "default"
-    try:
-        from ..ai import models
-
-        model = models.get_model(f"{name}/{model_id}")
-    except Exception:
-        model = None
-    if model is None:
-        from ..ai.types import Model
-
-        model = Model(id=model_id, name=model_id, api="openai-completions", provider=name,
-                      base_url=base_url, context_window=32768, max_tokens=4096)
-    return model.model_copy(update={"base_url": base_url})
-
-
-def _embedded_model() -> Any | None:
-    """``local/<default>`` when the llama.cpp binary and the packaged weights are installed
-    (checked without building or starting anything)."""
-    try:
-        from ..ai.providers import local
-    except ImportError:
-        return None
-    try:
-        if not local.local_model_available():
-            return None
-        return local.local_model()
-    except Exception:
-        return None
-
-
 def resolve_model(explicit: str | None = None, configured: str | None = None,
-                  base_url: str | None = None, probe_timeout: float = 0.15) -> ResolvedModel:
-    """Pick the model for a run (see the module docstring for the order)."""
-    if explicit:
-        return ResolvedModel(_lookup(explicit.strip(), base_url), "explicit")
-    if configured:
-        return ResolvedModel(_lookup(configured.strip(), base_url), "configured")
+                  base_url: str | None = None, probe_timeout: float = 0.15,
+                  server_timeout: float = 1.0) -> ResolvedModel:
+    """Pick the model for a run (module docstring). Blocks: call it off the loop thread."""
+    named = resolve_now(explicit, configured, base_url)
+    if named is not None:
+        return named
     if base_url:
-        # A bare --base-url: an OpenAI-compatible server whose model id we ask it for.
-        from urllib.parse import urlsplit
-
+        # A bare --base-url: an OpenAI-compatible server, asked which model it serves.
         parts = urlsplit(base_url)
-        host, port = parts.hostname or "127.0.0.1", parts.port or (443 if parts.scheme == "https" else 80)
-        model_id = _served_model_id(host, port) or "default"
-        return ResolvedModel(_lookup(model_id, base_url.rstrip("/")), "explicit")
-    for provider, names, default_id in CLOUD_DEFAULTS:
-        if _env_key_set(provider, names):
-            return ResolvedModel(_lookup(f"{provider}/{default_id}", None), "cloud")
-    for name, port in probe_local_servers(probe_timeout):
-        return ResolvedModel(_local_server_model(name, port), "local-server")
+        host = parts.hostname or "127.0.0.1"
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        model_id = discovery.served_model_id(host, port, server_timeout) or "default"
+        return ResolvedModel(lookup(model_id, base_url.rstrip("/")), "explicit",
+                             f"the server at {base_url} (--base-url)")
+    for provider, default_id in CLOUD_DEFAULTS:
+        if get_env_api_key(provider):
+            names = ", ".join(find_env_keys(provider) or [])
+            return ResolvedModel(lookup(f"{provider}/{default_id}"), "cloud",
+                                 f"{names} is set (the first cloud provider with a key)")
+    for name, port in discovery.probe_local_servers(probe_timeout):
+        return ResolvedModel(_local_server_model(name, port, server_timeout), "local-server",
+                             f"a server listens on 127.0.0.1:{port} (no cloud key is set)")
     embedded = _embedded_model()
     if embedded is not None:
-        return ResolvedModel(embedded, "embedded")
+        return ResolvedModel(embedded, "embedded",
+                             "the embedded model is installed (no cloud key, no local server)")
     raise UsageError(NO_MODEL_MESSAGE)
+
+
+def _local_server_model(name: str, port: int, timeout: float, host: str = "127.0.0.1") -> Model:
+    base_url = f"http://{host}:{port}/v1"
+    model_id = discovery.served_model_id(host, port, timeout) or "default"
+    # the catalogue knows the local providers: any id gets their defaults
+    return models.get_model(name, model_id, base_url=base_url)
+
+
+def _embedded_model() -> Model | None:
+    """``local/<default>`` when the llama.cpp binary and the packaged weights are installed
+    (checked without building or starting anything)."""
+    from ..ai.providers import local  # imported on demand: it pulls in the server manager
+
+    if not local.local_model_available():
+        return None
+    return local.local_model()
+
+
+def unreachable_reason(model: Model) -> str | None:
+    """Why no request to ``model`` can succeed, known before sending one: no API for it
+    is registered, or its provider needs a key and none is set. None: go ahead."""
+    if get_api_provider(model.api) is None:
+        return f"No API provider registered for api: {model.api} ({model.provider}/{model.id})."
+    has_auth_header = any(k.lower() in ("authorization", "x-api-key", "x-goog-api-key")
+                          for k in (model.headers or {}))
+    if needs_api_key(model.provider) and not get_env_api_key(model.provider) and not has_auth_header:
+        return missing_key_message(model.provider)
+    return None

@@ -1,708 +1,411 @@
-"""The kernel's single conversation: one Agent, the current run, its views, its queues.
+"""The kernel's single conversation: one Agent, its runs, their views and the queue.
 
-Everything here runs on the kernel's asyncio loop thread. Entry points that a widget
-comm handler or another thread may call (abort, remove a queued message) go through
-:meth:`Runtime.call_on_loop`, which hops with ``loop.call_soon_threadsafe`` when called
-off the loop thread (ipykernel 7.0-7.3 under JupyterLab run comm handlers on a
-subshell thread; asyncio objects touched from there never wake the loop).
+The Runtime coordinates; each job lives in its own module and gets what it needs from
+here as callables, a typed settings object or a ``RunView`` (arrows point from this
+module to its parts, never back):
 
-A *run* is one task on the kernel loop (strong reference kept here) that prompts the
-Agent and then keeps continuing while messages are queued, so a ``%steer`` that
-arrives just after the loop's last poll is still delivered. The Agent has exactly one
-listener, :meth:`Runtime._on_event`, which fans events out to the view of the cell
-whose prompt is being answered, autosaves finished messages and updates the context
-meter.
+- ``loop.py`` the kernel loop and the thread hop; ``display.py`` a view in its cell;
+- ``lifecycle.py`` one run's body and status; ``queue.py`` every queued message;
+- ``wiring.py`` the Agent (tools, approval, compaction, keys); ``fanout.py`` its listener;
+- ``autosave.py`` the session file; ``resolve.py`` the model; ``settings.py`` typed settings.
+
+Everything here runs on the kernel loop thread, except the ``*_threadsafe`` entry points
+a widget handler calls. Modules that import the agent core are imported on first use, so
+``%load_ext`` stays cheap.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import contextvars
-import itertools
-import os
-import sys
-import threading
 import time
-import uuid
-from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, cast
 
 from IPython.core.error import UsageError
 
+from ..widgets.protocol import NoticeLevel, QueueKind, RunStatus, RunView
 from .args import AgentArgs
+from .autosave import Autosave, session_dir, session_name
 from .config import AgentMagics
-from .resolve import ResolvedModel, resolve_model
+from .display import DisplayedView, current_cell_number
+from .lifecycle import IN_AGENT_RUN, Run, RunOptions, RunRefused, drive, not_sent_reason
+from .loop import KernelLoop
+from .queue import PromptQueue
+from .settings import RunSettings, run_settings, stream_timeouts
 
-__all__ = ["Runtime", "Run", "QueuedItem", "IN_AGENT_RUN", "TextView"]
+if TYPE_CHECKING:
+    from pathlib import Path
 
-# True inside a run task (and every task it starts, e.g. the python tool's code):
-# the wait-for-run input transformer must not make agent code wait for its own run.
-IN_AGENT_RUN: contextvars.ContextVar[bool] = contextvars.ContextVar("pi_notebook_in_agent_run",
-                                                                    default=False)
+    from ..agent import Agent, AgentTool
+    from ..agent.types import AgentMessage
+    from ..ai.types import AgentThinkingLevel
+    from ..tools import PythonToolSettings
+    from ..tools.approval import ApprovalHook, ApprovalRequest
+    from .resolve import ResolvedModel
 
-_tokens = itertools.count(1)
+__all__ = ["Runtime", "Run", "IN_AGENT_RUN", "ViewFactory"]
 
-
-@dataclass
-class QueuedItem:
-    token: str
-    kind: str  # "steer" | "followup"
-    text: str
-    message: Any  # the UserMessage object handed to the Agent (matched by identity)
-    origin_view: Any  # the view showing it as queued
-    own_view: Any = None  # the view of a queued %%agent cell, None for %steer/%followup
-    run: Any = None  # the Run it was queued into
-
-
-@dataclass
-class Run:
-    task: asyncio.Task[Any] | None
-    active_view: Any
-    views: list[Any] = field(default_factory=list)
-    started: float = field(default_factory=time.monotonic)
-    aborted: bool = False
-    interactive: bool = True
-    approve: str | None = None
-
-
-class TextView:
-    """The view without a widget frontend (terminal IPython): plain text on stdout.
-
-    User messages print when the agent emits them (with the kind they were queued as).
-    """
-
-    def __init__(self, model_label: str, *_: Any, **__: Any) -> None:
-        self.model_label = model_label
-        self._render: Any = None
-        self._kinds: dict[str, str] = {}
-        self._parts: list[str] = []
-        print(f"[agent: {model_label}]")
-
-    def _write(self, text: str | None) -> None:
-        if text:
-            self._parts.append(text)
-            print(text, end="", flush=True)
-
-    def handle_event(self, event: Any) -> None:
-        if self._render is None:
-            try:
-                from ..widgets.text import render_event_text
-            except ImportError:  # widgets not importable: a minimal renderer
-                render_event_text = _minimal_event_text
-            self._render = render_event_text
-        kind = None
-        message = getattr(event, "message", None)
-        if getattr(event, "type", "") == "message_start" and getattr(message, "role", "") == "user":
-            kind = self._kinds.pop(_user_text(message), None)
-        try:
-            self._write(self._render(event, user_kind=kind))
-        except TypeError:
-            self._write(self._render(event))
-
-    def add_user_message(self, text: str, kind: str = "prompt") -> None:
-        self._kinds[text] = kind  # printed when the agent emits it
-
-    def show_queued(self, kind: str, text: str, token: object) -> None:
-        self._kinds[text] = kind
-        self._write(f"\n[queued {kind}] {text}\n")
-
-    def remove_queued(self, token: object) -> None:
-        pass
-
-    async def request_approval(self, request: Any) -> str:
-        return "skip"  # nobody can click here; the approval hook fails closed before this
-
-    def set_status(self, status: str, detail: str = "") -> None:
-        pass
-
-    def show_notice(self, text: str, level: str = "info") -> None:
-        self._write(f"\n[{level}] {text}\n")
-
-    def set_context_usage(self, used: int | None, window: int | None = None) -> None:
-        pass
-
-    def finish(self, status: str | None = None) -> None:
-        self._write(f"\n[{status or 'done'}]\n")
-
-    def to_markdown(self) -> str:
-        return "".join(self._parts)
-
-
-def _minimal_event_text(event: Any, **_: Any) -> str:
-    kind = getattr(event, "type", "")
-    if kind == "message_update":
-        inner = event.assistant_message_event
-        if getattr(inner, "type", "") == "text_delta":
-            return inner.delta
-    if kind == "tool_execution_start":
-        return f"\n[tool {event.tool_name}]\n"
-    if kind == "message_end" and getattr(event.message, "error_message", None):
-        return f"\n[error] {event.message.error_message}\n"
-    return ""
-
-
-def _user_text(message: Any) -> str:
-    content = getattr(message, "content", None)
-    if isinstance(content, str):
-        return content
-    return "".join(getattr(b, "text", "") for b in content or [] if getattr(b, "type", "") == "text")
+# (model label, kernel loop, on_abort, on_remove_queued) -> a view; the test seam
+ViewFactory = Callable[[str, "asyncio.AbstractEventLoop | None", Callable[[], None],
+                        Callable[[object], None]], RunView]
+_CHOOSING = "choosing a model…"
 
 
 class Runtime:
     """One per kernel: created at ``%load_ext``, dropped at ``%unload_ext``."""
 
-    def __init__(self, shell: Any, settings: AgentMagics, *,
-                 view_factory: Callable[..., Any] | None = None,
-                 tools_factory: Callable[[Any], list[Any]] | None = None) -> None:
+    def __init__(self, shell: Any, settings: AgentMagics, *, view_factory: ViewFactory | None = None,
+                 tools_factory: Callable[[Runtime], list[AgentTool]] | None = None) -> None:
         self.shell = shell
         self.settings = settings
-        self.loop: asyncio.AbstractEventLoop | None = None
-        self.loop_thread = threading.get_ident()
-        # test seams: views and tools without ipywidgets / the python tool
-        self._view_factory = view_factory
-        self._tools_factory = tools_factory
-        self.agent: Any = None
-        self.resolved: ResolvedModel | None = None
-        self.run: Run | None = None  # the newest run (what %steer/%followup/abort address)
-        self._agent_run: Run | None = None  # the run the agent is working for (events go there)
-        self.queued: dict[str, QueuedItem] = {}
+        self.kernel_loop = KernelLoop(shell)
+        self.view_factory = view_factory  # test seams: views and tools without ipywidgets
+        self.tools_factory = tools_factory
+        self.agent: Agent | None = None
+        self._approval: ApprovalHook | None = None
+        self._tool_settings: PythonToolSettings | None = None
         self._unsubscribe: Callable[[], None] | None = None
-        self._writer: Any = None
-        self._writer_failed = False
-        self._session_path: Any = None
-        self._pending_reset = False
-        self._thinking_override: str | None = None  # from --thinking, kept for the conversation
+        self.resolved: ResolvedModel | None = None  # the conversation's model
         self._configured_model: str | None = None  # AgentMagics.model when last resolved
+        self._thinking_override: str | None = None  # from --thinking, kept for the conversation
+        self.run: Run | None = None  # the newest run (what a waiting cell waits for)
+        self._serving: Run | None = None  # the run the agent is working for (events go there)
+        self.queue: PromptQueue[Run] = PromptQueue()
+        self.autosave = Autosave(enabled=lambda: self.settings.autosave, directory=self.session_dir,
+                                 name=self.session_name, transcript=self._transcript,
+                                 model_spec=self._model_spec, warn=self._warn)
+        self._pending_reset = False
         self.on_agent_created: Callable[[], None] | None = None  # installs the tools' capture
         self.capture_installed = False
-        # the latest run's task, first view and duration (status, tests, benchmarks)
-        self.last_task: asyncio.Task[Any] | None = None
-        self.last_view: Any = None
+        # the latest run, its task, view and duration (status, tests, benchmarks)
+        self.last_run: Run | None = None
+        self.last_task: asyncio.Task[None] | None = None
+        self.last_view: RunView | None = None
         self.last_run_seconds: float | None = None
 
-    # --- loop hopping ---------------------------------------------------------------------
-    def _get_loop(self) -> asyncio.AbstractEventLoop:
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            kernel = getattr(self.shell, "kernel", None)
-            loop = getattr(getattr(kernel, "io_loop", None), "asyncio_loop", None)
-            if loop is None:
-                raise
-        self.loop = loop
-        self.loop_thread = threading.get_ident()
-        return loop
+    # --- loop -----------------------------------------------------------------------------
+    def attach_loop(self) -> asyncio.AbstractEventLoop:
+        """Find the kernel loop (raises RuntimeError in terminal IPython between cells)."""
+        return self.kernel_loop.attach()
 
-    def call_on_loop(self, fn: Callable[..., Any], *args: Any) -> None:
-        """Run ``fn(*args)`` on the kernel loop: now if we are on it, else via a thread-safe hop."""
-        loop = self.loop
-        if loop is None or (threading.get_ident() == self.loop_thread and not loop.is_closed()):
-            fn(*args)
-        else:
-            loop.call_soon_threadsafe(fn, *args)
+    def call_on_loop(self, fn: Callable[..., object], *args: object) -> None:
+        self.kernel_loop.call(fn, *args)
 
-    # --- the agent ----------------------------------------------------------------------------
-    def get_agent(self) -> Any:
+    # --- the agent ------------------------------------------------------------------------
+    def get_agent(self) -> Agent:
         if self.agent is None:
-            self.agent = self._make_agent()
-            self._unsubscribe = self.agent.subscribe(self._on_event)
+            from .fanout import EventFanout
+            from .settings import python_tool_settings
+            from .wiring import AgentHooks, build_agent
+
+            self._tool_settings = python_tool_settings(self.settings)
+            factory = self.tools_factory
+            hooks = AgentHooks(
+                policy=self.current_policy, ask=self._ask_approval, is_interactive=self.is_interactive,
+                notify=self._warn, on_compaction=lambda text: self._warn(text, "info"),
+                stream_options=lambda: stream_timeouts(run_settings(self.settings)),
+                tools=(lambda: factory(self)) if factory is not None else None)
+            wired = build_agent(run_settings(self.settings), self.shell, hooks, self._tool_settings)
+            self.agent, self._approval = wired.agent, wired.approval
+            fanout = EventFanout(serving=lambda: self._serving, queue=self.queue, autosave=self.autosave,
+                                 context_window=self._context_window, log=self._log)
+            self._unsubscribe = self.agent.subscribe(fanout)
             if self.on_agent_created is not None:
                 self.on_agent_created()
                 self.capture_installed = True
         return self.agent
 
-    def _make_agent(self) -> Any:
-        from ..agent import Agent
-        from ..ai.stream import stream_simple
-
-        agent = Agent(
-            initial_state={"system_prompt": self.settings.system_prompt,
-                           "thinking_level": self.settings.thinking,
-                           "tools": self._make_tools()},
-            stream_fn=stream_simple,
-            get_api_key=_env_api_key,
-            before_tool_call=self._make_approval_hook(),
-        )
-        agent.transform_context = self._transform_context
-        return agent
-
-    def _make_tools(self) -> list[Any]:
-        if self._tools_factory is not None:
-            return list(self._tools_factory(self))
-        try:
-            from ..tools import make_notebook_tools
-        except ImportError:
-            return []
-        return list(make_notebook_tools(self.shell, self.settings))
-
-    def _make_approval_hook(self) -> Any:
-        try:
-            from ..tools.approval import make_approval_hook
-        except ImportError:
-            return None
-        self._approval_hook = make_approval_hook(self.current_policy, ask=self._ask_approval,
-                                                 is_interactive=self.is_interactive,
-                                                 notify=self._notify)
-        return self._approval_hook
-
-    def _notify(self, text: str) -> None:
-        run = self._agent_run or self.run
-        if run is not None:
-            run.active_view.show_notice(text, "warning")
-
     def current_policy(self) -> str:
-        run = self._agent_run or self.run
-        if run is not None and run.approve:
-            return run.approve
-        return self.settings.approval
+        """The approval policy of the prompt being answered."""
+        run = self._serving or self.run
+        return run.policy if run is not None else self.settings.approval
 
     def is_interactive(self) -> bool:
         """Can a human click approval buttons for the current run?"""
-        run = self._agent_run or self.run
+        run = self._serving or self.run
         return bool(run is not None and run.interactive)
 
-    def _ask_approval(self, request: Any) -> Any:
-        run = self._agent_run or self.run
-        view = run.active_view if run is not None else None
-        if view is None:
-            async def deny() -> str:
-                return "deny"
-            return deny()
-        return view.request_approval(request)
+    async def _ask_approval(self, request: ApprovalRequest) -> str:
+        run = self._serving
+        if run is None:
+            return "skip"
+        return await run.view.request_approval(request)
 
-    async def _transform_context(self, messages: list[Any], signal: Any = None) -> list[Any]:
-        """Shrink old history before a request would overflow the model's window."""
-        compactor = self._compactor()
-        if compactor is None:
-            return messages
-        result = compactor(messages, signal)
-        if asyncio.iscoroutine(result) or isinstance(result, asyncio.Future):
-            result = await result
-        return result
+    def _warn(self, text: str, level: NoticeLevel = "warning") -> None:
+        """A notice in the view of the run at work (or the newest)."""
+        run = self._serving or self.run
+        if run is not None:
+            run.view.show_notice(text, level)
 
-    def _compactor(self) -> Any:
+    def _transcript(self) -> list[AgentMessage]:
+        return list(self.agent.state.messages) if self.agent is not None else []
+
+    def _model_spec(self) -> str:
         model = self.agent.state.model if self.agent is not None else None
-        window = getattr(model, "context_window", 0) or 0
-        if not window:
-            return None
-        key = (getattr(model, "provider", ""), getattr(model, "id", ""), window)
-        cached = getattr(self, "_compactor_cache", None)
-        if cached is not None and cached[0] == key:
-            return cached[1]
-        try:
-            from ..session.compaction import make_context_compactor
-        except ImportError:
-            return None
-        compactor = make_context_compactor(window, self._summarize, on_compaction=self._on_compaction)
-        self._compactor_cache = (key, compactor)
-        return compactor
+        return f"{model.provider}/{model.id}" if model is not None else ""
 
-    async def _summarize(self, messages: list[Any]) -> str:
-        """A summary of old turns, written by the conversation's own model. The key is read
-        from the environment for this one request and not kept."""
-        from ..session.compaction import make_model_summarizer
+    def _context_window(self) -> int:
+        model = self.agent.state.model if self.agent is not None else None
+        return (model.context_window or 0) if model is not None else 0
 
-        model = self.agent.state.model
-        options: dict[str, Any] = {"signal": self.agent.signal}
-        key = _env_api_key(model.provider)
-        if key:
-            options["api_key"] = key
-        return await make_model_summarizer(model, options=options)(messages)
-
-    def _on_compaction(self, info: Any) -> None:
-        describe = getattr(info, "describe", None)
-        text = describe() if callable(describe) else str(info)
-        run = self._agent_run or self.run
-        if run is not None and run.active_view is not None:
-            run.active_view.show_notice(f"Context compacted: {text}", "info")
-
-    # --- model ----------------------------------------------------------------------------------
-    def ensure_model(self, explicit: str | None = None, base_url: str | None = None) -> ResolvedModel:
-        """Resolve the model when asked to, or once for the first run."""
-        agent = self.get_agent()
-        configured = self.settings.model or None
-        if explicit or base_url or self.resolved is None or configured != self._configured_model:
-            resolved = resolve_model(explicit, configured, base_url or self.settings.base_url or None)
-            self.resolved = resolved
-            self._configured_model = configured
-            agent.state.model = resolved.model
-        return self.resolved
+    def current_model(self) -> ResolvedModel | None:
+        """The conversation's model, unless ``AgentMagics.model`` changed since it was chosen."""
+        configured = self.settings.model.strip() or None
+        return self.resolved if configured == self._configured_model else None
 
     @property
-    def model_label(self) -> str:
-        return self.resolved.label if self.resolved is not None else "(no model)"
+    def serving(self) -> Run | None:
+        """The run the agent is working for (None between runs)."""
+        return self._serving
 
-    # --- views ----------------------------------------------------------------------------------
-    def make_view(self) -> Any:
-        loop = self.loop
-        if self._view_factory is not None:
-            return self._view_factory(self.model_label, loop, self.abort_threadsafe,
-                                      self.remove_queued_threadsafe)
-        if getattr(self.shell, "kernel", None) is None:
-            return TextView(self.model_label)
-        from ..widgets.view import AgentView
+    # --- views ----------------------------------------------------------------------------
+    def _show_view(self, label: str, on_abort: Callable[[], None]) -> DisplayedView:
+        loop = self.kernel_loop.loop
+        if self.view_factory is not None:
+            view = self.view_factory(label, loop, on_abort, self.remove_queued_threadsafe)
+            shown = DisplayedView(view, self.shell, self._log)
+        else:
+            shown = DisplayedView.for_shell(self.shell, self._log, label, loop, on_abort,
+                                            self.remove_queued_threadsafe, self._context_window())
+        shown.show()
+        return shown
 
-        model = self.agent.state.model if self.agent is not None else None
-        return AgentView(self.model_label, loop, self.abort_threadsafe, self.remove_queued_threadsafe,
-                         context_window=getattr(model, "context_window", None) or None)
-
-    def show_view(self, view: Any) -> None:
-        """Display the view in the current cell under a display id (for the final transcript)."""
-        if isinstance(view, TextView):
-            return
-        from IPython.display import display
-
-        display_id = uuid.uuid4().hex
-        view._pi_display_id = display_id
-        view._pi_parent = _current_parent(self.shell)
-        target = getattr(view, "widget", view)
-        display(target, display_id=display_id)
-
-    def freeze_view(self, view: Any, status: str) -> None:
-        """End a view: final status, and replace its display by a static Markdown transcript
-        (what the saved notebook shows on GitHub/nbviewer and after a restart)."""
-        if getattr(view, "_pi_frozen", False):
-            return
-        view._pi_frozen = True
-        try:
-            view.finish(status)
-        except Exception as exc:  # a broken view must not break the run's end
-            _log(self.shell, f"view.finish failed: {exc!r}")
-        display_id = getattr(view, "_pi_display_id", None)
-        if display_id is None:
-            return
-        try:
-            markdown = view.to_markdown()
-        except Exception as exc:
-            markdown = f"*(transcript unavailable: {type(exc).__name__})*"
-        from IPython.display import update_display
-
-        try:
-            with _parent_of(self.shell, getattr(view, "_pi_parent", None)):
-                update_display({"text/markdown": markdown, "text/plain": markdown}, raw=True,
-                               display_id=display_id)
-        except Exception as exc:  # the live view stays; the run still ends cleanly
-            _log(self.shell, f"pi_notebook final transcript failed: {exc!r}")
-
-    # --- starting and queueing ------------------------------------------------------------------
+    # --- starting and queueing ------------------------------------------------------------
     def is_running(self) -> bool:
         return self.run is not None and self.run.task is not None and not self.run.task.done()
 
-    def apply_args(self, args: AgentArgs) -> None:
-        if args.model or args.base_url:
-            self.ensure_model(args.model, args.base_url)
-        if args.thinking:
-            self._thinking_override = args.thinking
-
-    def _apply_settings(self) -> None:
-        """Settings changed with %config since the last run take effect now."""
-        agent = self.get_agent()
-        agent.state.thinking_level = self._thinking_override or self.settings.thinking
-        agent.state.system_prompt = self.settings.system_prompt
-
     def start_cell(self, args: AgentArgs, prompt: str, *, interactive: bool) -> Run:
-        """``%%agent``: start a run, or queue the prompt into the running one."""
-        self._get_loop()
+        """``%%agent``: start a run, or queue one (with this cell's own options) behind the
+        busy one; ``--new`` aborts the busy one first."""
+        self.attach_loop()
         prompt = prompt.strip()
         if not prompt:
             raise UsageError("%%agent: the cell body is the prompt, and it is empty.")
-        if self.is_running() and not args.new:
-            if args.model or args.base_url or args.thinking or args.resume:
-                raise UsageError("%%agent: a run is active; its prompt can only be queued as a "
-                                 "follow-up (no -m/--base-url/--thinking/--resume). Use %agent "
-                                 "abort first, or --new to abort and start fresh.")
-            run = self.run
-            assert run is not None
-            own_view = self.make_view()
-            self.show_view(own_view)
-            own_view.set_status("queued")
-            self._queue("followup", prompt, own_view=own_view)
-            run.views.append(own_view)
-            return run
-        previous = self.run.task if self.is_running() else None
-        if previous is not None:  # --new while running: abort, then start fresh
-            self.abort()
-        self.apply_args(args)  # the model is read when a run starts: safe while one ends
-        if args.resume and previous is None:
-            self.resume_latest()
-        self.ensure_model()
-        view = self.make_view()
-        self.show_view(view)
-        return self._start(prompt, "prompt", view, interactive=interactive, approve=args.approve,
-                           new=args.new, previous=previous, args=args)
+        busy = self.is_running()
+        if busy and args.resume:
+            raise UsageError("%%agent --resume: a run is active; wait for it to end, or %agent "
+                             "abort first.")
+        from .resolve import resolve_now
 
-    def submit(self, kind: str, text: str, *, interactive: bool) -> Run | None:
-        """``%steer`` / ``%followup``: queue into the run, or start one."""
-        self._get_loop()
+        base_url = args.base_url or self.settings.base_url or None
+        named = resolve_now(args.model, None, base_url) if args.model else None
+        options = RunOptions(model=named, base_url=args.base_url if named is None else None,
+                             thinking=args.thinking, approve=args.approve, new=args.new)
+        if args.resume:
+            self.resume_latest()
+        if busy and args.new:
+            self.abort()  # then start fresh once it has ended
+        label = named.label if named is not None else self._expected_label(options)
+        # queued behind a live run: sent only if that one ends well (behind a run that is
+        # being aborted or removed: sent once it has ended, whatever its outcome)
+        queued = busy and not args.new and self._live_run() is not None
+        run = self._new_run(prompt, "prompt", options, label, interactive=interactive,
+                            queued=queued, chained=busy)
+        if named is not None and named.warning:
+            run.view.show_notice(named.warning, "warning")
+        return run
+
+    def submit(self, kind: QueueKind, text: str, *, interactive: bool) -> Run:
+        """``%steer`` / ``%followup``: queue into a run (returned), or start one."""
+        self.attach_loop()
         text = text.strip()
         if not text:
-            raise UsageError(f"%{'steer' if kind == 'steer' else 'followup'} needs a message.")
-        if self.is_running():
-            self._queue(kind, text)
-            return self.run
-        self.ensure_model()
-        view = self.make_view()
-        self.show_view(view)
-        return self._start(text, kind, view, interactive=interactive)
-
-    def _queue(self, kind: str, text: str, own_view: Any = None) -> QueuedItem:
+            raise UsageError(f"%{kind} needs a message.")
+        if not self.is_running():
+            return self._new_run(text, kind, RunOptions(), self._expected_label(RunOptions()),
+                                 interactive=interactive, queued=False, chained=False)
+        serving, live = self._serving, self._live_run()
+        if live is None:  # every run left is being aborted or removed: start after them
+            return self._new_run(text, kind, RunOptions(), self._expected_label(RunOptions()),
+                                 interactive=interactive, queued=False, chained=True)
+        # steering is for the run at work; a follow-up waits for the last queued run
+        target = serving if kind == "steer" and serving is not None and not serving.abort_requested \
+            else live
         from ..ai.types import TextContent, UserMessage
 
-        run = self.run
-        assert run is not None
-        agent = self.get_agent()
         message = UserMessage(content=[TextContent(text=text)])
+        self.queue.add(kind, text, target.view, target, message)
+        if target is serving:
+            self._hand_to_agent(kind, message)
+        return target
+
+    def _live_run(self) -> Run | None:
+        """The newest run that will still answer (not aborting, not removed)."""
+        return next((r for r in Run.chain(self.run)
+                     if r.phase != "ended" and not (r.removed or r.abort_requested)), None)
+
+    def _hand_to_agent(self, kind: QueueKind, message: AgentMessage) -> None:
+        agent = self.get_agent()
         if kind == "steer":
             agent.steer(message)
         else:
             agent.follow_up(message)
-        token = f"q{next(_tokens)}"
-        item = QueuedItem(token, kind, text, message, run.active_view, own_view, run)
-        self.queued[token] = item
-        run.active_view.show_queued(kind, text, token)
-        return item
 
-    def _start(self, text: str, kind: str, view: Any, *, interactive: bool,
-               approve: str | None = None, new: bool = False,
-               previous: asyncio.Task[Any] | None = None, args: AgentArgs | None = None) -> Run:
-        loop = self._get_loop()
-        self._apply_settings()
-        run = Run(task=None, active_view=view, views=[view], interactive=interactive,
-                  approve=approve)
+    def _expected_label(self, options: RunOptions) -> str:
+        current = self.current_model() if options.base_url is None else None
+        return current.label if current is not None else _CHOOSING
+
+    def _new_run(self, text: str, kind: QueueKind, options: RunOptions, label: str, *,
+                 interactive: bool, queued: bool, chained: bool) -> Run:
+        loop = self.attach_loop()
+        holder: list[Run] = []
+        shown = self._show_view(label, lambda: self.call_on_loop(self._abort_from_view, holder[0]))
+        policy = options.approve or self.settings.approval
+        run = Run(text, kind, shown, options, policy, interactive, cell=current_cell_number(self.shell),
+                  after=self.run if chained else None, needs_success=queued)
+        holder.append(run)
+        run.view.add_user_message(text, kind)
+        if chained:
+            run.view.set_status("queued")
+        if queued:
+            origin = (self._serving or self.run or run).view
+            run.queue_token = self.queue.add("prompt", text, origin, run).token
         self.run = run
-        hook = getattr(self, "_approval_hook", None)
-        if hook is not None and hasattr(hook, "reset_run"):
-            hook.reset_run()  # "Always for this run" ends with the run
-        view.add_user_message(text, kind)
-        run.task = loop.create_task(self._run_body(run, text, new, previous, args),
-                                    name="pi_notebook-run")
-        self.last_task = run.task
-        self.last_view = view
+        run.task = loop.create_task(drive(run, self), name="pi_notebook-run")
         run.task.add_done_callback(self._task_done)
+        self.last_run, self.last_task, self.last_view = run, run.task, run.view
         return run
 
-    def _task_done(self, task: asyncio.Task[Any]) -> None:
-        if task.cancelled():
-            return
-        exc = task.exception()
-        if exc is not None:  # _run_body catches everything; this is a last resort
-            _log(self.shell, f"pi_notebook run task failed: {exc!r}")
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        if not task.cancelled() and task.exception() is not None:  # drive() catches everything
+            self._log(f"pi_notebook run task failed: {task.exception()!r}")
 
-    async def _run_body(self, run: Run, text: str, new: bool, previous: asyncio.Task[Any] | None,
-                        args: AgentArgs | None) -> None:
-        IN_AGENT_RUN.set(True)
-        status = "done"
+    # --- RunSteps: called by lifecycle.drive --------------------------------------------------
+    async def prepare(self, run: Run) -> Agent:
+        """The run starts: its model, settings, policy and queued messages."""
+        from .resolve import unreachable_reason
+
+        self._serving = run
         agent = self.get_agent()
-        try:
-            if previous is not None:
-                await asyncio.wait({previous})
-            if new:
-                self._reset_conversation()
-            if run.aborted:
-                status = "aborted"
-                return
-            self._agent_run = run
-            run.active_view.set_status("thinking")
-            await agent.prompt(text)
-            # a %steer/%followup that arrived after the loop's last poll still gets its turn;
-            # an abort (also a direct agent.abort()) ends the run instead
-            while not run.aborted and agent.has_queued_messages() and not self._ended_aborted():
-                await agent.continue_()
-            status = self._final_status(run)
-        except asyncio.CancelledError:
-            status = "aborted"
-            agent.abort()
-            raise
-        except Exception as exc:
-            status = "error"
-            try:
-                run.active_view.show_notice(f"The run failed: {type(exc).__name__}: {exc}", "error")
-            except Exception:
-                pass
-        finally:
-            self._end_run(run, status)
+        if run.queue_token is not None:
+            self.queue.take(run.queue_token)
+        if run.options.new:
+            self._reset_conversation()
+        resolved = await self._model_for(run)
+        if resolved is not self.resolved:  # else keep agent.state.model (get_agent() may set it)
+            self.resolved = resolved
+            self._configured_model = self.settings.model.strip() or None
+            agent.state.model = resolved.model
+            if resolved.warning and resolved is not run.options.model:
+                run.view.show_notice(resolved.warning, "warning")
+        self._try(lambda: run.view.set_model_label(resolved.label))
+        if run.options.thinking:
+            self._thinking_override = run.options.thinking
+        settings = run_settings(self.settings)
+        # both come validated against THINKING_LEVELS (traitlets, parse_agent_args)
+        agent.state.thinking_level = cast("AgentThinkingLevel",
+                                          self._thinking_override or settings.thinking)
+        agent.state.system_prompt = settings.system_prompt
+        self._refresh_tool_settings()
+        if self._approval is not None:
+            self._approval.reset_run()  # "Always for this run" ends with the run
+        self._try(lambda: run.view.set_policy(run.policy))
+        refusal = unreachable_reason(agent.state.model)
+        if refusal is not None:
+            raise RunRefused(refusal)
+        for item in self.queue.items():
+            if item.owner is run and item.message is not None:
+                self._hand_to_agent(item.kind, item.message)  # queued while it waited
+            elif item.kind == "prompt":
+                self.queue.rehome(item, run.view)  # runs still waiting show up here
+        return agent
 
-    def _ended_aborted(self) -> bool:
-        messages = self.agent.state.messages
-        return bool(messages) and getattr(messages[-1], "stop_reason", None) == "aborted"
+    async def _model_for(self, run: Run) -> ResolvedModel:
+        from .resolve import resolve_model  # (the ai layer loads with the first run)
 
-    def _final_status(self, run: Run) -> str:
-        if run.aborted:
-            return "aborted"
-        messages = self.agent.state.messages
-        last = messages[-1] if messages else None
-        reason = getattr(last, "stop_reason", None)
-        if reason == "aborted":
-            return "aborted"
-        if reason == "error":
-            return "error"
-        return "done"
+        if run.options.model is not None:
+            return run.options.model
+        current = self.current_model()
+        if run.options.base_url is None and current is not None:
+            return current
+        configured = self.settings.model.strip() or None
+        base_url = run.options.base_url or self.settings.base_url.strip() or None
+        try:  # local-server probes block: never on the kernel loop
+            return await asyncio.to_thread(resolve_model, None, configured, base_url)
+        except UsageError as exc:
+            raise RunRefused(str(exc)) from None
 
-    def _end_run(self, run: Run, status: str) -> None:
-        # Whatever is still queued (abort, error) is dropped and shown as removed.
-        if self.run is run and self.agent is not None and self.agent.signal is None:
-            self.agent.clear_all_queues()  # nothing newer waits on them
-        for token, item in list(self.queued.items()):
-            if item.run is not run:
-                continue
-            self.queued.pop(token, None)
-            try:
-                item.origin_view.remove_queued(token)
-            except Exception:
-                pass
-            if item.own_view is not None:
-                item.own_view.show_notice("Not sent: the run ended before this prompt was "
-                                          "delivered.", "warning")
-                self.freeze_view(item.own_view, status)
-        for view in run.views:
-            if view is run.active_view or not getattr(view, "_pi_frozen", False):
-                self.freeze_view(view, status)
+    def _refresh_tool_settings(self) -> None:
+        if self._tool_settings is not None:
+            from .settings import update_python_tool_settings
+
+            update_python_tool_settings(self._tool_settings, self.settings)
+
+    def finish(self, run: Run, status: RunStatus) -> None:
+        """The run ended: what is still queued for it is dropped, its view frozen."""
+        for item in self.queue.of(run):
+            self.queue.take(item.token)
+        if self._serving is run:
+            self._serving = None
+            if self.agent is not None and self.agent.signal is None:
+                self.agent.clear_all_queues()
+        run.shown.freeze(status)
         self.last_run_seconds = time.monotonic() - run.started
-        if self._agent_run is run:
-            self._agent_run = None
         if self.run is run:
             self.run = None
             if self._pending_reset:
                 self._pending_reset = False
-                try:
-                    self._reset_conversation()
-                except RuntimeError:  # the agent is still winding down (unload)
-                    pass
+                self._reset_conversation()
 
-    # --- events -------------------------------------------------------------------------------
-    def _on_event(self, event: Any, signal: Any = None) -> None:
-        """The Agent's one listener. It never raises: a display or autosave problem must
-        not turn into a failed run."""
-        kind = getattr(event, "type", "")
-        if kind == "message_end":
-            self._autosave(event.message)
-        run = self._agent_run
-        if run is None:
-            return
-        message = getattr(event, "message", None)
-        role = getattr(message, "role", None) if message is not None else None
-        try:
-            if role == "user" and kind == "message_start":
-                self._deliver_user_message(run, message)
-            view = run.active_view
-            view.handle_event(event)
-            if kind == "message_end" and role == "assistant":
-                self._update_status_after(view, message)
-        except Exception as exc:
-            _log(self.shell, f"pi_notebook view update failed: {exc!r}")
-
-    def _deliver_user_message(self, run: Run, message: Any) -> None:
-        item = next((i for i in self.queued.values() if i.message is message), None)
-        if item is None:
-            return  # the run's own prompt, already shown
-        self.queued.pop(item.token, None)
-        item.origin_view.remove_queued(item.token)
-        if item.own_view is None or item.own_view is run.active_view:
-            # Announce it with its kind (steer / follow-up) before the view sees the
-            # message_start: the queued row that carried the label is gone by then.
-            run.active_view.add_user_message(item.text, item.kind)
-        if item.own_view is not None and item.own_view is not run.active_view:
-            # A queued %%agent cell: the answer from here on belongs under that cell.
-            self.freeze_view(run.active_view, "done")
-            run.active_view = item.own_view
-            item.own_view.set_status("thinking")
-            # announced, so the view labels it and does not show it twice
-            item.own_view.add_user_message(item.text, item.kind)
-
-    def _update_status_after(self, view: Any, message: Any) -> None:
-        usage = getattr(message, "usage", None)
-        model = self.agent.state.model if self.agent is not None else None
-        window = getattr(model, "context_window", 0) or 0
-        if usage is not None and window:
-            used = (usage.input or 0) + (usage.cache_read or 0) + (usage.cache_write or 0) + (usage.output or 0)
-            view.set_context_usage(used, window)
-
-    # --- autosave -------------------------------------------------------------------------------
-    def _autosave(self, message: Any) -> None:
-        if not self.settings.autosave or self._writer_failed:
-            return
-        try:
-            if self._writer is None:
-                self._open_writer()
-                return  # the new file already holds the transcript up to this message
-            self._writer.append(message)
-        except Exception as exc:  # autosave must never break a run
-            self._writer_failed = True
-            run = self._agent_run or self.run
-            if run is not None:
-                run.active_view.show_notice(f"Autosave stopped: {exc}", "warning")
-
-    def session_dir(self) -> Any:
-        from ..session.store import default_session_dir
-
-        if self.settings.session_dir:
-            from pathlib import Path
-
-            return Path(self.settings.session_dir)
-        return default_session_dir(os.getcwd())
-
-    def session_name(self) -> str:
-        from ..session.store import current_notebook_path, session_name_for
-
-        return session_name_for(current_notebook_path(getattr(self.shell, "user_ns", {})),
-                                _kernel_id())
-
-    def _open_writer(self) -> None:
-        from ..session.store import SessionWriter, new_session_path
-
-        path = new_session_path(self.session_dir(), self.session_name())
-        model = self.agent.state.model
-        self._writer = SessionWriter(path, model=f"{model.provider}/{model.id}",
-                                     name=self.session_name())
-        self._session_path = path
-        self._writer.append_many(list(self.agent.state.messages))
-
-    def _close_writer(self) -> None:
-        if self._writer is not None:
-            try:
-                self._writer.close()
-            finally:
-                self._writer = None
-                self._writer_failed = False
-
-    # --- commands ---------------------------------------------------------------------------
+    # --- commands -------------------------------------------------------------------------
     def abort(self) -> None:
-        """Abort the active run (on the loop thread)."""
-        run = self.run
-        if run is None:
-            return
-        run.aborted = True
+        """Abort the run at work and drop every run queued behind it."""
+        for pending in [r for r in Run.chain(self.run) if r.phase == "pending"]:
+            pending.abort_requested = True
+            self._end_pending(pending, "aborted")
+        run = self._serving
+        if run is not None and not run.abort_requested:
+            run.abort_requested = True
+            view = run.view  # "aborting" once: a second abort finds abort_requested set
+            self._try(lambda: view.set_status("aborting"))
         if self.agent is not None:
             self.agent.abort()
             self.agent.clear_all_queues()
-        try:
-            run.active_view.set_status("aborting")
-        except Exception:
-            pass
 
-    def abort_threadsafe(self, *_: Any) -> None:
+    def _end_pending(self, run: Run, status: RunStatus) -> None:
+        """A queued run will not be sent: its view says so now (its task still ends in
+        turn, after the runs before it)."""
+        for item in self.queue.of(run):
+            self.queue.take(item.token)
+        reason = not_sent_reason(run)
+        if reason is not None and not run.shown.frozen:
+            self._try(lambda: run.view.show_notice(reason, "info" if status == "removed" else "warning"))
+        run.shown.freeze(status)
+
+    def abort_threadsafe(self, *_: object) -> None:
         self.call_on_loop(self.abort)
 
+    def _abort_from_view(self, run: Run) -> None:
+        if run.phase == "pending":  # Abort on a queued cell's view: that cell only
+            run.remove()
+            self._end_pending(run, "removed")
+        elif run.phase == "running":
+            self.abort()
+
     def remove_queued(self, token: str) -> bool:
-        item = self.queued.pop(token, None)
+        item = self.queue.take(token)
         if item is None:
             return False
-        removed = self.agent.remove_queued(item.message) if self.agent is not None else False
-        item.origin_view.remove_queued(token)
-        if item.own_view is not None:
-            item.own_view.show_notice("Removed from the queue before it was sent.", "info")
-            self.freeze_view(item.own_view, "removed")
-        return bool(removed)
+        if item.kind == "prompt":
+            item.owner.remove()
+            self._end_pending(item.owner, "removed")
+            return True
+        if item.message is not None and self.agent is not None:
+            return self.agent.remove_queued(item.message)
+        return True
 
-    def remove_queued_threadsafe(self, token: str) -> None:
-        self.call_on_loop(self.remove_queued, token)
+    def remove_queued_threadsafe(self, token: object) -> None:
+        self.call_on_loop(self.remove_queued, str(token))
+
+    def check_run_outcome(self, run: Run) -> None:
+        """For a cell that waited for ``run``: fail the cell when the run ended in error
+        (``AgentMagics.raise_on_error``). Its transcript is already in the cell."""
+        if self.settings.raise_on_error:
+            run.raise_if_failed()
 
     def _reset_conversation(self) -> None:
-        agent = self.get_agent()
-        agent.reset()
-        self._close_writer()
-        self._session_path = None
+        self.get_agent().reset()
+        self.autosave.close()
 
     def reset(self) -> str:
         if self.is_running():
@@ -713,21 +416,29 @@ class Runtime:
         return "New conversation."
 
     def set_model(self, spec: str) -> str:
-        resolved = self.ensure_model(spec)
-        note = " (takes effect with the next run)" if self.is_running() else ""
-        return f"Model: {resolved.label}{note}"
+        from .resolve import resolve_now
 
-    def restore(self, messages: list[Any], model_spec: str | None) -> None:
+        resolved = resolve_now(spec, None, self.settings.base_url.strip() or None,
+                               explicit_reason="%agent model")
+        assert resolved is not None
+        self.get_agent().state.model = resolved.model
+        self.resolved = resolved
+        self._configured_model = self.settings.model.strip() or None
+        note = " (takes effect with the next run)" if self.is_running() else ""
+        warning = f"\nwarning: {resolved.warning}" if resolved.warning else ""
+        return f"Model: {resolved.label}{note}{warning}"
+
+    def restore(self, messages: list[AgentMessage], model_spec: str | None) -> None:
         """Put a saved conversation into the agent (``%agent load``, ``--resume``)."""
         if self.is_running():
             raise UsageError("%agent load: a run is active; %agent abort first.")
         agent = self.get_agent()
         agent.reset()
-        self._close_writer()
+        self.autosave.close()
         agent.state.messages = list(messages)
         if model_spec and not self.settings.model and self.resolved is None:
             try:
-                self.ensure_model(model_spec)
+                self.set_model(model_spec)
             except UsageError:
                 pass  # keep default resolution when the saved model is unavailable here
 
@@ -745,99 +456,46 @@ class Runtime:
         self.restore(loaded.messages, loaded.header.model)
         return f"Resumed {info.path.name} ({len(loaded.messages)} messages)."
 
-    def status_text(self) -> str:
-        agent = self.agent
-        lines = [f"model: {self.model_label}"]
-        if self.is_running():
-            run = self.run
-            assert run is not None
-            lines.append(f"run: active for {time.monotonic() - run.started:.1f} s")
-        else:
-            lines.append("run: idle")
-        if agent is not None:
-            lines.append(f"messages: {len(agent.state.messages)}; queued: "
-                         f"{len(agent.steering_queue)} steering, {len(agent.follow_up_queue)} follow-up")
-            lines.append(f"thinking: {agent.state.thinking_level}; approval: {self.current_policy()}")
-        if self._session_path is not None:
-            lines.append(f"session file: {self._session_path}")
-        return "\n".join(lines)
+    def session_dir(self) -> Path:
+        return session_dir(self.settings.session_dir)
 
-    # --- shutdown -------------------------------------------------------------------------------
+    def session_name(self) -> str:
+        return session_name(getattr(self.shell, "user_ns", {}) or {})
+
+    @property
+    def session_path(self) -> Path | None:
+        return self.autosave.path
+
+    def status_text(self) -> str:
+        from .status import status_lines
+
+        return "\n".join(status_lines(self))
+
+    def settings_now(self) -> RunSettings:
+        return run_settings(self.settings)
+
+    # --- shutdown -------------------------------------------------------------------------
     def close(self) -> None:
-        """``%unload_ext``: abort, cancel our task, unsubscribe, close the session file."""
-        self._closed = True
-        task = self.run.task if self.run is not None else None
+        """``%unload_ext``: abort, cancel our tasks, unsubscribe, close the session file."""
+        tasks = [r.task for r in Run.chain(self.run) if r.task is not None]
         self.abort()
-        if task is not None and not task.done():
-            task.cancel()
+        for task in tasks:
+            if not task.done():
+                task.cancel()
         if self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = None
-        self._close_writer()
+        self.autosave.close()
 
+    # --- helpers --------------------------------------------------------------------------
+    def _try(self, call: Callable[[], object]) -> None:
+        """Call into a view; a broken (or older) view must not break the run."""
+        try:
+            call()
+        except Exception as exc:
+            self._log(f"pi_notebook view call failed: {exc!r}")
 
-def _current_parent(shell: Any) -> Any:
-    kernel = getattr(shell, "kernel", None)
-    try:
-        return kernel.get_parent("shell") if kernel is not None else None
-    except Exception:
-        return None
-
-
-@contextlib.contextmanager
-def _parent_of(shell: Any, parent: Any) -> Iterator[None]:
-    """Publish as a reply to the cell that showed the view.
-
-    ipykernel 7 keeps the parent in a context variable, so the run task already has the
-    ``%%agent`` cell's parent. ipykernel 6 has one global parent, the *latest* request,
-    which would attach the final transcript to whatever cell ran last; there the
-    publisher's parent is swapped for the duration of the call (synchronous, on the
-    loop thread, so no other output can slip in between).
-    """
-    publisher = getattr(shell, "display_pub", None)
-    major = _ipykernel_major()
-    if not parent or major is None or major >= 7 or not hasattr(publisher, "set_parent"):
-        yield
-        return
-    saved = getattr(publisher, "parent_header", None)
-    publisher.set_parent(parent)
-    try:
-        yield
-    finally:
-        publisher.parent_header = saved
-
-
-def _ipykernel_major() -> int | None:
-    module = sys.modules.get("ipykernel")  # imported already when there is a kernel
-    info = getattr(module, "version_info", None)
-    try:
-        return int(info[0]) if info else None
-    except (TypeError, ValueError):
-        return None
-
-
-def _env_api_key(provider: str) -> str | None:
-    """Keys come only from the environment, read per request, never stored."""
-    try:
-        from ..ai.env import get_env_api_key
-    except ImportError:
-        return None
-    return get_env_api_key(provider)
-
-
-def _kernel_id() -> str | None:
-    try:
-        from ipykernel.connect import get_connection_file
-
-        name = os.path.basename(get_connection_file())
-    except Exception:
-        return None
-    stem = name[:-len(".json")] if name.endswith(".json") else name
-    # jupyter_server names it kernel-<id>.json; other launchers use any name
-    return stem[len("kernel-"):] if stem.startswith("kernel-") else (stem or None)
-
-
-def _log(shell: Any, text: str) -> None:
-    log = getattr(getattr(shell, "kernel", None), "log", None)
-    if log is not None:
-        log.warning(text)
+    def _log(self, text: str) -> None:
+        log = getattr(getattr(self.shell, "kernel", None), "log", None)
+        if log is not None:
+            log.warning(text)

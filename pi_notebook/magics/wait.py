@@ -1,93 +1,103 @@
-"""Blocking runs for headless execution and Run All, without nest_asyncio.
+"""Cells that wait for agent runs, without changing a character of the user's cell.
 
-IPython has no async magics, so a ``%%agent`` cell that must block is rewritten by an
-``input_transformers_cleanup`` hook (these run before IPython's own ``%%`` handling)
-into one top-level ``await`` of :func:`run_and_wait`. The cell then blocks while the
-kernel loop keeps running the agent, widget updates and comm messages.
+Two kinds of cells wait (docs/design/waiting.md has the whole design and what was measured):
 
-A cell that is exactly one ``%steer``/``%followup`` line and starts a run (no run active)
-blocks under the same rule, through :func:`submit_and_wait`; queueing into a run never blocks.
+- *before*: a plain code cell run while an agent run is active waits for that run first,
+  so Run All behaves like running the cells one by one (interactive frontends; off with
+  ``AgentMagics.wait_for_runs = False``). Control cells (``%agent …``, ``%steer``,
+  ``%followup``, ``%%agent`` which queues, ``%load_ext``/``%config``…) never wait.
+- *after*: a ``%%agent`` cell (or a one-line ``%steer``/``%followup`` that starts a run)
+  blocks until its run ends when ``--wait`` / ``AgentMagics.wait`` say so, or in ``auto``
+  mode until either the run ends or a widget frontend shows the run's view: headless
+  executors (nbclient, papermill) never render it, so their cell blocks to the end and the
+  saved notebook holds the transcript. Terminal IPython always blocks.
 
-When to block (``--wait`` / ``--no-wait`` > ``AgentMagics.wait`` > detection):
-- no kernel (terminal IPython): always, since its loop only runs during a cell;
-- no widget-capable frontend detected (nbclient, papermill, ``jupyter execute``): block,
-  so the saved notebook holds the transcript and later cells see the results;
-- a widget frontend (JupyterLab, Notebook, VS Code): return at once.
+How, without rewriting the cell (``In[n]``, history and every line number stay the user's):
 
-In an interactive frontend, a plain code cell executed while a run is active gets
-``await wait_for_active_run()`` prepended, so Run All behaves like running cells one
-by one. Agent magics never wait, and code the agent itself runs (its ``python`` tool
-calls ``transform_cell``) is recognised by a context variable and left alone:
-otherwise the run would wait for itself.
+1. ``should_run_async`` (wrapped on the shell) decides the plan from the raw cell and
+   answers True for a cell that will wait, so IPython runs it on the kernel loop;
+2. a ``pre_run_cell`` hook arms that plan for the very cell it was made for;
+3. an AST transformer (``shell.ast_transformers``) adds one ``await`` statement before the
+   user's first statement or after the last one. IPython compiles each top-level statement
+   on its own, so the user's statements keep their line numbers and ``from __future__``
+   imports stay first in theirs.
 
-Kernel interrupt while waiting: the cell is cancelled, the run is aborted, the
-cancellation propagates. An Abort of the run ends the waiting cell normally.
+Code the agent itself runs (its ``python`` tool) is never touched: it would wait for its
+own run (``IN_AGENT_RUN``).
+
+Stop (kernel interrupt) while a cell waits: the run is aborted too (on ipykernel 6 it is
+the only way to stop it while a cell waits) and the cell fails with one line saying so.
+An Abort of the run (button, ``%agent abort``) ends the wait and the cell goes on.
 """
 
 from __future__ import annotations
 
+import ast
 import asyncio
-import os
-import sys
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
 
-__all__ = ["agent_cell_transformer", "has_widget_frontend", "should_wait", "run_and_wait",
-           "submit_and_wait", "wait_for_active_run", "install_transformers", "uninstall_transformers"]
+from .control_cells import install_control_bypass, is_control_cell, uninstall_control_bypass
+from .frontend import (
+    count_new_views,
+    frontend_seen,
+    has_widget_frontend,
+    install_shutdown_close,
+    stop_counting_views,
+    track_view,
+    uninstall_shutdown_close,
+    view_rendered,
+)
+
+__all__ = ["CellPlan", "WaitInterrupted", "has_widget_frontend", "plan_cell", "wait_mode",
+           "wait_before_cell", "wait_after_cell", "is_waiting", "install_transformers",
+           "uninstall_transformers", "WAITING_TEXT"]
 
 _MODULE = "pi_notebook.magics.wait"
 _AGENT_MAGIC = "%%agent"
-# Cells starting with these never wait for an active run.
-_NO_WAIT_PREFIXES = ("%%", "%steer", "%followup", "%agent", "%unload_ext", "%reload_ext",
-                     "%load_ext", "%config")
+# First lines of cells that never wait for an active run besides the control cells.
+_NEVER_WAIT = ("%unload_ext", "%reload_ext", "%load_ext", "%config")
+WAITING_TEXT = ("waiting for the agent run above to finish — Abort it there or with "
+                "%agent abort")
+_POLL_S = 0.05  # how often a blocking cell looks for a frontend that rendered its view
+
+WaitMode = Literal["run", "run_or_frontend"]
 
 
-def has_widget_frontend(shell: Any) -> bool:
-    """Is a frontend that renders widgets (and has a human) attached to this kernel?
+@dataclass(frozen=True)
+class CellPlan:
+    before: bool = False  # wait for the active run before the cell's own code
+    after: bool = False  # block until the run the cell started (or queued into) ends ...
+    until_rendered: bool = False  # ... or until a widget frontend shows its view
 
-    Signals, any of which counts:
-    - ipywidgets' ``jupyter.widget.control`` comm is open (JupyterLab/Notebook open it
-      on connect; nbclient never does);
-    - the kernel was started for a notebook session by jupyter_server
-      (``JPY_SESSION_NAME`` / ``__session__``) or by VS Code (``__vsc_ipynb_file__``):
-      the control comm alone misses a frontend that connected before ipywidgets was
-      imported (the kernel closes the comm and the frontend does not retry).
-    """
+
+class WaitInterrupted(Exception):
+    """The kernel was interrupted while a cell waited for an agent run.
+
+    IPython shows ``_render_traceback_`` instead of a traceback: one line, no internals."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"Interrupted: {self.message}"]
+
+
+# --- deciding -------------------------------------------------------------------------------
+def wait_mode(explicit: bool | None, setting: str, shell: Any) -> WaitMode | None:
+    """How a ``%%agent`` cell blocks: ``--wait``/``--no-wait`` > ``AgentMagics.wait`` >
+    evidence of a widget frontend. None: it returns at once."""
     if getattr(shell, "kernel", None) is None:
-        return False
-    if _control_comm_open():
-        return True
-    user_ns = getattr(shell, "user_ns", {}) or {}
-    if os.environ.get("JPY_SESSION_NAME") or user_ns.get("__session__"):
-        return True
-    return bool(user_ns.get("__vsc_ipynb_file__"))
-
-
-def _control_comm_open() -> bool:
-    widget_module = sys.modules.get("ipywidgets.widgets.widget")
-    if widget_module is not None:
-        control = getattr(getattr(widget_module, "Widget", None), "_control_comm", None)
-        if control is not None:
-            return True
-    try:
-        import comm
-
-        manager = comm.get_comm_manager()
-        comms = getattr(manager, "comms", {}) or {}
-        return any(getattr(c, "target_name", "") == "jupyter.widget.control" for c in comms.values())
-    except Exception:
-        return False
-
-
-def should_wait(explicit: bool | None, mode: str, shell: Any) -> bool:
-    if getattr(shell, "kernel", None) is None:
-        return True  # terminal IPython: the loop only runs while a cell runs
+        return "run"  # terminal IPython: the loop only runs while a cell runs
     if explicit is not None:
-        return explicit
-    if mode == "always":
-        return True
-    if mode == "never":
-        return False
-    return not has_widget_frontend(shell)
+        return "run" if explicit else None
+    if setting == "always":
+        return "run"
+    if setting == "never":
+        return None
+    return None if has_widget_frontend(shell) else "run_or_frontend"
 
 
 def _runtime() -> Any:
@@ -96,120 +106,318 @@ def _runtime() -> Any:
     return current_runtime()
 
 
-def _is_agent_magic(first: str) -> bool:
-    return first == _AGENT_MAGIC or (first.startswith(_AGENT_MAGIC)
-                                     and first[len(_AGENT_MAGIC)].isspace())
+def _first_line(lines: list[str]) -> str:
+    return next((line.strip() for line in lines if line.strip()), "")
 
 
-def agent_cell_transformer(lines: list[str]) -> list[str]:
-    """``input_transformers_cleanup`` hook (see the module docstring)."""
-    if not lines:
-        return lines
-    runtime = _runtime()
+def _is_magic(line: str, magic: str) -> bool:
+    return line == magic or (line.startswith(magic) and line[len(magic)].isspace())
+
+
+def _after_plan(mode: WaitMode | None) -> CellPlan | None:
+    if mode is None:
+        return None
+    return CellPlan(after=True, until_rendered=mode == "run_or_frontend")
+
+
+def plan_cell(raw_cell: str, runtime: Any = None) -> CellPlan | None:
+    """What the cell waits for, decided from its raw text (None: it does not wait)."""
+    runtime = runtime if runtime is not None else _runtime()
     if runtime is None:
-        return lines
+        return None
     from .runtime import IN_AGENT_RUN
 
     if IN_AGENT_RUN.get():
-        return lines  # code the agent runs: never rewrite
-    first = lines[0].rstrip("\r\n")
-    if _is_agent_magic(first):
-        line = first[len(_AGENT_MAGIC):].strip()
-        try:
-            from .args import parse_agent_args
-
-            args = parse_agent_args(line)
-        except Exception:
-            return lines  # let the magic itself report the UsageError
-        if not should_wait(args.wait, runtime.settings.wait, runtime.shell):
-            return lines
-        cell = "".join(lines[1:])
-        return [f"await __import__({_MODULE!r}, fromlist=['_']).run_and_wait({line!r}, {cell!r})\n"]
-    submitted = _submission(lines)
-    if submitted is not None:
-        # %steer/%followup with no run active start one: block like %%agent would
-        if runtime.is_running() or not should_wait(None, runtime.settings.wait, runtime.shell):
-            return lines
-        kind, text = submitted
-        return [f"await __import__({_MODULE!r}, fromlist=['_']).submit_and_wait({kind!r}, {text!r})\n"]
-    if not runtime.settings.wait_for_runs or not runtime.is_running():
-        return lines
-    stripped = first.lstrip()
-    if not stripped or stripped.startswith(_NO_WAIT_PREFIXES):
-        return lines
+        return None  # code the agent runs: it would wait for its own run
+    if not getattr(runtime.shell, "autoawait", False):
+        return None  # without top-level await IPython could not run the inserted wait
+    lines = raw_cell.splitlines()
     if not any(line.strip() and not line.lstrip().startswith("#") for line in lines):
-        return lines
-    return [f"await __import__({_MODULE!r}, fromlist=['_']).wait_for_active_run()\n", *lines]
-
-
-def _submission(lines: list[str]) -> tuple[str, str] | None:
-    """``(kind, text)`` for a cell that is exactly one ``%steer``/``%followup`` line."""
-    if any(line.strip() for line in lines[1:]):
         return None
-    first = lines[0].strip()
-    for kind in ("steer", "followup"):
-        magic = f"%{kind}"
-        if first == magic or (first.startswith(magic) and first[len(magic)].isspace()):
-            return kind, first[len(magic):].strip()
+    first = _first_line(lines)
+    if _is_magic(first, _AGENT_MAGIC):
+        from .args import parse_agent_args
+
+        try:
+            args = parse_agent_args(first[len(_AGENT_MAGIC):].strip())
+        except Exception:
+            return None  # the magic itself reports the UsageError
+        return _after_plan(wait_mode(args.wait, runtime.settings.wait, runtime.shell))
+    code_lines = [line for line in lines if line.strip()]
+    if len(code_lines) == 1 and (_is_magic(first, "%steer") or _is_magic(first, "%followup")):
+        # it starts a run when none is active: block like %%agent would; queueing never blocks
+        if runtime.is_running():
+            return None
+        return _after_plan(wait_mode(None, runtime.settings.wait, runtime.shell))
+    if is_control_cell(raw_cell) or first.startswith(_NEVER_WAIT):
+        return None
+    if runtime.settings.wait_for_runs and runtime.is_running():
+        return CellPlan(before=True)
     return None
 
 
-async def _await_run(task: asyncio.Task[Any] | None, runtime: Any) -> None:
-    if task is None or task.done():
+# --- arming the plan for the cell it was made for ----------------------------------------
+class _Cells:
+    """The plan handed from ``should_run_async`` to ``pre_run_cell`` to the AST transformer."""
+
+    def __init__(self) -> None:
+        self.decided: tuple[str, CellPlan | None] | None = None
+        self.armed: CellPlan | None = None
+        self.waiting = 0  # cells awaiting a run right now
+        self.counting = False  # new widgets count their views (until the magic has run)
+        self.pending_count: tuple[Any, int] | None = None  # (shell, count) to restore
+
+
+_cells = _Cells()
+
+
+def is_waiting() -> bool:
+    return _cells.waiting > 0
+
+
+def _on_pre_execute() -> None:
+    _cells.armed = None
+    _restore_count()
+    if _cells.counting:
+        _cells.counting = False
+        count_new_views(False)
+
+
+def _on_pre_run_cell(info: Any) -> None:
+    raw = getattr(info, "raw_cell", "") or ""
+    decided, _cells.decided = _cells.decided, None
+    if decided is not None and decided[0] == raw:
+        # the kernel asked should_run_async for this cell: a None there means IPython runs
+        # it synchronously, where an inserted await could not run
+        _cells.armed = decided[1]
+    else:
+        _cells.armed = plan_cell(raw)  # run_cell_async called directly: it is awaited
+    if _cells.armed is not None and _cells.armed.until_rendered:
+        # the view this cell creates reports when a frontend shows it (see frontend.py)
+        _cells.counting = True
+        count_new_views(True)
+
+
+def _wrap_should_run_async(shell: Any) -> None:
+    original = shell.should_run_async
+
+    def should_run_async(raw_cell: str, *args: Any, **kwargs: Any) -> bool:
+        plan = None
+        if kwargs.get("preprocessing_exc_tuple") is None:
+            plan = plan_cell(raw_cell)
+        _cells.decided = (raw_cell, plan)
+        return bool(original(raw_cell, *args, **kwargs)) or plan is not None
+
+    should_run_async._pi_original = original  # type: ignore[attr-defined]  # found at uninstall
+    shell.should_run_async = should_run_async
+
+
+def _unwrap_should_run_async(shell: Any) -> None:
+    if hasattr(shell.__dict__.get("should_run_async"), "_pi_original"):
+        del shell.should_run_async
+
+
+def _await_statement(function: str, argument: bool | None, line: int) -> ast.stmt:
+    args = "" if argument is None else repr(argument)
+    statement = ast.parse(f"await __import__({_MODULE!r}, fromlist=['_']).{function}({args})",
+                          mode="exec").body[0]
+    for node in ast.walk(statement):
+        if hasattr(node, "lineno"):
+            for name, value in (("lineno", line), ("end_lineno", line), ("col_offset", 0),
+                                ("end_col_offset", 0)):
+                setattr(node, name, value)
+    return statement
+
+
+class WaitInserter(ast.NodeTransformer):
+    """Adds the armed plan's ``await`` to the cell's module (and nothing else)."""
+
+    def visit_Module(self, node: ast.Module) -> ast.Module:
+        from .runtime import IN_AGENT_RUN
+
+        if IN_AGENT_RUN.get():
+            return node  # the agent's tool code, not a cell
+        plan, _cells.armed = _cells.armed, None
+        if plan is None or not node.body:
+            return node
+        if plan.before:
+            node.body.insert(0, _await_statement("wait_before_cell", None, node.body[0].lineno))
+        if plan.after:
+            last = node.body[-1]
+            node.body.append(_await_statement("wait_after_cell", plan.until_rendered,
+                                              getattr(last, "end_lineno", None) or last.lineno))
+        return node
+
+
+# --- waiting ----------------------------------------------------------------------------------
+def _own_count(shell: Any, mine: int) -> None:
+    """Control cells that ran next to the waiting cell took execution counts: give the
+    waiting cell its own back for its output and reply, and restore the counter after."""
+    current = getattr(shell, "execution_count", None)
+    if not isinstance(current, int) or current <= mine:
         return
+    _cells.pending_count = (shell, current)
+    shell.execution_count = mine
+
+    def restore_soon(*_: Any) -> None:
+        shell.events.unregister("post_run_cell", restore_soon)
+        asyncio.get_running_loop().call_soon(_restore_count)
+
+    shell.events.register("post_run_cell", restore_soon)
+
+
+def _restore_count() -> None:
+    pending, _cells.pending_count = _cells.pending_count, None
+    if pending is not None:
+        shell, count = pending
+        shell.execution_count = max(shell.execution_count, count)
+
+
+def _own_parent(shell: Any) -> None:
+    """ipykernel 6 keeps one global parent header. Code that ran on the loop while this cell
+    waited (the run's end publishes its transcript as the ``%%agent`` cell) can leave the
+    display publisher pointing at another cell: point everything back at this one."""
+    kernel: Any = getattr(shell, "kernel", None)
+    idents = getattr(kernel, "_parent_ident", None)
+    if isinstance(idents, dict) and hasattr(kernel, "get_parent"):
+        kernel.set_parent(idents.get("shell"), kernel.get_parent("shell"), "shell")
+
+
+async def _wait_for_run(runtime: Any, task: asyncio.Task[Any], message: str,
+                        stop: Callable[[], bool] | None = None) -> bool:
+    """Wait for ``task`` (the run); True when it ended, False when ``stop()`` said enough.
+    A kernel interrupt aborts the run and raises :class:`WaitInterrupted`."""
+    _cells.waiting += 1
     try:
-        await asyncio.shield(task)
-    except asyncio.CancelledError:
-        if task.done():
-            return  # the run itself ended (cancelled by unload): end the cell normally
-        runtime.abort()  # the *cell* was cancelled: kernel interrupt -> stop the agent too
-        raise
-    except Exception:
-        return  # the run shows its own failure in its view
+        while not task.done():
+            if stop is not None and stop():
+                return False
+            try:
+                await asyncio.wait({task}, timeout=_POLL_S if stop is not None else None)
+            except asyncio.CancelledError:
+                if task.done():
+                    break
+                runtime.abort()  # Stop pressed: the run stops with the cell
+                raise WaitInterrupted(message) from None
+        return True
+    finally:
+        _cells.waiting -= 1
 
 
-async def run_and_wait(line: str, cell: str) -> None:
-    """The rewritten ``%%agent`` cell: start (or queue) through the magic's own path, then wait."""
-    from IPython.core.error import UsageError
-
-    runtime = _runtime()
-    if runtime is None:
-        raise UsageError("pi_notebook is not loaded: run %load_ext pi_notebook first.")
-    from .args import parse_agent_args
-
-    args = parse_agent_args(line)
-    run = runtime.start_cell(args, cell, interactive=has_widget_frontend(runtime.shell))
-    await _await_run(run.task if run is not None else None, runtime)
-
-
-async def submit_and_wait(kind: str, text: str) -> None:
-    """The rewritten ``%steer``/``%followup`` cell when it starts a run that must block."""
-    from IPython.core.error import UsageError
-
-    runtime = _runtime()
-    if runtime is None:
-        raise UsageError("pi_notebook is not loaded: run %load_ext pi_notebook first.")
-    running_before = runtime.is_running()
-    run = runtime.submit(kind, text, interactive=has_widget_frontend(runtime.shell))
-    if run is not None and not running_before:
-        await _await_run(run.task, runtime)
-
-
-async def wait_for_active_run() -> None:
-    """Prepended to plain cells while a run is active (interactive frontends)."""
+async def wait_before_cell() -> None:
+    """Inserted before a plain cell's code while a run is active."""
     runtime = _runtime()
     if runtime is None or not runtime.is_running():
         return
-    await _await_run(runtime.run.task, runtime)
+    from IPython.display import clear_output, display
+
+    shell = runtime.shell
+    mine = getattr(shell, "execution_count", 0)
+    display({"text/plain": WAITING_TEXT}, raw=True, display_id=True)
+    try:
+        while runtime.is_running():
+            await _wait_for_run(runtime, runtime.run.task,
+                                "this cell stopped waiting for the agent run above, and the run "
+                                "was aborted.")
+    finally:
+        _own_parent(shell)
+        clear_output()  # only the waiting line: the cell's own code has not run yet
+        _own_count(shell, mine)
+
+
+async def wait_after_cell(until_rendered: bool = False) -> None:
+    """Appended to a ``%%agent`` (or run-starting ``%steer``) cell that must block."""
+    if _cells.counting:  # the magic has made its view
+        _cells.counting = False
+        count_new_views(False)
+    runtime = _runtime()
+    if runtime is None or not runtime.is_running():
+        return
+    run = runtime.run
+    shell = runtime.shell
+    mine = getattr(shell, "execution_count", 0)
+    stop = None
+    if until_rendered:
+        widget = getattr(run.active_view, "widget", None)
+        track_view(widget)
+
+        def stop() -> bool:
+            if view_rendered(widget) or frontend_seen():
+                run.interactive = True  # someone sees the view: approvals can be asked
+                return True
+            return False
+
+    try:
+        while runtime.is_running() and runtime.run is run:
+            if not await _wait_for_run(runtime, run.task, "the agent run was aborted.", stop):
+                return  # a frontend shows the view: the run goes on there
+    finally:
+        _own_parent(shell)
+        _own_count(shell, mine)
+    if run.task is not None and run.task.done():
+        # A blocking run that ended in error fails its cell (AgentMagics.raise_on_error), so
+        # nbclient/papermill stop as for any failing cell; the transcript is written by now.
+        runtime.check_run_outcome(run)
+
+
+# --- %steer/%followup text ending in "?" ---------------------------------------------------
+def keep_question_marks(lines: list[str]) -> list[str]:
+    """``input_transformers_cleanup``: a ``%steer``/``%followup`` line ending in ``?`` becomes
+    the call IPython makes of a line magic, before IPython's help syntax (``x?``) takes it.
+    One line stays one line, so line numbers do not move."""
+    out = []
+    for line in lines:
+        body = line.rstrip("\r\n")
+        if body.endswith("?") and (_is_magic(body, "%steer") or _is_magic(body, "%followup")):
+            name, _, args = body[1:].partition(" ")
+            line = f"get_ipython().run_line_magic({name!r}, {args!r}){line[len(body):]}"
+        out.append(line)
+    return out
+
+
+# --- installing ---------------------------------------------------------------------------
+_inserter = WaitInserter()
+
+
+def _live_views() -> list[Any]:
+    runtime = _runtime()
+    if runtime is None:
+        return []
+    from .lifecycle import Run
+
+    views = [run.view for run in Run.chain(runtime.run)]
+    if runtime.last_view is not None and runtime.last_view not in views:
+        views.append(runtime.last_view)
+    return views
 
 
 def install_transformers(shell: Any) -> None:
-    cleanup = shell.input_transformers_cleanup
-    if agent_cell_transformer not in cleanup:
-        cleanup.append(agent_cell_transformer)
+    """Everything waiting needs: the ``should_run_async`` wrapper, the two event hooks,
+    the AST transformer, the control-cell bypass and the close-views-at-shutdown hook."""
+    if _inserter in shell.ast_transformers:
+        return
+    _wrap_should_run_async(shell)
+    shell.input_transformers_cleanup.append(keep_question_marks)
+    shell.events.register("pre_execute", _on_pre_execute)
+    shell.events.register("pre_run_cell", _on_pre_run_cell)
+    shell.ast_transformers.append(_inserter)
+    install_control_bypass(shell, is_waiting)
+    install_shutdown_close(shell, _live_views)
 
 
 def uninstall_transformers(shell: Any) -> None:
-    cleanup = shell.input_transformers_cleanup
-    while agent_cell_transformer in cleanup:
-        cleanup.remove(agent_cell_transformer)
+    while _inserter in shell.ast_transformers:
+        shell.ast_transformers.remove(_inserter)
+    while keep_question_marks in shell.input_transformers_cleanup:
+        shell.input_transformers_cleanup.remove(keep_question_marks)
+    for name, hook in (("pre_execute", _on_pre_execute), ("pre_run_cell", _on_pre_run_cell)):
+        try:
+            shell.events.unregister(name, hook)
+        except ValueError:
+            pass
+    _unwrap_should_run_async(shell)
+    uninstall_control_bypass(shell)
+    uninstall_shutdown_close(shell)
+    stop_counting_views()
+    _cells.decided = _cells.armed = None
+    _cells.counting = False

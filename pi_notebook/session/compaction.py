@@ -1,7 +1,7 @@
 """Keep the context inside the model's window: a ``transform_context`` hook.
 
 ``make_context_compactor(context_window, ...)`` returns ``async (messages, signal)
--> messages``. When the estimate (characters / 4, images ~1200 tokens) exceeds the
+-> messages``. When the estimate (ai.options: characters / 4, images ~1200 tokens) exceeds the
 budget (window minus ``reserve_tokens`` for the system prompt, tools and the
 answer) it shrinks a *copy* of the history, in two stages:
 
@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import inspect
 import json
-import math
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..ai.options import CHARS_PER_TOKEN, estimate_message_chars, estimate_message_tokens
 from ..ai.types import TextContent, ToolResultMessage, Usage, UserMessage, get_field
 from .fit import (
     MESSAGE_OVERHEAD_TOKENS, ContextBudgetError, cut_oversize, cut_points, fit_to_budget,
@@ -39,8 +39,6 @@ __all__ = ["CompactionInfo", "ContextBudgetError", "make_context_compactor", "bu
 
 DROPPED_OUTPUT_NOTE = "[output dropped to fit the context window: {chars} chars]"
 SUMMARY_PREFIX = "[Summary of {count} earlier messages, condensed to fit the context window]\n\n"
-_IMAGE_CHARS = 4800  # an image counts as ~1200 tokens, as in pi's estimate
-_CHARS_PER_TOKEN = 4
 _SUMMARY_CACHE_SIZE = 4  # only the newest summaries are ever extended
 
 Summarizer = Callable[[list[Any]], Awaitable[str]]
@@ -83,35 +81,9 @@ class CompactionInfo:
 
 
 # --- estimate --------------------------------------------------------------------------------
-
-
-
-def _message_chars(message: Any) -> int:
-    content = get_field(message, "content")
-    if isinstance(content, str):
-        return len(content)
-    chars = 0
-    for block in content or []:
-        kind = get_field(block, "type")
-        if kind == "text":
-            chars += len(get_field(block, "text") or "")
-        elif kind == "thinking":
-            chars += len(get_field(block, "thinking") or "")
-        elif kind == "image":
-            chars += _IMAGE_CHARS
-        elif kind == "toolCall":
-            chars += len(get_field(block, "name") or "")
-            chars += len(json.dumps(get_field(block, "arguments") or {}, default=str))
-        else:
-            chars += len(json.dumps(block, default=str)) if isinstance(block, Mapping) else 0
-    if get_field(message, "role") == "toolResult":
-        chars += len(get_field(message, "tool_name", "toolName") or "")
-    return chars
-
-
-def estimate_message_tokens(message: Any) -> int:
-    return math.ceil(_message_chars(message) / _CHARS_PER_TOKEN)
-
+#
+# The package's one estimate (ai/options.py), so that compaction and the providers' max-tokens
+# clamp agree on what fits.
 
 def estimate_tokens(messages: Sequence[Any]) -> int:
     return sum(estimate_message_tokens(m) for m in messages)
@@ -358,7 +330,7 @@ def make_context_compactor(
             text = (f"(model summary failed: {type(exc).__name__}; extract follows)\n"
                     + await extractive_summary(to_summarize))
         # the whole summary message, prefix included, stays within summary_cap
-        limit = summary_cap * _CHARS_PER_TOKEN - len(SUMMARY_PREFIX) - 8
+        limit = summary_cap * CHARS_PER_TOKEN - len(SUMMARY_PREFIX) - 8
         if len(text) > limit:
             text = text[: limit - 20] + "\n[summary cut]"
         cache[key] = (list(originals), text)
@@ -395,7 +367,7 @@ def make_context_compactor(
                 break
             if not isinstance(message, ToolResultMessage):
                 continue
-            chars = _message_chars(message) - len(message.tool_name)
+            chars = estimate_message_chars(message)
             note = DROPPED_OUTPUT_NOTE.format(chars=chars)
             if chars <= len(note):
                 continue

@@ -7,6 +7,18 @@ notebook needs no extension: it runs top to bottom in a fresh kernel.
 Code whose tool result is an error is exported as a Markdown code block, not as a
 code cell: an error result may mean the call was denied or aborted and never ran,
 and running it on export would both break "Run All" and run code nobody approved.
+Its recorded outputs (what the code printed before it failed) follow as text.
+
+Outputs come from the call's ``PythonCallDetails`` (``tools/updates.py``; the live
+model or the dict a session file stores): the real recorded outputs, not the
+budget-cut text the model got. Older results without it fall back to their content.
+
+As safe as the view: user and assistant text (and ``text/markdown`` outputs) go
+through ``widgets/markdown.markdown_for_transcript`` (no raw HTML, scripts, remote
+images or ``javascript:`` links); display outputs keep only ``text/plain``,
+``image/png``, ``image/jpeg``, ``image/gif`` and sanitised ``text/markdown``
+(HTML, SVG, JavaScript and widget views are dropped, with a note when nothing is
+left); every text is redacted again on the way out.
 """
 
 from __future__ import annotations
@@ -18,11 +30,22 @@ from pathlib import Path
 from typing import Any
 
 from ..ai.types import get_field
+from ..tools.redact import redact, redact_data
+from ..tools.updates import (
+    DisplayOutput,
+    ErrorOutput,
+    ResultOutput,
+    StreamOutput,
+    ToolOutput,
+    parse_call_details,
+)
+from ..widgets.markdown import markdown_for_transcript
 
 __all__ = ["build_notebook", "export_notebook", "PYTHON_TOOL_NAME"]
 
 PYTHON_TOOL_NAME = "python"
 _RESULT_PREVIEW_CHARS = 2000
+_SAFE_BINARY = ("image/png", "image/jpeg", "image/gif")
 
 
 def _nbformat() -> Any:
@@ -58,32 +81,71 @@ def _fence(text: str, lang: str = "") -> str:
     return f"{ticks}{lang}\n{text}\n{ticks}"
 
 
-def _outputs_from_result(result: Any) -> list[Any]:
-    """nbformat outputs for a python tool result.
+def _safe_bundle(data: Mapping[str, Any]) -> dict[str, Any]:
+    """Only MIME types that cannot run code in a trusted notebook (module doc)."""
+    out: dict[str, Any] = {}
+    for mime in _SAFE_BINARY:
+        if isinstance(data.get(mime), str):
+            out[mime] = "".join(data[mime].split())
+    markdown = data.get("text/markdown")
+    if isinstance(markdown, list):
+        markdown = "".join(str(m) for m in markdown)
+    if isinstance(markdown, str):
+        out["text/markdown"] = markdown_for_transcript(redact(markdown))
+    plain = data.get("text/plain")
+    if isinstance(plain, list):
+        plain = "".join(str(p) for p in plain)
+    if isinstance(plain, str):
+        out["text/plain"] = redact(plain)
+    if not out:
+        kinds = ", ".join(sorted(str(k) for k in data)) or "empty"
+        out["text/plain"] = f"[output not exported: {kinds}]"
+    return out
 
-    If the tool left nbformat-shaped outputs in ``details["outputs"]`` they are used
-    as they are; otherwise text content becomes a stdout stream and each image a
-    ``display_data`` output.
-    """
-    nbformat = _nbformat()
-    v4 = nbformat.v4
-    details = get_field(result, "details")
-    if isinstance(details, Mapping) and isinstance(details.get("outputs"), list):
-        outputs = []
-        for raw in details["outputs"]:
-            try:
-                out = nbformat.from_dict(raw)
-                nbformat.validate(v4.new_notebook(cells=[v4.new_code_cell(outputs=[out])]))
-            except Exception:  # a malformed entry must not break the export
-                continue
+
+def _nb_output(record: ToolOutput) -> Any:
+    v4 = _nbformat().v4
+    if isinstance(record, StreamOutput):
+        return v4.new_output("stream", name=record.name, text=redact(record.text))
+    if isinstance(record, DisplayOutput):
+        return v4.new_output("display_data", data=_safe_bundle(record.data), metadata={})
+    if isinstance(record, ResultOutput):
+        return v4.new_output("execute_result", data=_safe_bundle(record.data), metadata={},
+                             execution_count=None)
+    assert isinstance(record, ErrorOutput)
+    return v4.new_output("error", ename=redact(record.ename), evalue=redact(record.evalue),
+                         traceback=redact_data(list(record.traceback)))
+
+
+def _recorded_outputs(result: Any) -> list[Any] | None:
+    """nbformat outputs from the call's PythonCallDetails, or None if it has none."""
+    details = parse_call_details(get_field(result, "details"))
+    if details is None:
+        return None
+    outputs: list[Any] = []
+    for record in details.outputs:
+        out = _nb_output(record)
+        if outputs and out.output_type == "stream" and outputs[-1].output_type == "stream" \
+                and outputs[-1].name == out.name:
+            outputs[-1].text += out.text  # one stream output per run of writes, like Jupyter
+        else:
             outputs.append(out)
-        return outputs
+    return outputs
+
+
+def _outputs_from_result(result: Any) -> list[Any]:
+    """nbformat outputs for a python tool result: the recorded outputs when the result
+    has them, else its text content as a stdout stream and each image as a display."""
+    recorded = _recorded_outputs(result)
+    if recorded is not None:
+        return recorded
+    v4 = _nbformat().v4
     outputs: list[Any] = []
     text_parts: list[str] = []
 
     def flush_text() -> None:
         if text_parts:
-            text = "\n".join(text_parts)
+            text = redact("\n".join(text_parts))
             outputs.append(v4.new_output("stream", name="stdout",
                                          text=text if text.endswith("\n") else text + "\n"))
             text_parts.clear()
@@ -95,25 +157,40 @@ def _outputs_from_result(result: Any) -> list[Any]:
         elif kind == "image":
             flush_text()
             mime = get_field(block, "mime_type", "mimeType") or "image/png"
-            outputs.append(v4.new_output("display_data", data={mime: get_field(block, "data") or ""}))
+            if mime in _SAFE_BINARY:
+                outputs.append(v4.new_output("display_data", data={mime: get_field(block, "data") or ""}))
     flush_text()
     return outputs
+
+
+def _recorded_text(result: Any) -> str:
+    """What a failed call printed, as plain text, for its Markdown record."""
+    details = parse_call_details(get_field(result, "details"))
+    if details is None:
+        return ""
+    parts: list[str] = []
+    for record in details.outputs:
+        if isinstance(record, StreamOutput):
+            parts.append(record.text)
+        elif isinstance(record, ErrorOutput):
+            parts.append("\n".join(record.traceback) or f"{record.ename}: {record.evalue}")
+    return redact("".join(p if p.endswith("\n") else p + "\n" for p in parts if p))
 
 
 def _call_markdown(call: Any, result: Any, note: str) -> str:
     name = get_field(call, "name") or "?"
     args = get_field(call, "arguments") or {}
     if name == PYTHON_TOOL_NAME and isinstance(args.get("code"), str):
-        body = _fence(args["code"], "python")
+        body = _fence(redact(args["code"]), "python")
     else:
-        body = _fence(json.dumps(args, indent=2, ensure_ascii=False, default=repr), "json")
-    parts = [f"**Tool call `{name}`** ({note})", body]
+        body = _fence(redact(json.dumps(args, indent=2, ensure_ascii=False, default=repr)), "json")
+    parts = [f"**Tool call `{markdown_for_transcript(str(name))}`** ({note})", body]
     if result is not None:
-        text = _text_of(get_field(result, "content"))
+        text = _recorded_text(result) or _text_of(get_field(result, "content"))
         if len(text) > _RESULT_PREVIEW_CHARS:
             text = text[:_RESULT_PREVIEW_CHARS] + f"\n... [{len(text) - _RESULT_PREVIEW_CHARS} more chars]"
         if text:
-            parts.append(_fence(text))
+            parts.append(_fence(redact(text)))
     return "\n\n".join(parts)
 
 
@@ -130,7 +207,7 @@ def build_notebook(messages: Iterable[Any], *, title: str | None = None,
 
     cells: list[Any] = []
     if title:
-        cells.append(v4.new_markdown_cell(f"# {title}"))
+        cells.append(v4.new_markdown_cell(f"# {_safe_markdown(title)}"))
     for message in messages:
         role = get_field(message, "role")
         if role == "user":
@@ -139,13 +216,14 @@ def build_notebook(messages: Iterable[Any], *, title: str | None = None,
             if images:
                 text += f"\n\n*({images} image{'s' if images > 1 else ''} attached)*"
             if text.strip():
-                cells.append(v4.new_markdown_cell(f"**User:**\n\n{text}"))
+                cells.append(v4.new_markdown_cell(f"**User:**\n\n{_safe_markdown(text)}"))
         elif role == "assistant":
             prose: list[str] = []
 
-            def flush_prose() -> None:
+            def flush_prose(prose: list[str] = prose) -> None:
                 if prose:
-                    cells.append(v4.new_markdown_cell("**Assistant:**\n\n" + "\n\n".join(prose)))
+                    cells.append(v4.new_markdown_cell(
+                        "**Assistant:**\n\n" + _safe_markdown("\n\n".join(prose))))
                     prose.clear()
 
             for block in _blocks(get_field(message, "content")):
@@ -160,7 +238,7 @@ def build_notebook(messages: Iterable[Any], *, title: str | None = None,
             flush_prose()
             error = get_field(message, "error_message", "errorMessage")
             if get_field(message, "stop_reason", "stopReason") in ("error", "aborted") and error:
-                cells.append(v4.new_markdown_cell(f"*The response ended early: {error}*"))
+                cells.append(v4.new_markdown_cell(f"*The response ended early: {_safe_markdown(error)}*"))
         # tool results are attached to their calls; custom messages are not exported
     notebook = v4.new_notebook(cells=cells)
     notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
@@ -180,7 +258,11 @@ def _tool_call_cell(call: Any, result: Any) -> Any:
         return v4.new_markdown_cell(_call_markdown(call, None, "no result: it did not run"))
     if get_field(result, "is_error", "isError"):
         return v4.new_markdown_cell(_call_markdown(call, result, "failed or was not run"))
-    return v4.new_code_cell(source=args["code"], outputs=_outputs_from_result(result))
+    return v4.new_code_cell(source=redact(args["code"]), outputs=_outputs_from_result(result))
+
+
+def _safe_markdown(text: str) -> str:
+    return markdown_for_transcript(redact(str(text)))
 
 
 def export_notebook(messages: Iterable[Any], path: str | os.PathLike[str], *,

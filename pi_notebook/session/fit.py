@@ -19,6 +19,7 @@ agrees with whatever estimate compaction uses.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -228,7 +229,7 @@ def fit_to_budget(messages: list[Any], budget: int, size: Size,
     bounds = [0, *cut_points(result, len(result))]
     if bounds[-1] != len(result):
         bounds.append(len(result))
-    segments = [(a, b) for a, b in zip(bounds, bounds[1:]) if b > a]
+    segments = [(a, b) for a, b in itertools.pairwise(bounds) if b > a]
     last_user = max((i for i, m in enumerate(result) if get_field(m, "role") == "user"),
                     default=-1)
     protected = {len(segments) - 1} | {k for k, (a, b) in enumerate(segments) if a <= last_user < b}

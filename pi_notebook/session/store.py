@@ -37,8 +37,9 @@ FORMAT_VERSION = 1
 SUPPORTED_VERSIONS = frozenset({1})
 SESSION_SUFFIX = ".jsonl"
 
-_MESSAGE_CLASSES = {"user": UserMessage, "assistant": AssistantMessage,
-                    "toolResult": ToolResultMessage}
+_MESSAGE_CLASSES: dict[str, type[UserMessage | AssistantMessage | ToolResultMessage]] = {
+    "user": UserMessage, "assistant": AssistantMessage, "toolResult": ToolResultMessage,
+}
 
 
 class SessionFormatError(ValueError):
@@ -86,7 +87,8 @@ def session_name_for(notebook_path: str | os.PathLike[str] | None = None,
     as a kernel id, so ``session_name_for(kernel_id)`` also works.
     """
     if notebook_path and kernel_id is None and not _looks_like_notebook(notebook_path):
-        notebook_path, kernel_id = None, os.fspath(notebook_path)
+        kernel_id = os.fspath(notebook_path)
+        notebook_path = None
     if notebook_path:
         stem = Path(os.fspath(notebook_path)).stem
         name = _UNSAFE.sub("_", stem).strip("._")
@@ -152,7 +154,8 @@ def message_to_json(message: Any) -> dict[str, Any]:
 
 def message_from_json(data: Mapping[str, Any]) -> Any:
     """The pydantic message for a pi role; custom roles come back as plain dicts."""
-    cls = _MESSAGE_CLASSES.get(data.get("role"))  # type: ignore[arg-type]
+    role = data.get("role")
+    cls = _MESSAGE_CLASSES.get(role) if isinstance(role, str) else None
     return cls.model_validate(data) if cls is not None else dict(data)
 
 

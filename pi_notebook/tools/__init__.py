@@ -4,37 +4,45 @@ Public API (used by the magics/widgets layers):
 
 - ``install_capture(shell)`` / ``uninstall_capture(shell)``: routing proxies for
   ``sys.stdout``/``sys.stderr``/``shell.display_pub`` (once, at extension load/unload).
-- ``make_notebook_tools(shell, settings) -> list[AgentTool]``: ``python``, ``list_variables``,
-  ``inspect_variable``. ``settings`` is a :class:`PythonToolSettings`, ``None`` or a config
-  object with ``tool_timeout``/``max_output_chars``/``max_value_chars``/``max_images``/
-  ``max_image_pixels`` (e.g. ``AgentMagics``).
+- ``make_notebook_tools(shell, settings, *, on_late_output=None) -> list[AgentTool]``:
+  ``python``, ``list_variables``, ``inspect_variable``. ``settings`` is a
+  :class:`PythonToolSettings` (built by the magics layer), a callable returning one (read
+  at each call), or ``None`` (defaults).
 - ``make_approval_hook(get_policy, ask, is_interactive)``: the ``before_tool_call`` hook of
-  the approval policy (``ask`` | ``auto`` | ``deny``); ``default_policy()`` reads
-  ``PI_NOTEBOOK_APPROVAL``.
-- ``run_code(shell, code, ...)`` / ``ExecutionResult``, ``redact(text)``.
+  the approval policy; ``APPROVAL_POLICIES``, ``ApprovalPolicy``, ``APPROVAL_ENV`` and
+  ``default_policy()`` (reads ``PI_NOTEBOOK_APPROVAL``) are defined in ``approval.py`` only.
+- ``run_code(shell, code, ...)`` / ``ExecutionResult``, ``redact(text)``, ``add_secret(value)``.
+
+Names are loaded lazily: importing a data-only module (``tools.updates``, ``tools.redact``,
+``tools.approval``) does not import IPython.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..agent.types import AgentTool
-from .approval import ApprovalHook, ApprovalRequest, default_policy, make_approval_hook
-from .capture import capture, capture_active, install_capture, uninstall_capture
-from .interrupt import ToolInterrupt, interrupt_main_for
-from .python_tool import ExecutionResult, PythonToolSettings, make_python_tool, result_content, run_code
-from .redact import redact
-from .variables import make_variable_tools
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from ..agent.types import AgentTool
+    from .python_tool import SettingsSource
+    from .updates import ToolOutput
 
 __all__ = [
+    "APPROVAL_ENV",
+    "APPROVAL_POLICIES",
     "ApprovalHook",
+    "ApprovalPolicy",
     "ApprovalRequest",
     "ExecutionResult",
     "PythonToolSettings",
+    "SettingsSource",
     "ToolInterrupt",
+    "add_secret",
     "capture",
     "capture_active",
     "default_policy",
+    "discard_secret",
     "install_capture",
     "interrupt_main_for",
     "make_approval_hook",
@@ -42,14 +50,44 @@ __all__ = [
     "make_python_tool",
     "make_variable_tools",
     "redact",
+    "resolve_settings",
     "result_content",
     "run_code",
     "uninstall_capture",
 ]
 
+_LAZY = {
+    **dict.fromkeys(("APPROVAL_ENV", "APPROVAL_POLICIES", "ApprovalHook", "ApprovalPolicy",
+                     "ApprovalRequest", "default_policy", "make_approval_hook"), ".approval"),
+    **dict.fromkeys(("capture", "capture_active", "install_capture", "uninstall_capture"), ".capture"),
+    **dict.fromkeys(("ToolInterrupt", "interrupt_main_for"), ".interrupt"),
+    **dict.fromkeys(("ExecutionResult", "PythonToolSettings", "SettingsSource", "make_python_tool",
+                     "resolve_settings", "result_content", "run_code"), ".python_tool"),
+    **dict.fromkeys(("add_secret", "discard_secret", "redact"), ".redact"),
+    "make_variable_tools": ".variables",
+}
 
-def make_notebook_tools(shell: Any, settings: Any = None) -> list[AgentTool]:
-    """The agent's notebook tools bound to ``shell``: python, list_variables, inspect_variable."""
-    conf = PythonToolSettings.from_any(settings)
-    # python gets the config object itself: it reads tool_timeout etc. at each call.
-    return [make_python_tool(shell, settings), *make_variable_tools(shell, conf)]
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib import import_module
+
+    value = getattr(import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def make_notebook_tools(shell: Any, settings: SettingsSource = None, *,
+                        on_late_output: Callable[[str, ToolOutput], Any] | None = None) -> list[AgentTool]:
+    """The agent's notebook tools bound to ``shell``: python, list_variables, inspect_variable.
+
+    ``on_late_output(tool_call_id, record)``: output that threads, tasks or processes started
+    by agent code write after their call returned (redacted; see ``python_tool.run_code``).
+    """
+    from .python_tool import make_python_tool
+    from .variables import make_variable_tools
+
+    return [make_python_tool(shell, settings, on_late_output),
+            *make_variable_tools(shell, settings)]

@@ -18,10 +18,15 @@ approval.
 - Skip blocks with a reason telling the model the user declined.
 - Abort during the wait stops waiting at once (the ask awaitable is cancelled, the hook
   returns ``None``; the loop then reports "Operation aborted").
-- Headless (``is_interactive()`` false) with ``ask`` fails closed: blocks with a clear message,
-  also passed to ``notify(message)`` (if given) so the notebook can print it. Never hangs.
+- Headless (``is_interactive()`` false, or raising) with ``ask`` fails closed: blocks with a
+  clear message, also passed to ``notify(message)`` (if given) so the notebook can print it.
+  ``is_interactive`` is asked again every ``recheck_s`` while waiting: a frontend that goes
+  away mid-wait ends the wait the same way. ``timeout_s`` (optional) bounds the wait; no
+  answer in time blocks the call too. Never hangs.
 
-``default_policy()`` reads ``PI_NOTEBOOK_APPROVAL`` (``ask`` when unset or invalid).
+This module is the one place for the policy names (``APPROVAL_POLICIES``, the ``Literal``
+``ApprovalPolicy``) and their environment default: ``default_policy()`` reads
+``APPROVAL_ENV`` (``PI_NOTEBOOK_APPROVAL``; ``ask`` when unset or invalid).
 """
 
 from __future__ import annotations
@@ -32,21 +37,16 @@ import os
 import threading
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
-try:
-    from ..agent.types import BeforeToolCallResult
-except ImportError:  # pragma: no cover - the agent layer defines it; kept for partial checkouts
+from ..ai.types import get_field
 
-    @dataclass
-    class BeforeToolCallResult:  # type: ignore[no-redef]
-        block: bool = False
-        reason: str | None = None
-        terminate: bool | None = None
-
+from ..agent.types import BeforeToolCallResult
 
 __all__ = [
+    "APPROVAL_ENV",
     "APPROVAL_POLICIES",
+    "ApprovalPolicy",
     "ApprovalHook",
     "ApprovalRequest",
     "Decision",
@@ -54,7 +54,9 @@ __all__ = [
     "make_approval_hook",
 ]
 
-APPROVAL_POLICIES = ("ask", "auto", "deny")
+ApprovalPolicy = Literal["ask", "auto", "deny"]
+APPROVAL_POLICIES: tuple[ApprovalPolicy, ...] = get_args(ApprovalPolicy)
+APPROVAL_ENV = "PI_NOTEBOOK_APPROVAL"
 Decision = Literal["run", "skip", "always"]
 
 DENIED_REASON = (
@@ -70,12 +72,23 @@ HEADLESS_REASON = (
     "ask), so the call was blocked and not executed. To allow code in headless runs, set the "
     "approval policy to 'auto' (%%agent --approve auto, or PI_NOTEBOOK_APPROVAL=auto)."
 )
+TIMEOUT_REASON = (
+    "Code execution needs approval, but nobody answered the approval prompt within {seconds:g} s, "
+    "so the call was blocked and not executed. Do not retry it; ask the user how to proceed."
+)
 
 
-def default_policy() -> str:
+def default_policy() -> ApprovalPolicy:
     """The policy from ``PI_NOTEBOOK_APPROVAL``, else ``ask``."""
-    value = os.environ.get("PI_NOTEBOOK_APPROVAL", "").strip().lower()
-    return value if value in APPROVAL_POLICIES else "ask"
+    value = os.environ.get(APPROVAL_ENV, "").strip().lower()
+    for policy in APPROVAL_POLICIES:
+        if value == policy:
+            return policy
+    return "ask"
+
+
+class _Headless(Exception):
+    """The frontend went away while we waited for an answer."""
 
 
 @dataclass
@@ -89,12 +102,6 @@ class ApprovalRequest:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def _get(obj: Any, name: str, default: Any = None) -> Any:
-    if isinstance(obj, dict):
-        return obj.get(name, default)
-    return getattr(obj, name, default)
-
-
 class ApprovalHook:
     """``before_tool_call`` implementation (see the module docstring)."""
 
@@ -106,7 +113,11 @@ class ApprovalHook:
         *,
         tools: Iterable[str] = ("python",),
         notify: Callable[[str], Any] | None = None,
+        timeout_s: float | None = None,
+        recheck_s: float = 1.0,
     ) -> None:
+        self.timeout_s = timeout_s
+        self.recheck_s = recheck_s
         self._get_policy = get_policy
         self._ask = ask
         self._is_interactive = is_interactive
@@ -119,8 +130,8 @@ class ApprovalHook:
         self.always = False
 
     async def __call__(self, ctx: Any, signal: Any = None) -> BeforeToolCallResult | None:
-        tool_call = _get(ctx, "tool_call")
-        name = _get(tool_call, "name", "")
+        tool_call = get_field(ctx, "tool_call")
+        name = get_field(tool_call, "name", default="")
         if name not in self.tools:
             return None
         policy = (self._get_policy() or "ask").strip().lower()
@@ -135,23 +146,23 @@ class ApprovalHook:
             )
         if self.always:
             return None
-        if self._ask is None or not self._is_interactive():
-            if self._notify is not None:
-                try:
-                    self._notify(HEADLESS_REASON)
-                except Exception:
-                    pass
-            return BeforeToolCallResult(block=True, reason=HEADLESS_REASON)
+        if self._ask is None or not self._interactive():
+            return self._fail_closed(HEADLESS_REASON)
         if signal is not None and signal.aborted:
             return None
-        args = _get(ctx, "args")
+        args = get_field(ctx, "args")
         request = ApprovalRequest(
-            tool_call_id=_get(tool_call, "id", ""),
+            tool_call_id=get_field(tool_call, "id", default=""),
             tool_name=name,
             args=args,
-            code=_get(args, "code") if name == "python" else None,
+            code=get_field(args, "code") if name == "python" else None,
         )
-        decision = await self._wait(request, signal)
+        try:
+            decision = await asyncio.wait_for(self._wait(request, signal), self.timeout_s)
+        except _Headless:
+            return self._fail_closed(HEADLESS_REASON)
+        except asyncio.TimeoutError:
+            return self._fail_closed(TIMEOUT_REASON.format(seconds=self.timeout_s))
         if decision is None:  # aborted while waiting: the loop reports "Operation aborted"
             return None
         if decision == "always":
@@ -161,6 +172,20 @@ class ApprovalHook:
             return None
         return BeforeToolCallResult(block=True, reason=SKIPPED_REASON)
 
+    def _interactive(self) -> bool:
+        try:
+            return bool(self._is_interactive())
+        except Exception:  # cannot tell: fail closed
+            return False
+
+    def _fail_closed(self, reason: str) -> BeforeToolCallResult:
+        if self._notify is not None:
+            try:
+                self._notify(reason)
+            except Exception:
+                pass
+        return BeforeToolCallResult(block=True, reason=reason)
+
     async def _wait(self, request: ApprovalRequest, signal: Any) -> str | None:
         assert self._ask is not None
         loop = asyncio.get_running_loop()
@@ -168,8 +193,14 @@ class ApprovalHook:
         if not inspect.isawaitable(pending):
             return pending  # a synchronous answer
         answer = asyncio.ensure_future(pending)
-        if signal is None:
-            return await answer
+        try:
+            return await self._wait_answer(answer, signal, loop)
+        finally:
+            if not answer.done():
+                answer.cancel()  # the view takes its buttons down
+
+    async def _wait_answer(self, answer: asyncio.Future[Any], signal: Any,
+                           loop: asyncio.AbstractEventLoop) -> str | None:
         aborted = loop.create_future()
         loop_thread = threading.get_ident()
 
@@ -184,16 +215,19 @@ class ApprovalHook:
             else:
                 loop.call_soon_threadsafe(settle)
 
-        remove = signal.add_listener(on_abort)
+        remove = signal.add_listener(on_abort) if signal is not None else (lambda: None)
         try:
-            await asyncio.wait({answer, aborted}, return_when=asyncio.FIRST_COMPLETED)
+            while not answer.done() and not aborted.done():
+                await asyncio.wait({answer, aborted}, timeout=self.recheck_s,
+                                   return_when=asyncio.FIRST_COMPLETED)
+                if not answer.done() and not aborted.done() and not self._interactive():
+                    raise _Headless()
         finally:
             remove()
             aborted.cancel()
         if not answer.done():
-            answer.cancel()  # the view takes its buttons down
             return None
-        if signal.aborted:
+        if signal is not None and signal.aborted:
             return None
         return answer.result()
 
@@ -205,6 +239,7 @@ def make_approval_hook(
     *,
     tools: Iterable[str] = ("python",),
     notify: Callable[[str], Any] | None = None,
+    timeout_s: float | None = None,
 ) -> ApprovalHook:
     """Build the ``before_tool_call`` hook of the approval policy (module docstring)."""
-    return ApprovalHook(get_policy, ask, is_interactive, tools=tools, notify=notify)
+    return ApprovalHook(get_policy, ask, is_interactive, tools=tools, notify=notify, timeout_s=timeout_s)

@@ -3,7 +3,7 @@
 Why not ``IPython.utils.capture.capture_output()``: it swaps ``sys.stdout`` and the shell's
 display publisher *globally*. Held across an ``await`` it steals the output of a user cell that
 runs meanwhile, and ipykernel's dispatch breaks because the capturing publisher has no
-``set_parent`` (measured, jupyter-mechanics.md §5). Instead, proxies are installed once and
+``set_parent`` (docs/design/capture.md). Instead, proxies are installed once and
 decide per write: code running in a context with an active :class:`Capture` writes to the
 capture's callbacks, every other context writes to the original objects untouched.
 
@@ -14,32 +14,38 @@ API (called by the magics helper at extension load/unload):
   ``threading.Thread.start`` so threads started inside a capture inherit it; uninstall puts back
   exactly the objects that were there (a proxy that has been wrapped by someone else since is
   left in place but switched to pass-through, so nothing is lost).
-- ``with capture(on_stream, on_display) as cap:``: everything printed or displayed by code in
+- ``with capture(on_stream, on_display, *, on_late_stream=None, on_late_display=None) as
+  cap:``: everything printed or displayed by code in
   this context (tasks it creates, threads it starts) calls ``on_stream(name, text)`` with
   ``name`` in ``{"stdout", "stderr"}`` or ``on_display(data, metadata)``; nothing reaches the
   real iopub streams. Callbacks may be called from other threads (threads started by the code)
   and run with the capture suspended, so their own output is not captured. After the block
-  exits, late writes from leftovers (tasks, threads) go to the original streams again.
+  exits, late writes from leftovers (tasks, threads) take the late-output path (below).
 - ``capture_active() -> bool``.
 
-Also routed: ``shell.ask_exit`` (what IPython's ``exit``/``quit`` call). Inside a capture it
-raises ``SystemExit`` instead, so agent code cannot shut the user's kernel down; the tool
-reports it as an error.
+Also changed for agent code (``guards.py``): ``exit()`` raises instead of stopping the
+kernel, ``input()``/``getpass()`` raise ``StdinNotImplementedError``, matplotlib-inline's
+end-of-request figure flush skips figures agent code is making (``hold_figure_flush()``),
+and a raising display formatter's traceback goes to the capture's stderr instead of becoming
+an ``error`` output of whatever cell is current.
 
-Also routed: ``input()`` and ``getpass.getpass()``. Inside a capture they raise
-``StdinNotImplementedError`` with a clear message: nobody can answer agent code (and from a
-worker thread during a user's request, ipykernel's own ``raw_input`` would ask the user in the
-wrong cell). Both ``builtins`` (the kernel while idle) and ``kernel.raw_input`` /
-``kernel.getpass`` (what ipykernel installs for each request) are guarded.
+Late output: a thread or task started by agent code inherits its capture; what it writes
+after the capture closed (the tool returned) goes to the capture's ``on_late_stream`` /
+``on_late_display`` (the python tool: redacted and labelled), else to an enclosing capture,
+else, redacted and labelled, to the original stream: never raw.
 
-Also routed: matplotlib-inline's ``flush_figures`` (a ``post_execute`` callback that displays
-and closes *all* open figures in the current request). While agent code runs on a worker
-thread (``hold_figure_flush()``), a request that ends meanwhile skips it, so a half-made agent
-figure never lands in the user's cell; matplotlib keeps its "draw pending" flag, so the user's
-own figures are shown after the next request.
+Stream swaps by agent code: while installed, ``sys`` is given a module subclass whose
+``__setattr__`` makes ``sys.stdout = x`` / ``sys.stderr = x`` (``contextlib.redirect_stdout``
+too) *context-local* when the assigning code is captured: it lands on the call's root capture
+(``Capture.streams``) and the global keeps the routing proxy, so a user cell running at the
+same time keeps its output and later cells are unaffected. The proxy then writes that call's
+text to the replacement, and attribute reads (``sys.stdout.getvalue()``) go to it as well.
+``shell.display_pub = x`` (``capture_output()``) is handled the same way with a traitlets
+observer. ``restore_routing()`` (after each call) puts the proxies back if something went
+around the hooks (``sys.__dict__["stdout"] = ...``).
 
-Known leaks (documented, not fixable at the Python level): output written to OS file
-descriptor 1/2 directly (``os.system``, C extensions).
+OS-level output (file descriptors 1/2: ``os.system``, subprocesses, C extensions) is routed by
+``fdroute.py``; see docs/design/capture.md for what is guaranteed.
 """
 
 from __future__ import annotations
@@ -47,11 +53,14 @@ from __future__ import annotations
 import contextvars
 import sys
 import threading
+import types
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from IPython.core.displaypub import DisplayPublisher
+
+from .guards import hold_figure_flush, install_guards, uninstall_guards
 
 __all__ = [
     "Capture",
@@ -59,10 +68,15 @@ __all__ = [
     "RoutedStream",
     "capture",
     "capture_active",
+    "capture_installed",
+    "current_capture",
     "hold_figure_flush",
     "install_capture",
+    "restore_routing",
     "uninstall_capture",
 ]
+
+LATE_LABEL = "[late output of agent code] "
 
 StreamCallback = Callable[[str, str], Any]
 DisplayCallback = Callable[[dict, dict], Any]
@@ -73,14 +87,61 @@ _current: contextvars.ContextVar[Capture | None] = contextvars.ContextVar(
 
 
 class Capture:
-    """One capture scope: the two callbacks plus an open/closed flag."""
+    """One capture scope: the callbacks, an open/closed flag, the enclosing capture, and the
+    stream replacements made by the code (on the root capture of a call)."""
 
-    __slots__ = ("on_stream", "on_display", "closed")
+    __slots__ = ("on_stream", "on_display", "on_late_stream", "on_late_display", "closed",
+                 "parent", "streams", "display_pub")
 
-    def __init__(self, on_stream: StreamCallback, on_display: DisplayCallback) -> None:
+    def __init__(self, on_stream: StreamCallback, on_display: DisplayCallback,
+                 on_late_stream: StreamCallback | None = None,
+                 on_late_display: DisplayCallback | None = None,
+                 parent: Capture | None = None) -> None:
         self.on_stream = on_stream
         self.on_display = on_display
+        self.on_late_stream = on_late_stream
+        self.on_late_display = on_late_display
         self.closed = False
+        self.parent = parent
+        self.streams: dict[str, Any] = {}
+        self.display_pub: Any = None
+
+    @property
+    def root(self) -> Capture:
+        cap = self
+        while cap.parent is not None:
+            cap = cap.parent
+        return cap
+
+    def stream_target(self, name: str) -> Any:
+        """The object agent code put in place of ``sys.<name>``, if any."""
+        return self.root.streams.get(name)
+
+    def route_stream(self, name: str, text: str, orig: Any) -> None:
+        """Deliver a write of code in this capture's context, open or closed (module doc)."""
+        cap: Capture | None = self
+        while cap is not None:
+            if not cap.closed:
+                cap.write(name, text)
+                return
+            if cap.on_late_stream is not None:
+                _call_suspended(cap.on_late_stream, name, text)
+                return
+            cap = cap.parent
+        _late_fallback(orig, text)
+
+    def route_display(self, data: dict, metadata: dict, orig_stream: Any) -> None:
+        cap: Capture | None = self
+        while cap is not None:
+            if not cap.closed:
+                cap.display(data, metadata)
+                return
+            if cap.on_late_display is not None:
+                _call_suspended(cap.on_late_display, data, metadata)
+                return
+            cap = cap.parent
+        text = data.get("text/plain") if isinstance(data, dict) else None
+        _late_fallback(orig_stream, f"{text if isinstance(text, str) else '<display>'}\n")
 
     # The token dance is _suspended() inlined: this runs for every print of agent code.
     def write(self, name: str, text: str) -> None:
@@ -96,6 +157,34 @@ class Capture:
             self.on_display(data, metadata)
         finally:
             _current.reset(token)
+
+
+def _call_suspended(fn: Callable[..., Any], *args: Any) -> None:
+    token = _current.set(None)
+    try:
+        fn(*args)
+    except Exception:  # a broken late handler must not break the code that printed
+        pass
+    finally:
+        _current.reset(token)
+
+
+def _late_fallback(orig: Any, text: str) -> None:
+    from .redact import redact
+
+    try:
+        orig.write(LATE_LABEL + redact(text))
+    except Exception:
+        pass
+
+
+def current_capture() -> Capture | None:
+    """The capture of the current context (open or closed), if any."""
+    return _current.get()
+
+
+def capture_installed() -> bool:
+    return _state.installed
 
 
 def _active() -> Capture | None:
@@ -121,11 +210,16 @@ def _suspended() -> Iterator[None]:
 
 
 @contextmanager
-def capture(on_stream: StreamCallback, on_display: DisplayCallback) -> Iterator[Capture]:
-    """Route this context's stdout/stderr/display output to the callbacks (see module doc)."""
+def capture(on_stream: StreamCallback, on_display: DisplayCallback, *,
+            on_late_stream: StreamCallback | None = None,
+            on_late_display: DisplayCallback | None = None) -> Iterator[Capture]:
+    """Route this context's stdout/stderr/display output to the callbacks (see module doc).
+
+    A capture opened inside another one (same context) has it as ``parent``: stream
+    replacements are kept on the root, late output falls back to the enclosing capture."""
     if not _state.installed:
         raise RuntimeError("install_capture(shell) must be called before capture()")
-    cap = Capture(on_stream, on_display)
+    cap = Capture(on_stream, on_display, on_late_stream, on_late_display, parent=_current.get())
     token = _current.set(cap)
     try:
         yield cap
@@ -144,13 +238,16 @@ class RoutedStream:
         self.__dict__["_pi_passthrough"] = False
 
     def write(self, text: str) -> int:
-        cap = None if self._pi_passthrough else _active()
+        cap = None if self._pi_passthrough else _current.get()
         if cap is None:
             return self._pi_orig.write(text)
+        target = cap.stream_target(self._pi_name)
+        if target is not None:  # agent code swapped sys.stdout for its own object
+            return target.write(text)
         if not isinstance(text, str):
             raise TypeError(f"write() argument must be str, not {type(text).__name__}")
         if text:
-            cap.write(self._pi_name, text)
+            cap.route_stream(self._pi_name, text, self._pi_orig)
         return len(text)
 
     def writelines(self, lines: Any) -> None:
@@ -158,10 +255,16 @@ class RoutedStream:
             self.write(line)
 
     def flush(self) -> None:
-        if self._pi_passthrough or _active() is None:
+        cap = None if self._pi_passthrough else _current.get()
+        target = cap.stream_target(self._pi_name) if cap is not None else None
+        if target is not None:
+            flush = getattr(target, "flush", None)
+        elif cap is None:
             flush = getattr(self._pi_orig, "flush", None)
-            if flush is not None:
-                flush()
+        else:
+            return
+        if flush is not None:
+            flush()
 
     def isatty(self) -> bool:
         if _active() is not None:
@@ -170,8 +273,13 @@ class RoutedStream:
         return bool(isatty()) if isatty is not None else False
 
     def __getattr__(self, name: str) -> Any:
-        # encoding, fileno, set_parent, echo, ... belong to the real stream.
-        return getattr(self.__dict__["_pi_orig"], name)
+        # encoding, fileno, set_parent, echo, ... belong to the real stream (or to what the
+        # current agent code put in its place: `sys.stdout.getvalue()` after a swap).
+        if name.startswith("_pi_"):
+            raise AttributeError(name)
+        cap = None if self.__dict__["_pi_passthrough"] else _current.get()
+        target = cap.stream_target(self.__dict__["_pi_name"]) if cap is not None else None
+        return getattr(target if target is not None else self.__dict__["_pi_orig"], name)
 
     def __setattr__(self, name: str, value: Any) -> None:
         # IPython 9's history "tee" assigns `sys.stdout.write`; keep such patches on the proxy
@@ -195,10 +303,13 @@ class RoutedDisplayPublisher(DisplayPublisher):
         super().__init__(**kwargs)
 
     def publish(self, data: Any, metadata: Any = None, *args: Any, **kwargs: Any) -> None:
-        cap = None if self._pi_passthrough else _active()
+        cap = None if self._pi_passthrough else _current.get()
         if cap is None:
             return self._pi_orig.publish(data, metadata, *args, **kwargs)
-        cap.display(dict(data or {}), dict(metadata or {}))
+        replacement = cap.root.display_pub
+        if replacement is not None:  # agent code installed its own publisher (capture_output)
+            return replacement.publish(data, metadata, *args, **kwargs)
+        cap.route_display(dict(data or {}), dict(metadata or {}), _state.stdout or sys.stdout)
         return None
 
     def clear_output(self, wait: bool = False) -> None:
@@ -222,9 +333,9 @@ class _InstallState:
         self.stderr: RoutedStream | None = None
         self.display_pub: RoutedDisplayPublisher | None = None
         self.thread_start: Callable[..., Any] | None = None
-        self.ask_exit: Callable[..., Any] | None = None
-        self.trigger: Callable[..., Any] | None = None
-        self.input_guards: list[tuple[Any, str, Any, bool]] = []  # (owner, name, guard, was own attr)
+        self.sys_class: type | None = None
+        self.global_sets: dict[str, Any] = {}  # what code outside captures assigned last
+        self.pub_observer: Callable[..., Any] | None = None
 
 
 _state = _InstallState()
@@ -264,119 +375,81 @@ def install_capture(shell: Any) -> None:
             _orig_thread_start = threading.Thread.start
         _state.thread_start = _orig_thread_start
         threading.Thread.start = _thread_start  # type: ignore[method-assign]
-        _install_exit_guard(shell)
-        _install_flush_guard(shell)
-        _install_input_guards(shell)
+        install_guards(shell, _active)
+        _install_swap_guards(shell)
         _state.installed = True
 
 
-EXIT_REFUSED = "exit() is not available to agent code: the user's kernel keeps running"
+class _RoutedSys(types.ModuleType):
+    """``sys``'s class while installed: stream assignments by agent code stay in its call."""
+
+    __slots__ = ()
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in ("stdout", "stderr") and _state.installed:
+            cap = _active()
+            if cap is not None:
+                streams = cap.root.streams
+                if isinstance(value, RoutedStream):
+                    streams.pop(name, None)  # "restoring" the proxy ends the swap
+                else:
+                    streams[name] = value
+                return
+            _state.global_sets[name] = value
+        super().__setattr__(name, value)
 
 
-def _install_exit_guard(shell: Any) -> None:
-    orig = getattr(shell, "ask_exit", None)
-    if orig is None:
+_pub_guard = threading.local()
+
+
+def _install_swap_guards(shell: Any) -> None:
+    if type(sys) is types.ModuleType:
+        sys.__class__ = _RoutedSys
+        _state.sys_class = types.ModuleType
+    observe = getattr(shell, "observe", None)
+    if observe is None:
         return
 
-    def ask_exit(*args: Any, **kwargs: Any) -> Any:
-        if _active() is not None:
-            raise SystemExit(EXIT_REFUSED)
-        return orig(*args, **kwargs)
+    def on_display_pub(change: Any) -> None:
+        if getattr(_pub_guard, "busy", False):
+            return
+        cap = _active()
+        proxy = _state.display_pub
+        if cap is None or proxy is None:
+            return
+        root = cap.root
+        root.display_pub = None if change["new"] is proxy else change["new"]
+        if change["new"] is not proxy:
+            _pub_guard.busy = True
+            try:
+                shell.display_pub = proxy  # the global stays routed
+            finally:
+                _pub_guard.busy = False
 
-    ask_exit._pi_orig = orig  # type: ignore[attr-defined]
-    ask_exit._pi_was_instance_attr = "ask_exit" in shell.__dict__  # type: ignore[attr-defined]
-    shell.ask_exit = ask_exit  # instance attribute shadows the method
-    _state.ask_exit = ask_exit
-
-
-INPUT_REFUSED = ("input() is not available to agent code: nobody can answer it. "
-                 "Ask the user in your reply instead.")
-
-
-def _refusing(orig: Callable[..., Any]) -> Callable[..., Any]:
-    def guarded(*args: Any, **kwargs: Any) -> Any:
-        if _active() is not None:
-            from IPython.core.error import StdinNotImplementedError
-
-            raise StdinNotImplementedError(INPUT_REFUSED)
-        return orig(*args, **kwargs)
-
-    guarded._pi_orig = orig  # type: ignore[attr-defined]
-    return guarded
+    observe(on_display_pub, names="display_pub")
+    _state.pub_observer = on_display_pub
 
 
-def _install_input_guards(shell: Any) -> None:
-    import builtins
-    import getpass
-
-    targets: list[tuple[Any, str]] = [(builtins, "input"), (getpass, "getpass")]
-    kernel = getattr(shell, "kernel", None)
-    if kernel is not None:
-        targets += [(kernel, name) for name in ("raw_input", "getpass") if hasattr(kernel, name)]
-    for owner, name in targets:
-        orig = getattr(owner, name)
-        was_own = name in getattr(owner, "__dict__", {})
-        guard = _refusing(orig)
-        setattr(owner, name, guard)  # on the kernel: an instance attribute shadows the method
-        _state.input_guards.append((owner, name, guard, was_own))
-
-
-def _uninstall_input_guards() -> None:
-    for owner, name, guard, was_own in reversed(_state.input_guards):
-        if getattr(owner, "__dict__", {}).get(name) is not guard:
-            continue  # replaced since (e.g. ipykernel mid-request): the guard passes through
-        if was_own or isinstance(owner, type(sys)):
-            setattr(owner, name, guard._pi_orig)
-        else:
-            delattr(owner, name)
-    _state.input_guards = []
-
-
-_flush_holds = 0
-_flush_holds_lock = threading.Lock()
-
-
-@contextmanager
-def hold_figure_flush() -> Iterator[None]:
-    """While held, requests that end skip matplotlib-inline's ``flush_figures``."""
-    global _flush_holds
-    with _flush_holds_lock:
-        _flush_holds += 1
-    try:
-        yield
-    finally:
-        with _flush_holds_lock:
-            _flush_holds -= 1
-
-
-def _is_figure_flush(fn: Any) -> bool:
-    return getattr(fn, "__name__", "") == "flush_figures" and "matplotlib_inline" in (getattr(fn, "__module__", "") or "")
-
-
-def _install_flush_guard(shell: Any) -> None:
-    events = getattr(shell, "events", None)
-    orig = getattr(events, "trigger", None)
-    if orig is None:
-        return
-
-    def trigger(event: str, *args: Any, **kwargs: Any) -> Any:
-        callbacks = events.callbacks.get(event) if event == "post_execute" and _flush_holds else None
-        if not callbacks or not any(_is_figure_flush(f) for f in callbacks):
-            return orig(event, *args, **kwargs)
-        # Run the others; the list object stays in place (register/unregister keep working).
-        kept = [f for f in callbacks if not _is_figure_flush(f)]
-        saved = list(callbacks)
-        callbacks[:] = kept
-        try:
-            return orig(event, *args, **kwargs)
-        finally:
-            added = [f for f in callbacks if f not in kept]  # registered meanwhile
-            removed = [f for f in kept if f not in callbacks]
-            callbacks[:] = [f for f in saved if f not in removed] + added
-
-    trigger._pi_orig = orig  # type: ignore[attr-defined]
-    events.trigger = trigger  # instance attribute shadows the method
-    _state.trigger = trigger
+def restore_routing() -> list[str]:
+    """Put the proxies back where something went around the hooks (module doc); returns
+    the names repaired."""
+    repaired: list[str] = []
+    if not _state.installed:
+        return repaired
+    for name, proxy in (("stdout", _state.stdout), ("stderr", _state.stderr)):
+        current = sys.__dict__.get(name)
+        if current is proxy or proxy is None:
+            continue
+        if current is _state.global_sets.get(name) or isinstance(current, RoutedStream):
+            continue  # set by code outside any capture (a user cell): theirs
+        sys.__dict__[name] = proxy
+        repaired.append(name)
+    shell = _state.shell
+    if shell is not None and _state.display_pub is not None and shell.display_pub is not _state.display_pub \
+            and _state.pub_observer is None:
+        shell.display_pub = _state.display_pub
+        repaired.append("display_pub")
+    return repaired
 
 
 def uninstall_capture(shell: Any = None) -> None:
@@ -409,17 +482,14 @@ def _uninstall_locked() -> None:
                 events.unregister(event, getattr(pub, callback))
             except ValueError:
                 pass
-    guard = _state.ask_exit
-    if guard is not None and shell is not None and shell.__dict__.get("ask_exit") is guard:
-        if guard._pi_was_instance_attr:  # type: ignore[attr-defined]
-            shell.__dict__["ask_exit"] = guard._pi_orig  # type: ignore[attr-defined]
-        else:
-            del shell.__dict__["ask_exit"]
-    _uninstall_input_guards()
-    trigger = _state.trigger
-    events = getattr(shell, "events", None)
-    if trigger is not None and events is not None and events.__dict__.get("trigger") is trigger:
-        del events.__dict__["trigger"]
+    uninstall_guards(shell)
+    if _state.sys_class is not None and type(sys) is _RoutedSys:
+        sys.__class__ = _state.sys_class
+    if _state.pub_observer is not None and shell is not None:
+        try:
+            shell.unobserve(_state.pub_observer, names="display_pub")
+        except ValueError:
+            pass
     if threading.Thread.start is _thread_start and _state.thread_start is not None:
         threading.Thread.start = _state.thread_start  # type: ignore[method-assign]
     _state.__init__()  # type: ignore[misc]

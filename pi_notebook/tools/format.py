@@ -5,7 +5,9 @@ that look at live objects (``value_text``) are called by the runner while the ob
 
 - ``strip_ansi(text)`` / ``terminal_text(text)``: drop ANSI escapes; also resolve carriage
   returns the way a terminal would (progress bars).
-- ``cut(text, budget)``: head + tail within ``budget`` characters and a note of what was cut.
+- ``cut(text, budget)``: head + tail within ``budget`` characters and a note of what was cut;
+  ``clip(text, limit)``: the head only, with ``…``. Both redact *before* cutting, never split
+  a ``[redacted]`` marker, and drop a possible start (end) of a secret at the cut.
 - ``bundle_text(data)``: the model text of a mimebundle, by preference ``text/llm+plain`` >
   ``text/markdown`` > ``text/latex`` > ``application/json`` > ``text/plain``; never HTML/JS.
 - ``value_text(obj, data)``: like ``bundle_text`` but ``_repr_llm_`` first and a summary for
@@ -23,9 +25,12 @@ import re
 import struct
 from typing import Any
 
+from .redact import REDACTED, redact, split_unsafe_tail, strip_unsafe_head
+
 __all__ = [
     "IMAGE_MIMES",
     "bundle_text",
+    "clip",
     "cut",
     "image_size",
     "prepare_image",
@@ -58,16 +63,38 @@ def terminal_text(text: str) -> str:
     return "\n".join(lines)
 
 
+def _marker_safe(text: str, at: int, forward: bool) -> int:
+    """Move the cut position ``at`` out of a ``[redacted]`` marker it would split."""
+    lo = max(0, at - len(REDACTED) + 1)
+    found = text.find(REDACTED, lo, at + len(REDACTED) - 1)
+    while found != -1 and found < at:
+        if found + len(REDACTED) > at:
+            return found + len(REDACTED) if forward else found
+        found = text.find(REDACTED, found + 1, at + len(REDACTED) - 1)
+    return at
+
+
 def cut(text: str, budget: int) -> str:
-    """Keep ``text`` within ``budget`` characters: head + note + tail."""
+    """Keep ``text`` within ``budget`` characters: head + note + tail (redacted first)."""
+    text = redact(text)
     if budget <= 0 or len(text) <= budget:
         return text
-    head_len = (budget * 2) // 3
-    tail_len = budget - head_len
-    head, tail = text[:head_len], text[len(text) - tail_len:]
-    middle = text[head_len:len(text) - tail_len]
+    head_end = _marker_safe(text, (budget * 2) // 3, forward=False)
+    tail_start = _marker_safe(text, len(text) - (budget - (budget * 2) // 3), forward=True)
+    head, _ = split_unsafe_tail(text[:head_end])
+    tail = strip_unsafe_head(text[tail_start:])
+    middle = text[len(head):len(text) - len(tail)]
     note = f"\n[... {len(middle)} characters ({middle.count(chr(10))} line breaks) cut ...]\n"
     return head + note + tail
+
+
+def clip(text: str, limit: int) -> str:
+    """The first ``limit`` characters of ``text`` (redacted first), ``…`` if cut."""
+    text = redact(text)
+    if limit <= 0 or len(text) <= limit:
+        return text
+    head, _ = split_unsafe_tail(text[:_marker_safe(text, limit - 1, forward=False)])
+    return head + "\u2026"
 
 
 def _as_text(value: Any) -> str:
@@ -97,7 +124,7 @@ def dataframe_summary(df: Any) -> str:
     dtypes = df.dtypes
     shown = list(dtypes.items())[:50]
     width = max((len(str(k)) for k, _ in shown), default=0)
-    lines += [f"  {str(k):<{width}}  {v}" for k, v in shown]
+    lines += [f"  {k!s:<{width}}  {v}" for k, v in shown]
     if len(dtypes) > len(shown):
         lines.append(f"  ... {len(dtypes) - len(shown)} more columns")
     lines.append("first 5 rows:" if rows > 5 else "rows:")

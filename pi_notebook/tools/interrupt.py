@@ -4,7 +4,7 @@ Synchronous tool code runs on a worker thread (``python_tool.py``); statements w
 ``await`` run on the kernel loop (main thread). A runaway ``while True: pass`` on the loop
 blocks it, so nothing scheduled on the loop can stop it; only a signal can. ipykernel sets
 SIGINT to ``SIG_IGN`` while idle (and to its own handlers while a request runs), so the
-kernel's Stop button does nothing to background tool code by default (jupyter-mechanics.md §5).
+kernel's Stop button does nothing to background tool code by default (docs/design/capture.md).
 
 ``forward_sigint`` (entered by ``interrupt_main_for`` for the whole execution) keeps our SIGINT
 handler installed while any tool code runs: the Stop button then interrupts the code wherever

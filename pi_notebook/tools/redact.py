@@ -2,12 +2,23 @@
 
 A secret is the *value* of an environment variable whose *name* looks like one (contains
 ``KEY``, ``TOKEN``, ``SECRET`` or ``PASSWORD``, any case) and that is at least 8 characters
-long. Every occurrence of such a value, and of its ``repr``/JSON-escaped spellings, becomes
-``[redacted]``.
+long, or a value registered with ``add_secret`` (an API key passed as an argument). Every
+occurrence of such a value, and of its ``repr``/JSON-escaped spellings, becomes ``[redacted]``.
+
+Redaction comes before any cut (``format.cut``/``clip`` redact first and never split a
+marker), but other code cuts text too: pandas shortens a long cell to ``head...``, reprlib
+a long string to ``head...tail``. So a piece of at least 8 characters of a secret that sits
+right against an ellipsis (``...`` or ``…``), the start of a secret before it or its end
+after it, is redacted as well.
+
+Lone surrogates (``"\ud800"``, from ``errors="surrogateescape"`` decoding or bad C
+extensions) become U+FFFD here: such text cannot be encoded as UTF-8, so it would break
+the iopub message, the transcript and the session file.
 
 API:
 
-- ``redact(text) -> str``: replace every known secret in ``text``.
+- ``redact(text) -> str``: replace every known secret in ``text`` (and lone surrogates).
+- ``add_secret(value)`` / ``discard_secret(value)``: explicit secrets besides the environment.
 - ``redact_data(obj)``: the same, recursively, for the strings of a JSON-like structure
   (dicts, lists, tuples); binary-looking image payloads are skipped by the caller.
 - ``split_unsafe_tail(text) -> (safe, held)``: for streaming: ``safe`` can be redacted and
@@ -29,8 +40,11 @@ from typing import Any
 
 __all__ = [
     "REDACTED",
+    "add_secret",
+    "discard_secret",
     "redact",
     "redact_data",
+    "scrub",
     "secret_values",
     "split_unsafe_tail",
     "strip_unsafe_head",
@@ -52,6 +66,8 @@ class _Matcher:
 
     def current(self) -> tuple[tuple[str, ...], re.Pattern[str] | None]:
         values = _scan_environ()
+        if _explicit:
+            values = tuple(sorted(set(values) | _explicit))
         if values != self._values:
             with self._lock:
                 if values != self._values:
@@ -74,6 +90,19 @@ def _scan_environ() -> tuple[str, ...]:
     return tuple(sorted(found))
 
 
+_explicit: set[str] = set()
+
+
+def add_secret(value: str) -> None:
+    """Redact ``value`` everywhere from now on (values under 8 characters are ignored)."""
+    if isinstance(value, str) and len(value) >= MIN_SECRET_LEN:
+        _explicit.add(value)
+
+
+def discard_secret(value: str) -> None:
+    _explicit.discard(value)
+
+
 def _spellings(values: tuple[str, ...]) -> set[str]:
     """The value itself plus the forms it takes inside a repr() or a JSON string."""
     out: set[str] = set()
@@ -93,27 +122,92 @@ def secret_values() -> tuple[str, ...]:
     return _matcher.current()[0]
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_ELLIPSES = ("...", "\u2026")
+
+
+def scrub(text: str) -> str:
+    """``text`` with lone surrogates replaced by U+FFFD (valid for UTF-8 from then on)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _SURROGATE.sub("\ufffd", text)
+    return text
+
+
 def redact(text: str) -> str:
-    """Return ``text`` with every secret value replaced by ``[redacted]``."""
+    """Return ``text`` with every secret value replaced by ``[redacted]`` (module doc)."""
     if not text:
         return text
-    _, regex = _matcher.current()
+    text = scrub(text)
+    spellings, regex = _matcher.current()
     if regex is None:
         return text
-    return regex.sub(REDACTED, text)
+    text = regex.sub(REDACTED, text)
+    if "..." in text or "\u2026" in text:
+        text = _redact_cut_pieces(text, spellings)
+    return text
+
+
+def _redact_cut_pieces(text: str, spellings: tuple[str, ...]) -> str:
+    """Redact secret pieces (>= MIN_SECRET_LEN) that touch an ellipsis (module doc)."""
+    spans: list[tuple[int, int]] = []
+    for secret in spellings:
+        # head pieces: a start of the secret running right up to an ellipsis
+        start = text.find(secret[:MIN_SECRET_LEN])
+        while start != -1:
+            k = MIN_SECRET_LEN
+            while k < len(secret) and start + k < len(text) and text[start + k] == secret[k]:
+                k += 1
+            if text.startswith(_ELLIPSES, start + k):
+                spans.append((start, start + k))
+            start = text.find(secret[:MIN_SECRET_LEN], start + 1)
+        # tail pieces: an end of the secret right after an ellipsis
+        for mark in _ELLIPSES:
+            at = text.find(mark)
+            while at != -1:
+                begin = at + len(mark)
+                for k in range(min(len(secret) - 1, len(text) - begin), MIN_SECRET_LEN - 1, -1):
+                    if text.startswith(secret[-k:], begin):
+                        spans.append((begin, begin + k))
+                        break
+                at = text.find(mark, begin)
+    if not spans:
+        return text
+    out, pos = [], 0
+    for begin, end in sorted(spans):
+        if begin < pos:
+            begin = pos
+        if end <= begin:
+            continue
+        out.append(text[pos:begin])
+        out.append(REDACTED)
+        pos = end
+    out.append(text[pos:])
+    return "".join(out)
 
 
 def redact_data(obj: Any) -> Any:
     """Redact all strings inside a JSON-like structure (returns a new structure)."""
     _, regex = _matcher.current()
     if regex is None:
-        return obj
+        return _scrub_data(obj)
     return _walk(obj, regex)
+
+
+def _scrub_data(obj: Any) -> Any:
+    if isinstance(obj, str):
+        return scrub(obj)
+    if isinstance(obj, dict):
+        return {_scrub_data(k): _scrub_data(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_scrub_data(v) for v in obj)
+    return obj
 
 
 def _walk(obj: Any, regex: re.Pattern[str]) -> Any:
     if isinstance(obj, str):
-        return regex.sub(REDACTED, obj)
+        return redact(obj)
     if isinstance(obj, dict):
         return {_walk(k, regex): _walk(v, regex) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):

@@ -13,6 +13,12 @@ stream), and forwards the view's updates:
 - callbacks always run on the loop thread (writes from other threads hop with
   ``call_soon_threadsafe``), and an exception in a callback never reaches the code that printed.
 
+The sink also keeps the *timeline* for the call's details: stream text and displays in the
+order they came (consecutive writes of one stream merged), each stream's first ``cap``
+characters in place and, if it ran longer, its last ``cap`` characters after a note at the
+end (``outputs()``, typed records of ``updates.py``, redacted). Image displays beyond
+``max_images`` are not kept or sent (counted in ``images_dropped``).
+
 ``redact_bundle(data)`` redacts a mimebundle (text types; base64 images are left alone).
 """
 
@@ -26,7 +32,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from .redact import redact, redact_data, split_unsafe_tail, strip_unsafe_head
+from .redact import MIN_SECRET_LEN, REDACTED, redact, redact_data, scrub, split_unsafe_tail, strip_unsafe_head
+from .updates import DisplayOutput, StreamOutput, ToolOutput
 
 __all__ = ["HeadTail", "OutputSink", "redact_bundle"]
 
@@ -101,6 +108,7 @@ class OutputSink:
         on_display: Callable[[dict, dict], Any] | None,
         interval: float,
         detail_cap: int,
+        max_images: int | None = None,
     ) -> None:
         self._loop = loop
         self._loop_thread = threading.get_ident()
@@ -119,6 +127,14 @@ class OutputSink:
         self._hop_scheduled = False
         self.displays: list[dict[str, Any]] = []
         self.displays_dropped = 0
+        self.max_images = max_images
+        self.images_kept = 0
+        self.images_dropped = 0
+        # [kind, name or bundle, parts]; stream entries hold their text parts
+        self._timeline: list[list[Any]] = []
+        self._timeline_len = {"stdout": 0, "stderr": 0}
+        # drained, not sent live yet: ["text", name, text] and ["display", bundle] in order
+        self._undelivered: list[list[Any]] = []
         self.closed = False
 
     # Called by the capture proxies for every write, on whatever thread the code wrote from:
@@ -138,17 +154,26 @@ class OutputSink:
 
     def display(self, data: dict, metadata: dict) -> None:
         bundle = {"data": redact_bundle(data), "metadata": redact_data(metadata)}
+        is_image = any(m in _BINARY_MIMES for m in bundle["data"])
         with self._lock:
+            if is_image and self.max_images is not None and self.images_kept >= self.max_images:
+                self.images_dropped += 1
+                return
+            self.images_kept += is_image
+            self._drain_locked()  # text written before the display stays before it
             if len(self.displays) < _MAX_DISPLAYS:
                 self.displays.append(bundle)
+                self._timeline.append(["display", bundle, None])
             else:
                 self.displays_dropped += 1
+            if self._on_display is not None:
+                self._undelivered.append(["display", bundle])
         if self._on_display is None or self.closed:
             return
         if threading.get_ident() == self._loop_thread:
-            self._emit_display(bundle)
+            self.flush()
         else:
-            self._hop(self._emit_display, bundle)
+            self._hop(self.flush)
 
     def _hop(self, fn: Callable[..., Any], *args: Any) -> None:
         # From a thread the code started: the view is updated on the loop. A closed loop
@@ -157,11 +182,6 @@ class OutputSink:
             self._loop.call_soon_threadsafe(fn, *args)
         except RuntimeError:
             pass
-
-    def _emit_display(self, bundle: dict[str, Any]) -> None:
-        self.flush()  # keep text that came before the display before it
-        if self._on_display is not None and not self.closed:
-            _safe_call(self._on_display, bundle["data"], bundle["metadata"])
 
     def _schedule(self) -> None:
         if self.closed:
@@ -175,6 +195,10 @@ class OutputSink:
     def _drain(self) -> list[list[str]]:
         """Move pending writes into the kept text; returns them merged per stream run."""
         with self._lock:
+            return self._drain_locked()
+
+    def _drain_locked(self) -> list[list[str]]:
+        with self._lock:
             pending, self._pending = self._pending, []
         # Parts are joined once per run: `+=` on a list item copies the string every time,
         # quadratic for the many small writes a worker thread piles up between flushes.
@@ -184,9 +208,19 @@ class OutputSink:
                 runs[-1][1].append(text)
             else:
                 runs.append((name, [text]))
-        merged = [[name, "".join(parts)] for name, parts in runs]
+        merged = [[name, scrub("".join(parts))] for name, parts in runs]
         for name, text in merged:
             self._raw[name].add(text)
+            room = self._raw[name].cap - self._timeline_len[name]
+            if room > 0:
+                take = text[:room]
+                self._timeline_len[name] += len(take)
+                last = self._timeline[-1] if self._timeline else None
+                if last is not None and last[0] == "stream" and last[1] == name:
+                    last[2].append(take)
+                else:
+                    self._timeline.append(["stream", name, [take]])
+        self._undelivered.extend(["text", name, text] for name, text in merged)
         return merged
 
     def flush(self, final: bool = False) -> None:
@@ -194,20 +228,34 @@ class OutputSink:
             self._timer.cancel()
             self._timer = None
         self._last_flush = time.monotonic()
-        merged = self._drain()
-        if self._on_stream is None or self.closed:
+        with self._lock:
+            self._drain_locked()
+            items, self._undelivered = self._undelivered, []
+        if self.closed:
             return
-        for name in ("stdout", "stderr") if final else ():
-            if self._held[name] and not any(m[0] == name for m in merged):
-                merged.append([name, ""])
-        for name, text in merged:
-            buffered = redact(self._held[name] + text)
-            if final:
-                safe, self._held[name] = buffered, ""
-            else:
-                safe, self._held[name] = split_unsafe_tail(buffered)
+        for item in items:
+            if item[0] == "display":
+                # Text held back as a possible secret start cannot continue past a display.
+                self._release_held()
+                if self._on_display is not None:
+                    _safe_call(self._on_display, item[1]["data"], item[1]["metadata"])
+                continue
+            _, name, text = item
+            if self._on_stream is None:
+                continue
+            safe, self._held[name] = split_unsafe_tail(redact(self._held[name] + text))
             if safe:
                 self._send_live(name, safe)
+        if final:
+            self._release_held()
+
+    def _release_held(self) -> None:
+        """Send held text: it is a proper start of a secret, so one of >= 8 characters is
+        shown as the marker, never as the fragment."""
+        for name in ("stdout", "stderr"):
+            held, self._held[name] = self._held[name], ""
+            if held and self._on_stream is not None:
+                self._send_live(name, REDACTED if len(held) >= MIN_SECRET_LEN else held)
 
     def _send_live(self, name: str, text: str) -> None:
         assert self._on_stream is not None
@@ -226,6 +274,34 @@ class OutputSink:
     def close(self) -> None:
         self.flush(final=True)
         self.closed = True
+
+    def outputs(self) -> list[ToolOutput]:
+        """The timeline as typed, redacted records (see the module docstring)."""
+        with self._lock:
+            self._drain_locked()
+            timeline = [list(e) for e in self._timeline]
+        out: list[ToolOutput] = []
+        last_of: dict[str, int] = {}
+        for kind, key, parts in timeline:
+            if kind == "display":
+                out.append(DisplayOutput(data=key["data"], metadata=key["metadata"]))
+            else:
+                last_of[key] = len(out)
+                out.append(StreamOutput(name=key, text=redact("".join(parts))))
+        for name in ("stdout", "stderr"):
+            ht = self._raw[name]
+            dropped = ht.total - ht.head_len - len(ht.tail)
+            if ht.total <= ht.head_len:
+                continue
+            if name in last_of:  # the kept head may end with the start of a secret
+                i = last_of[name]
+                record = out[i]
+                assert isinstance(record, StreamOutput)
+                out[i] = StreamOutput(name=record.name, text=split_unsafe_tail(record.text)[0])
+            tail = strip_unsafe_head(redact(ht.tail))
+            note = f"\n[... {dropped} characters not kept ...]\n" if dropped > 0 else ""
+            out.append(StreamOutput(name=name, text=note + tail))
+        return out
 
     def text(self, name: str) -> tuple[str, int]:
         """The kept (redacted) text of a stream and its full length."""

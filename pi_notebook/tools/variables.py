@@ -5,31 +5,73 @@
   ``quit``, ``get_ipython``) and names the shell hides (``user_ns_hidden``).
 - ``inspect_variable(name)``: pandas DataFrame: shape, dtypes, ``describe()``, ``head()``;
   numpy array: shape, dtype, min/max/mean/std (numeric); anything else: type and a truncated
-  repr. Every text is redacted.
+  repr.
+
+Every text is redacted *before* it is cut (``format.cut``/``clip``; the reprs used here
+redact a value before reprlib shortens it), so no piece of a secret survives a cut.
+
+A user ``__repr__`` (or ``__len__``, ``describe()``) may be slow, endless or raising. They run
+on a worker thread (``worker.py``), one value at a time, with a deadline per value
+(``repr_timeout_s``): past it the worker gets an asynchronous KeyboardInterrupt, and a value
+stuck in a call that never returns to Python is left behind (the worker is abandoned, the
+listing goes on in a new one). Such a value reads ``<repr took too long (> N s)>``; a raising
+one ``<repr failed: Type: message>``. Abort and the kernel's Stop button end the tool call
+(``interrupt.py``). Output printed by those methods is discarded.
 
 ``make_variable_tools(shell, settings=None) -> list[AgentTool]``.
 """
 
 from __future__ import annotations
 
+import asyncio
+import builtins
+import contextvars
+import functools
 import reprlib
+import time
 import types
+from collections.abc import Callable
 from typing import Any
 
 from ..agent.types import AgentTool, AgentToolResult
 from ..ai.types import TextContent
-from .format import cut, dataframe_summary, series_summary
-from .redact import redact
+from . import worker as _worker
+from .capture import capture, capture_installed
+from .format import clip, cut, dataframe_summary, series_summary
+from .interrupt import interrupt_main_for
 
 __all__ = ["describe_variable", "list_user_variables", "make_variable_tools"]
 
 _INTERNAL = frozenset({"In", "Out", "exit", "quit", "get_ipython"})
 _MAX_LISTED = 200
-_short = reprlib.Repr()
+DEFAULT_REPR_TIMEOUT_S = 3.0
+_GRACE_S = 0.5  # after the deadline's interrupt, how long before the worker is left behind
+_POLL_S = 0.02
+
+
+class _RedactingRepr(reprlib.Repr):
+    """reprlib, but strings and instance reprs are redacted before reprlib shortens them."""
+
+    def repr_str(self, x: str, level: int) -> str:
+        keep = self.maxstring + 512  # what reprlib can show, plus room for a whole secret
+        if len(x) > 2 * keep:
+            x = x[:keep] + x[-keep:]
+        return super().repr_str(cut(x, 0), level)
+
+    def repr_instance(self, x: Any, level: int) -> str:
+        s = cut(builtins.repr(x), 0)  # cut(.., 0) only redacts; a raising repr propagates
+        if len(s) > self.maxother:
+            i = max(0, (self.maxother - 3) // 2)
+            j = max(0, self.maxother - 3 - i)
+            s = s[:i] + "..." + s[len(s) - j:]
+        return cut(s, 0)
+
+
+_short = _RedactingRepr()
 _short.maxstring = 60
 _short.maxother = 60
 _short.maxlist = _short.maxtuple = _short.maxdict = _short.maxset = 6
-_long = reprlib.Repr()  # inspect_variable: bounded even for huge containers
+_long = _RedactingRepr()  # inspect_variable: bounded even for huge containers
 _long.maxstring = _long.maxother = 4000
 _long.maxlist = _long.maxtuple = _long.maxdict = _long.maxset = _long.maxdeque = 100
 _long.maxlevel = 4
@@ -52,12 +94,16 @@ def _shape(obj: Any) -> str:
     return ""
 
 
-def _safe_repr(obj: Any) -> str:
-    try:
-        text = _short.repr(obj)
-    except Exception as exc:
-        text = f"<repr failed: {type(exc).__name__}>"
-    return " ".join(text.split())[:100]
+def _short_repr(obj: Any) -> str:
+    return clip(" ".join(_short.repr(obj).split()), 100)
+
+
+def _row(name: str, value: Any) -> str:
+    parts = [name, _type_name(value)]
+    shape = _shape(value)
+    if shape:
+        parts.append(shape)
+    return " | ".join(parts) + " | " + _short_repr(value)
 
 
 def _visible(shell: Any) -> list[tuple[str, Any]]:
@@ -74,21 +120,127 @@ def _visible(shell: Any) -> list[tuple[str, Any]]:
     return out
 
 
-def list_user_variables(shell: Any) -> str:
-    rows = []
-    for name, value in sorted(_visible(shell), key=lambda kv: kv[0].lower()):
-        parts = [name, _type_name(value)]
-        shape = _shape(value)
-        if shape:
-            parts.append(shape)
-        rows.append(" | ".join(parts) + " | " + _safe_repr(value))
-    if not rows:
+def _failure(exc: BaseException) -> str:
+    try:
+        message = str(exc)
+    except Exception:
+        message = "?"
+    return f"repr failed: {type(exc).__name__}: {clip(message, 200)}" if message else \
+        f"repr failed: {type(exc).__name__}"
+
+
+def _too_long(limit_s: float) -> str:
+    return f"repr took too long (> {limit_s:g} s)"
+
+
+class _Progress:
+    """Which job the worker is on and since when (written by the worker, read by the loop)."""
+
+    def __init__(self) -> None:
+        self.index = 0
+        self.started = time.monotonic()
+
+
+async def run_bounded(jobs: list[Callable[[], str]], limit_s: float, *, signal: Any = None,
+                      kernel: Any = None) -> list[str] | None:
+    """Run each job on a worker thread with a deadline of ``limit_s`` (module doc).
+
+    Returns one text per job, ``None`` if Abort or Stop ended the call.
+    """
+    results: list[str | None] = [None] * len(jobs)
+    loop = asyncio.get_running_loop()
+    progress = _Progress()
+    with interrupt_main_for(signal, loop=loop, kernel=kernel) as run:
+
+        def work(start: int) -> None:
+            for i in range(start, len(jobs)):
+                progress.index, progress.started = i, time.monotonic()
+                try:
+                    with run.running():
+                        text = jobs[i]()
+                except KeyboardInterrupt:
+                    if run.requested:
+                        return
+                    text = _too_long(limit_s)
+                except BaseException as exc:
+                    text = _failure(exc)
+                results[i] = text
+            progress.index = len(jobs)
+
+        def job(start: int) -> None:
+            if capture_installed():
+                with capture(_discard, _discard):
+                    work(start)
+            else:
+                work(start)
+
+        start = 0
+        while start < len(jobs) and not run.requested:
+            worker, future = _worker.submit(functools.partial(job, start), contextvars.copy_context())
+            waiting = asyncio.wrap_future(future)
+            kicked: tuple[int, float] | None = None
+            start = len(jobs)
+            while not waiting.done():
+                try:
+                    await asyncio.wait({waiting}, timeout=_POLL_S)
+                except asyncio.CancelledError:
+                    run.kick()
+                    _worker.abandon(worker)
+                    raise
+                now = time.monotonic()
+                index = progress.index
+                if run.requested:
+                    if kicked is None:
+                        kicked = (index, now)
+                    elif now - kicked[1] > _GRACE_S:
+                        _worker.abandon(worker)
+                        break
+                    continue
+                if index >= len(jobs) or now - progress.started <= limit_s:
+                    continue
+                if kicked is None or kicked[0] != index:
+                    kicked = (index, now)
+                    run.kick()
+                elif now - kicked[1] > _GRACE_S:
+                    # Stuck in a call that does not return to Python: leave it behind.
+                    _worker.abandon(worker)
+                    results[index] = _too_long(limit_s)
+                    start = index + 1
+                    break
+        if run.requested:
+            return None
+    return [r if r is not None else _too_long(limit_s) for r in results]
+
+
+def _discard(*_: Any) -> None:
+    return None
+
+
+def _visible_sorted(shell: Any) -> list[tuple[str, Any]]:
+    return sorted(_visible(shell), key=lambda kv: kv[0].lower())
+
+
+async def list_user_variables(shell: Any, limit_s: float = DEFAULT_REPR_TIMEOUT_S, *,
+                              signal: Any = None) -> str | None:
+    """The listing (None when aborted)."""
+    items = _visible_sorted(shell)
+    extra = len(items) - _MAX_LISTED
+    items = items[:_MAX_LISTED]
+    if not items:
         return "No user variables defined."
-    extra = len(rows) - _MAX_LISTED
-    rows = rows[:_MAX_LISTED]
+
+    def job(name: str, value: Any) -> Callable[[], str]:
+        return lambda: _row(name, value)
+
+    rows = await run_bounded([job(n, v) for n, v in items], limit_s, signal=signal,
+                             kernel=getattr(shell, "kernel", None))
+    if rows is None:
+        return None
+    rows = [row if row.startswith(f"{name} | ") else f"{name} | {_type_name(value)} | <{row}>"
+            for row, (name, value) in zip(rows, items, strict=True)]
     if extra > 0:
         rows.append(f"... {extra} more variables")
-    return redact("name | type | shape/len | value\n" + "\n".join(rows))
+    return cut("name | type | shape/len | value\n" + "\n".join(rows), 0)
 
 
 def _is_pandas(obj: Any, name: str) -> bool:
@@ -131,19 +283,29 @@ def describe_variable(value: Any, name: str, budget: int = 6000) -> str:
         shape = _shape(value)
         if shape:
             text += f", {shape}"
-        try:
-            text += "\n" + _long.repr(value)
-        except Exception as exc:
-            text += f"\n<repr failed: {type(exc).__name__}: {exc}>"
-    return redact(cut(f"{name}: {text}", budget))
+        text += "\n" + _long.repr(value)
+    return cut(f"{name}: {text}", budget)
+
+
+_ABORTED = "Stopped: the run was aborted or interrupted before the listing finished."
 
 
 def make_variable_tools(shell: Any, settings: Any = None) -> list[AgentTool]:
-    budget = int(getattr(settings, "max_output_chars", 6000) or 6000)
+    """``settings``: what ``make_notebook_tools`` takes (``max_output_chars`` and
+    ``repr_timeout_s`` are used), read at each call."""
+    from .python_tool import resolve_settings
+
+    def budgets() -> tuple[int, float]:
+        conf = resolve_settings(settings)
+        return int(conf.max_output_chars or 6000), float(conf.repr_timeout_s or DEFAULT_REPR_TIMEOUT_S)
 
     async def list_variables(tool_call_id: str, params: Any, signal: Any = None,
                              on_update: Any = None) -> AgentToolResult:
-        text = list_user_variables(shell)
+        budget, limit_s = budgets()
+        text = await list_user_variables(shell, limit_s, signal=signal)
+        if text is None:
+            return AgentToolResult(content=[TextContent(text=_ABORTED)], details={"text": _ABORTED},
+                                   is_error=True)
         return AgentToolResult(content=[TextContent(text=cut(text, budget))], details={"text": text})
 
     async def inspect_variable(tool_call_id: str, params: Any, signal: Any = None,
@@ -154,7 +316,16 @@ def make_variable_tools(shell: Any, settings: Any = None) -> list[AgentTool]:
         if name not in shell.user_ns:
             raise ValueError(f"No variable named {name!r} in the user namespace. "
                              "Use list_variables to see what exists.")
-        text = describe_variable(shell.user_ns[name], name, budget)
+        budget, limit_s = budgets()
+        value = shell.user_ns[name]
+        texts = await run_bounded([lambda: describe_variable(value, name, budget)], limit_s,
+                                  signal=signal, kernel=getattr(shell, "kernel", None))
+        if texts is None:
+            return AgentToolResult(content=[TextContent(text=_ABORTED)], details={"name": name},
+                                   is_error=True)
+        text = texts[0]
+        if not text.startswith(f"{name}: "):  # the describing itself failed or took too long
+            text = f"{name}: {_type_name(value)}\n<{text}>"
         return AgentToolResult(content=[TextContent(text=text)], details={"name": name, "text": text})
 
     return [

@@ -3,7 +3,7 @@
 Why: code that runs on the main thread holds the kernel loop *and* the main shell. A widget
 click (a comm message) is then not processed until the code ends, on ipykernel 6.29 (no
 subshells) and 7.4 (the click is routed back to the main shell): the Abort button could not
-stop ``while True: pass`` (jupyter-mechanics.md, addendum trap 1). On a worker thread the loop
+stop ``while True: pass`` (docs/design/capture.md, "Where agent code runs"). On a worker thread the loop
 stays free, so the click, streaming and other requests are handled at once.
 
 - ``submit(fn, context) -> (worker, concurrent.futures.Future)``: run ``context.run(fn)`` on an
@@ -48,7 +48,7 @@ class _Worker(threading.Thread):
                 if job is None:
                     return
                 job()
-            except BaseException:  # noqa: BLE001 - a late asynchronous KeyboardInterrupt
+            except BaseException:
                 pass
             if self.abandoned or not _release(self):
                 return
@@ -116,7 +116,7 @@ def submit(fn: Callable[[], Any], context: contextvars.Context) -> tuple[_Worker
         _busy_enter()
         try:
             result = context.run(fn)
-        except BaseException as exc:  # noqa: BLE001 - delivered to the waiting task
+        except BaseException as exc:
             _busy_leave()
             future.set_exception(exc)
         else:

@@ -1,7 +1,7 @@
 """Coalesced widget flushing: at most one flush per interval per view.
 
 Every widget trait change is a comm message that carries the *whole* trait value
-(jupyter-mechanics.md §4: 2,000 per-delta updates = 14.5 MB and a browser 6-7 s
+(measured, see bench/widget_updates.py: 2,000 per-delta updates = 14.5 MB and a browser 6-7 s
 behind). So event handlers only change Python-side state and call ``request()``;
 the scheduler runs the flush callback on the loop, spaced at least ``interval``
 seconds apart, and ``flush_now()`` forces the final one.

@@ -57,6 +57,9 @@ class RunView(Protocol):
     def set_status(self, status: RunStatus, detail: str = "") -> None:
         """Set the status pill."""
 
+    def set_model_label(self, label: str) -> None:
+        """The model this run uses, once known (it may be found only after the view shows)."""
+
     def set_policy(self, policy: str) -> None:
         """The approval policy in force for this run (shown in the header)."""
 

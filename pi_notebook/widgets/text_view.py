@@ -30,6 +30,11 @@ class TextView:
         self._parts: list[str] = []
         self._write(f"[agent: {model_label}]\n")
 
+    def set_model_label(self, label: str) -> None:
+        if label != self.model_label:
+            self.model_label = label
+            self._write(f"[model: {label}]\n")
+
     def _write(self, text: str | None) -> None:
         if text:
             self._parts.append(text)

@@ -87,3 +87,45 @@ def test_abort_controller_listeners_and_reason():
     late = []
     c.signal.add_listener(lambda: late.append(1))
     assert late == [1]
+
+
+async def test_take_queued_hands_over_what_iteration_would_yield_next():
+    s: EventStream[int, int] = EventStream(lambda e: e == 99, lambda e: e)
+    assert list(s.take_queued()) == []
+    s.push(1)
+    s.push_many([2, 3])
+    assert list(s.take_queued()) == [1, 2, 3]
+    assert list(s.take_queued()) == []  # taken means gone
+    s.push(4)
+    s.push(99)  # completes the stream
+    s.push(5)   # after completion: ignored
+    iterator = s.__aiter__()
+    assert await iterator.__anext__() == 4  # iteration and take_queued share one queue
+    assert list(s.take_queued()) == [99]
+    with pytest.raises(StopAsyncIteration):
+        await iterator.__anext__()
+    assert await s.result() == 99
+
+
+async def test_take_queued_then_iteration_raises_a_failed_streams_error():
+    s: EventStream[int, int] = EventStream(lambda e: False, lambda e: e)
+    s.push(1)
+    s.fail(RuntimeError("gone"))
+    assert list(s.take_queued()) == [1]
+    with pytest.raises(RuntimeError, match="gone"):
+        async for _ in s:
+            pass
+
+
+async def test_take_queued_leaves_a_subclass_with_its_own_iteration_to_iterate():
+    class Doubling(EventStream[int, int]):
+        async def _iterate(self):  # type: ignore[override]
+            async for event in super()._iterate():
+                yield event
+                yield event
+
+    s = Doubling(lambda e: e == 9, lambda e: e)
+    s.push(1)
+    s.push(9)
+    assert list(s.take_queued()) == []
+    assert [e async for e in s] == [1, 1, 9, 9]

@@ -187,28 +187,21 @@ async def test_responses_tool_use_stop_with_cut_arguments():
     assert message.stop_reason == "toolUse" and arguments_incomplete(only_call(message))
 
 
-_COMPLETIONS = pytest.mark.xfail(strict=True, reason="openai-completions does not mark tool calls "
-                                 "whose final argument parse was cut or repaired (hand-over)")
-
-
 async def test_completions_whole_arguments_are_not_marked():
     message = await run_adapter("openai-completions", completions_call(WHOLE))
     assert message.stop_reason == "toolUse" and not arguments_incomplete(only_call(message))
 
 
-@_COMPLETIONS
 async def test_completions_stream_ended_inside_the_arguments():
     message = await run_adapter("openai-completions", completions_call(CUT, finish=None))
     assert arguments_incomplete(only_call(message))
 
 
-@_COMPLETIONS
 async def test_completions_repaired_arguments():
     message = await run_adapter("openai-completions", completions_call(REPAIRED))
     assert arguments_incomplete(only_call(message))
 
 
-@_COMPLETIONS
 async def test_completions_tool_calls_finish_with_cut_arguments():
     message = await run_adapter("openai-completions", completions_call(CUT))
     assert message.stop_reason == "toolUse" and arguments_incomplete(only_call(message))

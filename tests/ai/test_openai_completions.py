@@ -12,7 +12,7 @@ import pytest
 from sse_server import DELAY, HANG, RESET, Reply, chunked, scripted_server, sse_body  # noqa: F401
 
 from pi_notebook.ai.abort import AbortController
-from pi_notebook.ai.providers import openai_completions as oc
+from pi_notebook.ai.providers import _common, openai_completions as oc
 from pi_notebook.ai.providers.openai_completions import (
     detect_compat, stream_openai_completions, stream_simple_openai_completions,
 )
@@ -1182,8 +1182,85 @@ async def test_cancelled_task_still_ends_the_stream(scripted_server):
     async for event in s:
         events.append(event)
         if event.type == "text_delta":
-            for task in list(oc._tasks):
+            for task in list(_common._tasks):
                 task.cancel()
     message = await s.result()
     assert events[-1].type == "error" and message.stop_reason == "aborted"
     assert message.content[0].text == "x"
+
+
+# --- refusals (recorded from the live OpenAI API) -------------------------------------------
+
+RECORDED = Path(__file__).parent / "data" / "recorded-wire" / "openai-completions"
+
+
+def _recorded_refusal(name: str) -> tuple[bytes, str]:
+    """The recorded body and the refusal text it carries, read from its ``data:`` lines."""
+    body = (RECORDED / f"{name}.sse").read_bytes()
+    refusal = ""
+    for line in body.decode().splitlines():
+        if line.startswith("data: {"):
+            for choice in json.loads(line[len("data: "):])["choices"]:
+                refusal += choice["delta"].get("refusal") or ""
+    return body, refusal
+
+
+@pytest.mark.parametrize("name", ["sdk_refusal", "sdk_refusal_logprobs"])
+@pytest.mark.parametrize("size", [1, 13, 4096])
+async def test_recorded_refusal_is_the_answer_text(scripted_server, name, size):
+    body, refusal = _recorded_refusal(name)
+    assert refusal.startswith("I'm") and len(refusal) > 20  # the fixture is what we think it is
+    scripted_server.push(Reply(chunks=chunked(body, size)))
+    model = make_model(scripted_server, id="gpt-4o-2024-08-06")
+    events, message = await run_stream(model, ctx("Which is the best city?"))
+    assert message.stop_reason == "stop" and message.error_message is None
+    assert message.content == [TextContent(text=refusal)]
+    kinds = types_of(events)
+    assert kinds[:2] == ["start", "text_start"] and kinds[-2:] == ["text_end", "done"]
+    assert "".join(e.delta for e in events if e.type == "text_delta") == refusal
+    assert message.response_id.startswith("chatcmpl-") and message.usage.input > 0
+    # the model sees its refusal on the next turn
+    history = Context(messages=[UserMessage(content="q", timestamp=1), message,
+                                UserMessage(content="again", timestamp=3)])
+    sent = oc.convert_messages(model, history, oc.get_compat(model))
+    assert sent[1] == {"role": "assistant", "content": refusal}
+
+
+async def test_refusal_after_content_continues_the_same_text_block(scripted_server):
+    serve(scripted_server, [chunk({"role": "assistant", "content": "Sure"}),
+                            chunk({"refusal": "... actually, no."}), chunk({}, "stop")])
+    events, message = await run_stream(make_model(scripted_server), ctx())
+    assert message.content == [TextContent(text="Sure... actually, no.")]
+    assert types_of(events).count("text_start") == 1
+
+
+def _recorded_choice_texts(name: str) -> dict[int, str]:
+    texts: dict[int, str] = {}
+    for line in (RECORDED / f"{name}.sse").read_text().splitlines():
+        if line.startswith("data: {"):
+            for choice in json.loads(line[len("data: "):])["choices"]:
+                texts[choice["index"]] = texts.get(choice["index"], "") + (choice["delta"].get("content") or "")
+    return texts
+
+
+@pytest.mark.parametrize("size", [1, 97, 1 << 16])
+async def test_recorded_n3_stream_answers_with_choice_0_only(scripted_server, size):
+    texts = _recorded_choice_texts("sdk_three_choices_n3")
+    assert len(texts) == 3 and len(set(texts.values())) == 3  # three different answers
+    scripted_server.push(Reply(chunks=chunked((RECORDED / "sdk_three_choices_n3.sse").read_bytes(), size)))
+    events, message = await run_stream(make_model(scripted_server), ctx())
+    assert message.stop_reason == "stop"
+    assert message.content == [TextContent(text=texts[0])]
+    assert "".join(e.delta for e in events if e.type == "text_delta") == texts[0]
+
+
+async def test_recorded_in_stream_error_keeps_the_usage_it_reports(scripted_server):
+    body = (RECORDED / "pyd_openrouter_in_stream_error.sse").read_bytes()
+    last = [json.loads(line[len(b"data: "):]) for line in body.splitlines() if line.startswith(b"data: {")][-1]
+    assert last["error"]["message"] and last["usage"]["prompt_tokens"] > 0  # the chunk we replay
+    scripted_server.push(Reply(chunks=chunked(body, 64)))
+    _, message = await run_stream(make_model(scripted_server, provider="openrouter"), ctx())
+    assert message.stop_reason == "error" and last["error"]["message"] in message.error_message
+    assert message.usage.input == last["usage"]["prompt_tokens"]
+    assert message.usage.output == last["usage"]["completion_tokens"]
+    assert message.usage.total_tokens == last["usage"]["total_tokens"]

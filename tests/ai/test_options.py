@@ -148,3 +148,24 @@ def test_catalogue_models_leave_room_for_a_normal_prompt(ref):
     model = get_model(ref)
     context = Context(messages=[UserMessage(content="hello " * 1000, timestamp=1)])
     assert build_base_options(model, context, {})["max_tokens"] == model.max_tokens
+
+
+def test_one_estimate_for_compaction_the_clamp_and_the_faux_usage():
+    """Compaction, the providers' max-tokens clamp and the faux usage count the same way."""
+    from pi_notebook.ai.options import estimate_text_tokens, text_length
+    from pi_notebook.session.compaction import estimate_tokens
+
+    assert text_length("a🌍é") == 4  # UTF-16 code units, as pi counts: the globe is two
+    assert estimate_text_tokens("🌍🌍🌍") == 2 and estimate_text_tokens("abcde") == 2
+    messages = [
+        UserMessage(content="héllo 🌍🌍", timestamp=1),  # 10 units
+        AssistantMessage(content=[TextContent(text="ok"),
+                                  ToolCall(id="1", name="python", arguments={"code": "ü = 1"})],
+                         timestamp=2),  # 2 + 6 + len('{"code":"ü = 1"}') = 24 units
+        ToolResultMessage(tool_call_id="1", tool_name="python", timestamp=3,
+                          content=[TextContent(text="x" * 7), ImageContent(data="i", mime_type="image/png")]),
+        {"role": "user", "content": [{"type": "text", "text": "dict 🌍"}], "timestamp": 4},  # 7 units
+    ]
+    per_message = [3, 6, 1202, 2]  # ceil(units / 4); the image counts as 4800 characters
+    assert [estimate_message_tokens(m) for m in messages] == per_message
+    assert estimate_tokens(messages) == estimate_context_tokens(messages).tokens == sum(per_message)

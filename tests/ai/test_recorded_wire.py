@@ -42,15 +42,8 @@ ADAPTERS = {"anthropic-messages": stream_anthropic_messages,
 PROVIDERS = {"anthropic-messages": "anthropic", "google-generative-ai": "google",
              "openai-responses": "openai", "openai-completions": "openai"}
 
-# openai-completions is being restructured elsewhere; its known gaps are listed here and
-# handed over (strict: the test fails once the gap is closed, so the mark must go).
-COMPLETIONS_GAPS = {
-    "sdk_refusal.sse": "delta.refusal is dropped: the refusal text never reaches the answer",
-    "sdk_refusal_logprobs.sse": "delta.refusal is dropped: the refusal text never reaches the answer",
-    "sdk_three_choices_n3.sse": "choices with index > 0 (n=3) are merged into the first answer",
-    "pyd_openrouter_in_stream_error.sse": "the usage carried by the chunk that reports an "
-                                          "in-stream error is dropped (billed tokens show as 0)",
-}
+# Known adapter gaps (strict xfail: a test fails once its gap is closed). None today.
+COMPLETIONS_GAPS: dict[str, str] = {}
 
 
 def _sidecar(path: Path) -> dict[str, Any]:

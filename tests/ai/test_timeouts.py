@@ -153,9 +153,7 @@ PROVIDERS = [
     pytest.param("anthropic-messages", "anthropic", stream_simple_anthropic_messages, id="anthropic"),
     pytest.param("openai-responses", "openai", stream_simple_openai_responses, id="openai-responses"),
     pytest.param("google-generative-ai", "google", stream_simple_google_generative_ai, id="google"),
-    pytest.param("openai-completions", "openai", stream_simple_openai_completions, id="openai-completions",
-                 marks=pytest.mark.xfail(strict=True, reason="openai-completions calls open_stream "
-                                         "without first_byte_timeout_ms / idle_timeout_ms (hand-over)")),
+    pytest.param("openai-completions", "openai", stream_simple_openai_completions, id="openai-completions"),
 ]
 
 

@@ -208,12 +208,12 @@ def test_coalesced_updates_and_exact_final_text():
         kernel.ok("%%agent\nstream\n")
         run_ended(kernel, timeout=30)
         flushes, seconds = kernel.ev(f"[{RUNTIME}.last_view.flush_count, {RUNTIME}.last_run_seconds]")
-        kernel.ok("def _walk(w):\n"
-                  "    yield w\n"
-                  "    for c in getattr(w, 'children', ()):\n"
-                  "        yield from _walk(c)\n"
-                  f"view_ids = [w.model_id for w in _walk({RUNTIME}.last_view)]")
-        view_ids = set(kernel.ev("view_ids"))
+        # the view's widgets are the only ones opened here; once the transcript replaced
+        # the view they are all closed (no widget model outlives its run)
+        view_ids = {m["content"]["comm_id"] for m in kernel.messages()
+                    if m["msg_type"] == "comm_open" and m["content"].get("target_name") == "jupyter.widget"}
+        closed = {m["content"]["comm_id"] for m in kernel.messages() if m["msg_type"] == "comm_close"}
+        assert view_ids and view_ids <= closed
         updates = kernel.comm_updates(view_ids, since=started)
         assert seconds > 1.0  # the stream really lasted (1,500 deltas at 1,000/s)
         assert flushes / seconds <= 25

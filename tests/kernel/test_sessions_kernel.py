@@ -87,7 +87,7 @@ def test_sigkill_mid_stream_keeps_every_completed_message():
         kernel.ok("%%agent\nquestion two\n")
         kernel.wait_for("__import__('pi_notebook').get_agent().state.streaming_message is not None "
                         "and __import__('pi_notebook').get_agent().state.streaming_message.role == 'assistant'")
-        path = kernel.ev("str(__import__('pi_notebook.magics', fromlist=['_']).current_runtime()._session_path)")
+        path = kernel.ev("str(__import__('pi_notebook.magics', fromlist=['_']).current_runtime().session_path)")
         os.kill(kernel.km.provisioner.pid, signal.SIGKILL)
         time.sleep(0.5)
         from pi_notebook.session.store import load_session

@@ -7,11 +7,10 @@ import types
 
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
+from magics_helpers import FakeView
 
 from pi_notebook.ai.providers.faux import register_faux_provider
 from pi_notebook.magics.resolve import ResolvedModel
-
-from magics_helpers import FakeView
 
 
 @pytest.fixture
@@ -33,13 +32,12 @@ def shell(tmp_path, faux, monkeypatch):
     FakeView.instances.clear()
     ip.run_line_magic("load_ext", "pi_notebook")
     runtime = magics.current_runtime()
-    runtime._view_factory = FakeView
-    runtime._tools_factory = lambda rt: []
+    runtime.view_factory = FakeView
+    runtime.tools_factory = lambda rt: []
     runtime.on_agent_created = None  # no output-capture proxies in the test process
     runtime.settings.session_dir = str(tmp_path / "sessions")
     runtime.settings.wait = "never"
     agent = runtime.get_agent()
-    agent.before_tool_call = None
     model = faux.get_model()
     runtime.resolved = ResolvedModel(model, "explicit")
     agent.state.model = model

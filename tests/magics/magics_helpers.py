@@ -7,10 +7,12 @@ from typing import Any
 
 from IPython.core.interactiveshell import InteractiveShell
 
-class FakeView:
-    """Records every call the runtime makes; approvals answer from ``approval_answer``."""
 
-    instances: list["FakeView"] = []
+class FakeView:
+    """A RunView that records every call the runtime makes; approvals answer from
+    ``approval_answer``."""
+
+    instances: list[FakeView] = []
 
     def __init__(self, model_label: str, loop: Any, on_abort: Any, on_remove_queued: Any) -> None:
         self.model_label = model_label
@@ -19,14 +21,13 @@ class FakeView:
         self.on_remove_queued = on_remove_queued
         self.calls: list[tuple[Any, ...]] = []
         self.events: list[Any] = []
-        self.widget = None  # displayed as None: nothing is published
         self.approval_answer = "run"
         FakeView.instances.append(self)
 
     def handle_event(self, event: Any) -> None:
         self.events.append(event)
 
-    def add_user_message(self, text: str, kind: str) -> None:
+    def add_user_message(self, text: str, kind: str = "prompt") -> None:
         self.calls.append(("user", kind, text))
 
     def show_queued(self, kind: str, text: str, token: str) -> None:
@@ -35,24 +36,40 @@ class FakeView:
     def remove_queued(self, token: str) -> None:
         self.calls.append(("unqueued", token))
 
+    def deliver_queued(self, token: str, text: str, kind: str) -> None:
+        self.calls.append(("delivered", token, text, kind))
+
+    def set_policy(self, policy: str) -> None:
+        self.calls.append(("policy", policy))
+
+    def set_model_label(self, label: str) -> None:
+        self.calls.append(("label", label))
+        self.model_label = label
+
+    def close(self) -> None:
+        self.calls.append(("close",))
+
     async def request_approval(self, request: Any) -> Any:
         self.calls.append(("approval", request))
         return self.approval_answer
 
-    def set_status(self, status: str, *args: Any) -> None:
+    def set_status(self, status: str, detail: str = "") -> None:
         self.calls.append(("status", status))
 
     def show_notice(self, text: str, level: str = "info") -> None:
         self.calls.append(("notice", level, text))
 
-    def set_context_usage(self, used: int, window: int) -> None:
+    def set_context_usage(self, used: int | None, window: int | None = None) -> None:
         self.calls.append(("context", used, window))
 
-    def finish(self, status: str) -> None:
+    def finish(self, status: str | None = None) -> None:
         self.calls.append(("finish", status))
 
     def to_markdown(self) -> str:
         return "transcript"
+
+    def _repr_mimebundle_(self, **_: Any) -> dict[str, str]:
+        return {"text/plain": "fake view"}
 
     def kinds(self, name: str) -> list[tuple[Any, ...]]:
         return [c for c in self.calls if c[0] == name]

@@ -2,26 +2,29 @@
 
 from __future__ import annotations
 
-
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
+from magics_helpers import FakeView, run_cell, runtime, settle
 
 from pi_notebook.ai.providers.faux import faux_assistant_message, register_faux_provider
 
-from magics_helpers import FakeView, run_cell, runtime, settle
 
-
-async def test_missing_key_ends_run_with_error_naming_the_variable(shell, monkeypatch):
+async def test_missing_key_ends_run_with_error_and_leaves_no_messages(shell, faux, monkeypatch):
+    faux.set_responses([faux_assistant_message("before")])
+    await run_cell(shell, "%%agent\nfirst\n")
+    await settle()
+    rt = runtime()
+    before = list(rt.agent.state.messages)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     await run_cell(shell, "%%agent -m openai/gpt-4.1\nhello\n")
     await settle()
-    rt = runtime()
     view = FakeView.instances[-1]
     assert view.kinds("finish") == [("finish", "error")]
-    last = rt.agent.state.messages[-1]
-    assert last.stop_reason == "error" and "OPENAI_API_KEY" in last.error_message
-    # the view got the failing message_end (it renders the error)
-    assert any(e.type == "message_end" and getattr(e.message, "error_message", None) for e in view.events)
+    # refused before any request: the conversation is exactly as it was
+    assert rt.agent.state.messages == before
+    notices = [text for _, level, text in view.kinds("notice") if level == "error"]
+    assert notices and "OPENAI_API_KEY" in notices[0]
+    assert rt.last_run is not None and "OPENAI_API_KEY" in (rt.last_run.error or "")
 
 
 async def test_unknown_model_is_a_one_line_usage_error(shell):
@@ -112,7 +115,7 @@ async def test_terminal_ipython_streams_plain_text_and_blocks(tmp_path, monkeypa
     try:
         ip.run_line_magic("load_ext", "pi_notebook")
         rt = magics.current_runtime()
-        rt._tools_factory = lambda r: []
+        rt.tools_factory = lambda r: []
         rt.settings.autosave = False
         handle.set_responses([faux_assistant_message("Plain text answer.")])
         result = await run_cell(ip, "%%agent -m fauxterm/faux-1\nhello terminal\n")
@@ -163,17 +166,17 @@ def test_approval_default_comes_from_environment(monkeypatch):
 
 
 async def test_steer_cell_that_starts_a_run_blocks_when_waiting(shell, faux):
-    from pi_notebook.magics.wait import agent_cell_transformer
+    from pi_notebook.magics.wait import CellPlan, plan_cell
 
     runtime().settings.wait = "always"
     faux.set_responses([faux_assistant_message("answered the steer")])
-    assert "submit_and_wait('steer', 'go {now}')" in shell.transform_cell("%steer go {now}\n")
+    assert plan_cell("%steer go {now}\n") == CellPlan(after=True)
     result = await run_cell(shell, "%steer go {now}\n")
     assert result.success
     assert not runtime().is_running()  # the cell blocked until the run ended
     assert runtime().agent.state.messages[-1].content[0].text == "answered the steer"
     # a multi-line cell is left alone
-    assert agent_cell_transformer(["%steer a\n", "x = 1\n"]) == ["%steer a\n", "x = 1\n"]
+    assert plan_cell("%steer a\nx = 1\n") is None
 
 
 def test_wait_default_comes_from_environment(monkeypatch):

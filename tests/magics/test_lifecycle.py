@@ -6,12 +6,11 @@ import asyncio
 import threading
 
 from IPython.core.error import UsageError
+from magics_helpers import FakeView, run_cell, runtime, settle
 
 from pi_notebook.agent import AgentTool, AgentToolResult
 from pi_notebook.ai.providers.faux import faux_assistant_message, faux_tool_call
 from pi_notebook.ai.types import TextContent
-
-from magics_helpers import FakeView, run_cell, runtime, settle
 
 
 def _texts(messages):
@@ -80,12 +79,14 @@ async def test_steer_is_delivered_after_tool_batch_before_next_model_call(shell,
     await settle()
     # delivered after the tool result, before the second model call
     assert seen_contexts == [["user", "assistant", "toolResult", "user"]]
-    assert ("unqueued", queued[0][3]) in view.calls
     delivered = [e for e in view.events if e.type == "message_start" and e.message.role == "user"]
     assert [_texts([e.message])[0][1] for e in delivered] == ["do it",
                                                                 "use {braces} and $dollars literally"]
-    # announced with its label (the view shows "Steer", not "You") before its message_start
-    assert ("user", "steer", "use {braces} and $dollars literally") in view.calls
+    # the queue tells the view which row was delivered (by token, with its kind), right
+    # before the view sees that message_start
+    token = queued[0][3]
+    index = view.calls.index(("delivered", token, "use {braces} and $dollars literally", "steer"))
+    assert ("unqueued", token) not in view.calls[:index]
 
 
 async def test_followup_lands_after_final_answer(shell, faux):
@@ -106,7 +107,9 @@ async def test_followup_lands_after_final_answer(shell, faux):
     await settle()
     assert calls == ["first", ["user", "assistant", "user"]]
     assert _texts(rt.agent.state.messages)[2] == ("user", "and then this")
-    assert ("user", "followup", "and then this") in FakeView.instances[-1].calls
+    view = FakeView.instances[-1]
+    token = view.kinds("queued")[0][3]
+    assert ("delivered", token, "and then this", "followup") in view.calls
 
 
 async def test_agent_cell_while_running_is_queued_into_its_own_view(shell, faux):
@@ -114,13 +117,19 @@ async def test_agent_cell_while_running_is_queued_into_its_own_view(shell, faux)
     await run_cell(shell, "%%agent\nA\n")
     await run_cell(shell, "%%agent\nB\n")
     first, second = FakeView.instances[-2:]
-    assert first.kinds("queued")[0][1:3] == ("followup", "B")
+    token = first.kinds("queued")[0][3]
+    assert first.kinds("queued")[0][1:3] == ("prompt", "B")
     assert ("status", "queued") in second.calls
     await settle()
     assert first.text().startswith("long answer")
     assert second.text() == "B answer"  # the answer to B streams under B's cell
-    assert ("user", "followup", "B") in second.calls
-    assert first.kinds("finish") and second.kinds("finish")
+    assert ("user", "prompt", "B") in second.calls
+    assert ("unqueued", token) in first.calls  # its row left A's view when B started
+    assert first.kinds("finish") == [("finish", "done")]
+    assert second.kinds("finish") == [("finish", "done")]
+    # one conversation: B was answered after A
+    assert _texts(runtime().agent.state.messages) == [
+        ("user", "A"), ("assistant", "long answer " * 30), ("user", "B"), ("assistant", "B answer")]
 
 
 async def test_remove_queued_from_another_thread(shell, faux):
@@ -239,7 +248,7 @@ async def test_load_restores_conversation(shell, faux, tmp_path, capsys):
     await settle()
     rt = runtime()
     before = [m.model_dump() for m in rt.agent.state.messages]
-    path = rt._session_path
+    path = rt.session_path
     shell.run_line_magic("agent", "reset")
     assert rt.agent.state.messages == []
     shell.run_line_magic("agent", f"load {path.name[:-len('.jsonl')]}")
@@ -268,7 +277,7 @@ async def test_export_writes_valid_notebook(shell, faux, tmp_path):
 
 
 async def test_unload_aborts_and_removes_everything(shell, faux):
-    from pi_notebook.magics.wait import agent_cell_transformer
+    from pi_notebook.magics.wait import _inserter
 
     faux.set_responses([faux_assistant_message("z " * 500)])
     await run_cell(shell, "%%agent\nlong\n")
@@ -277,7 +286,7 @@ async def test_unload_aborts_and_removes_everything(shell, faux):
     shell.run_line_magic("unload_ext", "pi_notebook")
     await asyncio.sleep(0.1)
     assert task.done()
-    assert agent_cell_transformer not in shell.input_transformers_cleanup
+    assert _inserter not in shell.ast_transformers
     for kind, name in (("cell", "agent"), ("line", "agent"), ("line", "steer"), ("line", "followup")):
         assert name not in shell.magics_manager.magics[kind]
     assert not any(type(c).__module__.startswith("pi_notebook") for c in shell.configurables)
@@ -315,7 +324,7 @@ async def test_a_broken_view_does_not_break_the_run(shell, faux):
         def handle_event(self, event):
             raise RuntimeError("view bug")
 
-    runtime()._view_factory = BrokenView
+    runtime().view_factory = BrokenView
     faux.set_responses([faux_assistant_message("still answered")])
     await run_cell(shell, "%%agent\nhello\n")
     await settle()

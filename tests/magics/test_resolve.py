@@ -4,8 +4,10 @@ import time
 import pytest
 from IPython.core.error import UsageError
 
+from pi_notebook.ai import discovery
+from pi_notebook.ai.discovery import probe_local_servers
 from pi_notebook.magics import resolve
-from pi_notebook.magics.resolve import NO_MODEL_MESSAGE, probe_local_servers, resolve_model
+from pi_notebook.magics.resolve import NO_MODEL_MESSAGE, resolve_model, resolve_now
 
 
 def _free_port() -> int:
@@ -40,12 +42,13 @@ _real_embedded = resolve._embedded_model
 
 @pytest.fixture
 def no_sources(monkeypatch):
-    for _, names, _ in resolve.CLOUD_DEFAULTS:
-        for name in names:
+    from pi_notebook.ai.env import env_var_names
+
+    for provider, _ in resolve.CLOUD_DEFAULTS:
+        for name in env_var_names(provider):
             monkeypatch.delenv(name, raising=False)
-    monkeypatch.setattr(resolve, "LOCAL_SERVERS", [("ollama", _free_port())])
+    monkeypatch.setattr(discovery, "LOCAL_SERVERS", [("ollama", _free_port())])
     monkeypatch.setattr(resolve, "_embedded_model", lambda: None)
-    monkeypatch.setattr(resolve, "_env_key_set", lambda provider, names: False)
 
 
 def test_nothing_configured_gives_one_line_help(no_sources):
@@ -56,20 +59,39 @@ def test_nothing_configured_gives_one_line_help(no_sources):
     assert "\n" not in text and "faux/" in text and "OPENAI_API_KEY" in text
 
 
-def test_cloud_key_picks_first_provider(no_sources, monkeypatch):
-    looked_up = []
-    monkeypatch.setattr(resolve, "_env_key_set", lambda provider, names: provider in ("openai", "google"))
-    monkeypatch.setattr(resolve, "_lookup", lambda spec, base_url: looked_up.append(spec) or _Model(spec))
+def test_cloud_key_picks_first_provider_and_says_why(no_sources, monkeypatch):
+    monkeypatch.setenv("GEMINI_API_KEY", "g" * 20)
+    monkeypatch.setenv("OPENAI_API_KEY", "o" * 20)
     resolved = resolve_model()
-    assert looked_up == ["openai/gpt-4.1"]
+    assert (resolved.model.provider, resolved.model.id) == ("openai", "gpt-4.1")
     assert resolved.source == "cloud"
     assert "key from environment" in resolved.label
+    assert resolved.reason.startswith("OPENAI_API_KEY is set")
+    assert "o" * 8 not in resolved.reason + resolved.label  # names, never values
 
 
-def test_explicit_beats_configured(no_sources, monkeypatch):
-    monkeypatch.setattr(resolve, "_lookup", lambda spec, base_url: _Model(spec))
-    assert resolve_model("a/x", "b/y").source == "explicit"
-    assert resolve_model(None, "b/y").model.id == "y"
+def test_explicit_beats_configured():
+    assert resolve_model("openai/gpt-4.1", "google/gemini-2.5-flash").source == "explicit"
+    configured = resolve_model(None, "google/gemini-2.5-flash")
+    assert configured.model.id == "gemini-2.5-flash" and configured.reason == "AgentMagics.model"
+
+
+def test_named_models_resolve_without_the_network(no_sources, monkeypatch):
+    def no_probe(*a, **k):
+        raise AssertionError("probed")
+
+    monkeypatch.setattr(discovery, "probe_local_servers", no_probe)
+    monkeypatch.setattr(discovery, "served_model_id", no_probe)
+    assert resolve_now("openai/gpt-4.1", None, None).model.id == "gpt-4.1"
+    assert resolve_now(None, None, None) is None  # the automatic order needs the network
+
+
+def test_typo_on_a_known_provider_warns_but_is_used():
+    resolved = resolve_now("anthropic/claude-sonet-4-5", None, None)
+    assert resolved.model.id == "claude-sonet-4-5"
+    assert "did you mean anthropic/claude-sonnet-4-5?" in resolved.warning.lower()
+    assert resolve_now("anthropic/claude-sonnet-4-5", None, None).warning is None
+    assert resolve_now("ollama/my-own-model", None, None).warning is None  # local: any id
 
 
 def test_local_server_is_used_when_no_key(no_sources, monkeypatch):
@@ -77,8 +99,8 @@ def test_local_server_is_used_when_no_key(no_sources, monkeypatch):
     listener.bind(("127.0.0.1", 0))
     listener.listen()
     port = listener.getsockname()[1]
-    monkeypatch.setattr(resolve, "LOCAL_SERVERS", [("ollama", _free_port()), ("llamacpp", port)])
-    monkeypatch.setattr(resolve, "_served_model_id", lambda host, p, timeout=1.0: "qwen-test")
+    monkeypatch.setattr(discovery, "LOCAL_SERVERS", [("ollama", _free_port()), ("llamacpp", port)])
+    monkeypatch.setattr(discovery, "served_model_id", lambda host, p, timeout=1.0: "qwen-test")
     try:
         resolved = resolve_model()
     finally:
@@ -87,6 +109,7 @@ def test_local_server_is_used_when_no_key(no_sources, monkeypatch):
     assert resolved.model.id == "qwen-test"
     assert resolved.model.base_url == f"http://127.0.0.1:{port}/v1"
     assert resolved.model.provider == "llamacpp"
+    assert "127.0.0.1:" in resolved.reason
 
 
 def test_unknown_provider_is_a_one_line_usage_error_with_suggestions():
@@ -113,12 +136,6 @@ def test_base_url_overrides_endpoint():
     assert resolved.model.base_url == "http://127.0.0.1:9/v1"
 
 
-class _Model:
-    def __init__(self, spec):
-        self.provider, self.id = spec.split("/", 1)
-        self.base_url = ""
-
-
 def test_embedded_model_when_installed_and_nothing_else(no_sources, monkeypatch):
     from pi_notebook.ai.providers import local
 
@@ -128,3 +145,16 @@ def test_embedded_model_when_installed_and_nothing_else(no_sources, monkeypatch)
     assert resolved.source == "embedded"
     assert resolved.model.provider == "local"
     assert resolved.label.endswith("(embedded)")
+
+
+def test_a_server_that_accepts_and_never_answers_cannot_stall_resolution():
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()  # the kernel accepts the connection; nobody ever answers
+    port = listener.getsockname()[1]
+    try:
+        start = time.monotonic()
+        assert discovery.served_model_id("127.0.0.1", port, timeout=0.2) is None
+        assert time.monotonic() - start < 1.0
+    finally:
+        listener.close()

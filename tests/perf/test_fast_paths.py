@@ -2,7 +2,7 @@
 
 ``fast_shallow_copy`` must be indistinguishable from ``model_copy()`` and
 ``construct_unchecked`` from the validating constructor; the agent loop's inlined
-``message_update`` path and its direct reads from the EventStream queue must give the
+``message_update`` path and what it takes from the EventStream (``take_queued``) must give the
 same events, in the same order, as the generic code. (Speed itself is measured by
 ``bench/loop_overhead.py``, never asserted here.)
 """
@@ -19,11 +19,21 @@ from pydantic import ConfigDict, PrivateAttr
 from pi_notebook.agent import AgentContext, AgentLoopConfig, run_agent_loop
 from pi_notebook.agent.loop import _message_update, _shallow_copy
 from pi_notebook.agent.types import MessageUpdateEvent
+from pi_notebook.ai._fast import construct_unchecked, fast_shallow_copy
 from pi_notebook.ai.event_stream import AssistantMessageEventStream, EventStream
 from pi_notebook.ai.types import (
-    AssistantMessage, Cost, DoneEvent, PiModel, StartEvent, TextContent, TextDeltaEvent,
-    TextEndEvent, TextStartEvent, ToolCall, Usage, UserMessage, construct_unchecked,
-    fast_shallow_copy,
+    AssistantMessage,
+    Cost,
+    DoneEvent,
+    PiModel,
+    StartEvent,
+    TextContent,
+    TextDeltaEvent,
+    TextEndEvent,
+    TextStartEvent,
+    ToolCall,
+    Usage,
+    UserMessage,
 )
 
 MODEL_FIELDS = ("__dict__", "__pydantic_fields_set__", "__pydantic_extra__", "__pydantic_private__")
@@ -261,3 +271,44 @@ async def test_loop_raises_a_failed_stream_error_after_its_queued_events() -> No
                              AgentLoopConfig(model=Model(id="m", api="a", provider="p")),
                              emit, stream_fn=stream_fn)
     assert delivered[-2:] == ["message_start", "message_update"]
+
+
+# --- the combined per-delta helpers ------------------------------------------------------------
+
+class _WithPrivate(PiModel):
+    name: str = "x"
+    _secret: str = PrivateAttr(default="kept")
+
+
+@pytest.mark.parametrize("make", [_message, lambda: {"role": "assistant", "content": []},
+                                  lambda: _WithPrivate(name="p"), lambda: "plain"])
+def test_construct_with_copy_is_construct_unchecked_of_a_shallow_copy(make: Any) -> None:
+    from pi_notebook.ai._fast import construct_with_copy
+
+    original = make()
+    event = TextDeltaEvent(content_index=0, delta="d", partial=_message())
+    update = construct_with_copy(
+        MessageUpdateEvent, {"type": "message_update", "message": original, "assistant_message_event": event},
+        {"message", "assistant_message_event"}, "message")
+    reference = MessageUpdateEvent(message=_shallow_copy(original), assistant_message_event=event)
+    assert update == reference and update.model_fields_set == reference.model_fields_set
+    assert update.assistant_message_event is event
+    if isinstance(original, (PiModel, dict)):
+        assert update.message is not original and update.message == original  # a copy...
+        if isinstance(original, PiModel):
+            _assert_same_copy(update.message, original.model_copy(), original)
+    else:
+        assert update.message is original  # ... of what has fields; anything else as is
+
+
+def test_append_delta_grows_the_block_and_builds_the_validated_event() -> None:
+    from pi_notebook.ai._fast import append_delta
+
+    partial = AssistantMessage(content=[TextContent(text="ab")], stop_reason="pending")
+    block = partial.content[0]
+    event = append_delta(block, "text", "cd", TextDeltaEvent, "text_delta", 0, partial)
+    assert block.text == "abcd" and block.model_fields_set == {"text"}
+    twin = TextDeltaEvent(content_index=0, delta="cd", partial=partial)
+    assert type(event) is TextDeltaEvent and event == twin
+    assert event.model_fields_set == twin.model_fields_set and event.model_dump() == twin.model_dump()
+    assert event.partial is partial

@@ -109,7 +109,7 @@ async def test_summarizes_oldest_turns_when_dropping_outputs_is_not_enough():
     again = await compact(messages, None)
     assert again[0] == result[0] and len(seen) == 1
     # a longer history: the earlier summary stands in for the messages it covered
-    longer = messages + [UserMessage(content="one more " + "q" * 400, timestamp=99)]
+    longer = [*messages, UserMessage(content="one more " + "q" * 400, timestamp=99)]
     await compact(longer, None)
     assert len(seen) == 2
     assert seen[1][0].content[0].text == f"summary of {len(seen[0])} messages"
@@ -231,8 +231,9 @@ async def test_every_request_of_a_scripted_agent_run_stays_inside_the_window():
         for context in requests:
             assert_paired(context.messages)
         # the faux provider's own prompt estimate: what the model would be charged
-        for message, context in zip(
-            [m for m in agent.state.messages if isinstance(m, AssistantMessage)], requests
+        for message, _context in zip(
+            [m for m in agent.state.messages if isinstance(m, AssistantMessage)], requests,
+            strict=True,
         ):
             assert message.usage.input <= window
         assert infos and all(i.fits for i in infos)

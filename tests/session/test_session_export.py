@@ -2,14 +2,28 @@
 
 from __future__ import annotations
 
+import re
+
 import nbformat
 import pytest
 
 from pi_notebook.ai.types import (
-    AssistantMessage, ImageContent, TextContent, ThinkingContent, ToolCall, ToolResultMessage,
+    AssistantMessage,
+    ImageContent,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    ToolResultMessage,
     UserMessage,
 )
 from pi_notebook.session import build_notebook, export_notebook
+from pi_notebook.tools.updates import (
+    DisplayOutput,
+    ErrorOutput,
+    PythonCallDetails,
+    ResultOutput,
+    StreamOutput,
+)
 
 PNG_1PX = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
 
@@ -72,15 +86,105 @@ def test_notebook_structure_and_validity():
         conversation(), include_thinking=True).cells)
 
 
-def test_outputs_from_tool_details_are_used_verbatim_when_present():
-    outputs = [{"output_type": "execute_result", "execution_count": None,
-                "data": {"text/plain": "42"}, "metadata": {}},
-               {"output_type": "bogus"}]
+def _details(code, *outputs, **flags):
+    return PythonCallDetails(code=code, outputs=list(outputs), elapsed_s=0.5, **flags)
+
+
+def test_recorded_outputs_become_the_cells_outputs_in_order():
+    details = _details(
+        "print('a'); display(fig); print('b'); 42",
+        StreamOutput(name="stdout", text="a\n"),
+        DisplayOutput(data={"image/png": PNG_1PX, "text/plain": "<Figure>"}),
+        StreamOutput(name="stdout", text="b\n"),
+        StreamOutput(name="stderr", text="warn\n"),
+        ResultOutput(data={"text/plain": "42", "text/html": "<b>42</b>"}),
+    )
+    for stored in (details, details.model_dump(mode="json")):  # live model or session-file dict
+        nb = build_notebook([
+            _assistant(_python("c1", details.code)),
+            _result("c1", TextContent(text="model text, budget-cut"), details=stored),
+        ])
+        nbformat.validate(nb)
+        outs = nb.cells[0].outputs
+        assert [o.output_type for o in outs] == ["stream", "display_data", "stream", "stream", "execute_result"]
+        assert outs[0].text == "a\n" and outs[2].text == "b\n" and outs[3].name == "stderr"
+        assert outs[1].data == {"image/png": PNG_1PX, "text/plain": "<Figure>"}
+        assert outs[4].data == {"text/plain": "42"}  # html dropped from exports
+        assert "model text" not in repr(outs)
+
+
+def test_failed_call_keeps_its_recorded_output_as_text():
+    details = _details("print('partial'); 1/0", StreamOutput(name="stdout", text="partial\n"),
+                       ErrorOutput(ename="ZeroDivisionError", evalue="division by zero",
+                                   traceback=["Traceback ...", "ZeroDivisionError: division by zero"]))
     nb = build_notebook([
-        _assistant(_python("c1", "21 * 2")),
-        _result("c1", TextContent(text="42"), details={"outputs": outputs}),
+        _assistant(_python("c1", details.code)),
+        _result("c1", TextContent(text="[error] ZeroDivisionError"), is_error=True, details=details),
     ])
-    assert [o.output_type for o in nb.cells[0].outputs] == ["execute_result"]
+    cell = nb.cells[0]
+    assert cell.cell_type == "markdown" and "partial" in cell.source and "ZeroDivisionError: division" in cell.source
+
+
+HOSTILE = ("<script>alert(1)</script> <img src=x onerror=alert(2)> "
+           "[click](javascript:alert(3)) ![pixel](https://evil.example/track.png) "
+           "<a href=\"javascript:alert(4)\">x</a>")
+
+
+def _rendered(markdown_text):
+    from markdown_it import MarkdownIt
+
+    # Render like a permissive frontend would (raw HTML allowed): nothing live may appear.
+    return MarkdownIt("commonmark", {"html": True}).render(markdown_text)
+
+
+def test_export_is_as_safe_as_the_view():
+    details = _details(
+        "display(...)",
+        DisplayOutput(data={"text/html": "<script>alert(5)</script>", "text/plain": "table"}),
+        DisplayOutput(data={"application/javascript": "alert(6)"}),
+        DisplayOutput(data={"image/svg+xml": "<svg onload=alert(7)></svg>"}),
+        DisplayOutput(data={"text/markdown": HOSTILE}),
+        ResultOutput(data={"application/vnd.jupyter.widget-view+json": {"model_id": "x"}}),
+    )
+    nb = build_notebook([
+        UserMessage(content="please " + HOSTILE),
+        _assistant(TextContent(text="Sure: " + HOSTILE), _python("c1", "display(...)")),
+        _result("c1", TextContent(text="ok"), details=details),
+    ], title="<script>alert(8)</script>")
+    nbformat.validate(nb)
+    allowed = {"text/plain", "text/markdown", "image/png", "image/jpeg", "image/gif"}
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            html = _rendered(cell.source)
+            assert "<script" not in html and "<img" not in html and "javascript:" not in html
+            for href in re.findall(r'href="([^"]*)"', html):
+                # a link is plain text or a relative/http(s) URL: the ZWSP-broken scheme of
+                # "javascript\u200b:" makes it relative (no script runs)
+                assert re.match(r"^(https?://|[^:]*$|[^:]*%E2%80%8B:)", href), href
+        for out in cell.get("outputs", []):
+            data = out.get("data", {})
+            assert set(data) <= allowed, data
+            if "text/markdown" in data:
+                html = _rendered(data["text/markdown"])
+                assert "<script" not in html and "<img" not in html and "javascript:" not in html
+    code = next(c for c in nb.cells if c.cell_type == "code")
+    assert code.outputs[0].data == {"text/plain": "table"}
+    assert "not exported" in code.outputs[1].data["text/plain"]
+
+
+def test_export_redacts_secrets_again(monkeypatch):
+    canary = "sk-export-canary-0123456789abcdefXYZ"
+    monkeypatch.setenv("EXPORT_TEST_API_KEY", canary)
+    details = _details(f"print('{canary}')", StreamOutput(name="stdout", text=canary + "\n"),
+                       ResultOutput(data={"text/plain": repr(canary)}))
+    nb = build_notebook([
+        UserMessage(content=f"my key is {canary}"),
+        _assistant(_python("c1", f"print('{canary}')")),
+        _result("c1", TextContent(text=canary), details=details),
+    ])
+    text = nbformat.writes(nb)
+    assert all(canary[i:i + 8] not in text for i in range(len(canary) - 7))
+    assert "[redacted]" in text
 
 
 def test_fences_in_text_cannot_close_the_code_block():

@@ -71,7 +71,7 @@ def test_round_trip_equals_field_by_field(tmp_path):
     assert loaded.header.started_at == 123
     assert loaded.header.version == FORMAT_VERSION
     assert len(loaded.messages) == len(original)
-    for before, after in zip(original, loaded.messages):
+    for before, after in zip(original, loaded.messages, strict=True):
         assert type(after) is type(before)
         assert after == before
         if not isinstance(before, dict):

@@ -51,7 +51,30 @@ def start_tool(key: str, code: str, timeout_s: float | None = None) -> None:
         try:
             result = await tool.execute(key, {"code": code}, controller.signal, updates.append)
             RESULTS[key] = {"result": result.model_dump(mode="json"), "updates": _dump(updates)}
-        except BaseException as exc:  # noqa: BLE001 - reported to the test
+        except BaseException as exc:
+            RESULTS[key] = {"raised": f"{type(exc).__name__}: {exc}"}
+        MARKS[key + ":end"] = time.time()
+
+    TASKS[key] = asyncio.get_running_loop().create_task(go())
+
+
+def start_variables(key: str, name: str | None = None, repr_timeout_s: float = 3.0) -> None:
+    """Run list_variables (or inspect_variable of ``name``) in a background task."""
+    from pi_notebook.tools import make_notebook_tools
+
+    controller = AbortController()
+    CONTROLLERS[key] = controller
+    _, listing, inspect = make_notebook_tools(ip, PythonToolSettings(repr_timeout_s=repr_timeout_s))
+
+    async def go() -> None:
+        MARKS[key + ":start"] = time.time()
+        try:
+            if name is None:
+                result = await listing.execute(key, {}, controller.signal, None)
+            else:
+                result = await inspect.execute(key, {"name": name}, controller.signal, None)
+            RESULTS[key] = {"result": result.model_dump(mode="json"), "updates": []}
+        except BaseException as exc:
             RESULTS[key] = {"raised": f"{type(exc).__name__}: {exc}"}
         MARKS[key + ":end"] = time.time()
 
@@ -72,7 +95,12 @@ def start_agent(key: str, code: str, policy: str, interactive: bool) -> None:
     """A real agent loop with a faux model that calls ``python`` once, then answers."""
     from pi_notebook.agent.loop import run_agent_loop
     from pi_notebook.agent.types import AgentContext, AgentLoopConfig
-    from pi_notebook.ai.providers.faux import faux_assistant_message, faux_text, faux_tool_call, register_faux_provider
+    from pi_notebook.ai.providers.faux import (
+        faux_assistant_message,
+        faux_text,
+        faux_tool_call,
+        register_faux_provider,
+    )
     from pi_notebook.ai.types import UserMessage
     from pi_notebook.tools import make_notebook_tools
 
@@ -116,7 +144,7 @@ def start_agent(key: str, code: str, policy: str, interactive: bool) -> None:
                 emit, controller.signal,
             )
             state["messages"] = _dump(messages)
-        except BaseException as exc:  # noqa: BLE001
+        except BaseException as exc:
             state["raised"] = f"{type(exc).__name__}: {exc}"
         state["done"] = True
 

@@ -23,6 +23,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "kernel"))
 from kernel_helpers import Kernel, faux_setup  # noqa: E402
+from tools_helpers import flat  # noqa: E402
 
 pytestmark = pytest.mark.kernel
 
@@ -199,7 +200,7 @@ def test_sync_user_cell_and_worker_print_at_the_same_time(driver: Kernel) -> Non
     user = k.ok(user_code)  # a plain synchronous cell, on the main thread
     k.wait_for("'both' in RESULTS", timeout=20)
     data = k.ev("RESULTS['both']")
-    details = data["result"]["details"]
+    details = flat(data["result"]["details"])
     assert details["stdout"] == "".join(f"TOOL-LINE {i}\n" for i in range(20))
     assert details["stderr"] == "".join(f"TOOL-ERR {i}\n" for i in range(20))
     assert details["value"]["data"]["text/plain"] == "'TOOL-VALUE'"
@@ -226,7 +227,7 @@ def test_blocked_call_is_abandoned_and_kernel_stays_usable(driver: Kernel) -> No
     time.sleep(0.3)
     k.ok("abort('blocked')")
     data = _tool_result(k, "blocked")
-    details = data["result"]["details"]
+    details = flat(data["result"]["details"])
     assert details["interrupted"] is True and "does not respond to interrupts" in details["error"]["evalue"]
     latency = k.ev("MARKS['blocked:end'] - MARKS['blocked:abort']")
     print(f"\n[measured] abort -> blocked tool code abandoned: {latency * 1000:.0f} ms")
@@ -242,7 +243,7 @@ def test_mixed_cell_busy_part_before_await_is_interruptible(driver: Kernel) -> N
     k.ok(f"start_tool('mixed', {code!r})")
     k.wait_for("globals().get('mixed_started')", timeout=10)
     k.ok("abort('mixed')")  # a plain request: the loop is free although the code is busy
-    details = _tool_result(k, "mixed")["result"]["details"]
+    details = flat(_tool_result(k, "mixed")["result"]["details"])
     assert details["interrupted"] is True and "while True" in details["error"]["traceback"]
 
 
@@ -250,10 +251,10 @@ def test_consecutive_calls_share_the_worker_thread(driver: Kernel) -> None:
     k = driver
     k.ok("start_tool('t1', 'import sqlite3, threading\\ncon = sqlite3.connect(\":memory:\")\\n"
          "threading.current_thread().name')")
-    first = _tool_result(k, "t1")["result"]["details"]["value"]["data"]["text/plain"]
+    first = flat(_tool_result(k, "t1")["result"]["details"])["value"]["data"]["text/plain"]
     assert "pi-notebook-agent-code" in first  # not the main thread
     k.ok("start_tool('t2', 'con.execute(\"select 41 + 1\").fetchone()[0]')")
-    second = _tool_result(k, "t2")["result"]["details"]
+    second = flat(_tool_result(k, "t2")["result"]["details"])
     assert second["error"] is None and second["value"]["data"]["text/plain"] == "42"
     # no worker runs any more: the default GIL switch interval is back
     assert k.ev("__import__('sys').getswitchinterval()") == 0.005
@@ -265,7 +266,7 @@ def test_input_during_a_user_request_is_refused(driver: Kernel) -> None:
     k = driver
     k.ok("start_tool('ask', 'import time\\ntime.sleep(0.3)\\ninput(\"name? \")')")
     user = k.ok("import time\ntime.sleep(1.0)\nprint('user cell done')", timeout=20)
-    details = _tool_result(k, "ask")["result"]["details"]
+    details = flat(_tool_result(k, "ask")["result"]["details"])
     assert details["error"]["ename"] == "StdinNotImplementedError"
     assert k.text_of(user["msg_id"]) == "user cell done\n"
     # no input_request reached the frontend (they come on the stdin channel)
@@ -283,7 +284,7 @@ def test_user_request_during_worker_does_not_take_the_agents_figure(driver: Kern
     time.sleep(0.4)
     during = k.ok("'user cell during the agent code'")
     assert not [m for m in during["outputs"] if m["msg_type"] == "display_data"]
-    details = _tool_result(k, "fig")["result"]["details"]
+    details = flat(_tool_result(k, "fig")["result"]["details"])
     assert [d for d in details["displays"] if "image/png" in d["data"]]
     after = k.ok("plt.plot([3, 2, 1]);")  # the user's own figure is still shown as usual
     assert [m for m in after["outputs"] if m["msg_type"] == "display_data"]

@@ -18,6 +18,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "kernel"))
 from kernel_helpers import Kernel  # noqa: E402
+from tools_helpers import flat  # noqa: E402
 
 pytestmark = pytest.mark.kernel
 
@@ -104,17 +105,17 @@ def test_no_cross_talk_with_a_concurrent_user_cell(k: Kernel) -> None:
     start = k.ok("start_tool('xtalk', " + repr(TOOL_CODE) + ")")
     user = k.ok(USER_CODE)
     data = result(k, "xtalk")
-    details = data["result"]["details"]
+    details = flat(data["result"]["details"])
     # the tool got exactly its own output
     assert details["stdout"] == "".join(f"TOOL-OUT {i}\n" for i in range(5))
     assert details["stderr"] == "TOOL-ERR\n"
     assert any("TOOL-DISPLAY" in d["data"].get("text/html", "") for d in details["displays"])
     assert details["value"]["data"]["text/plain"] == "'TOOL-VALUE'"
     # ...and streamed it live, in the shapes the view renders
-    streamed = "".join(u["details"]["text"] for u in data["updates"] if u["details"]["event"] == "stream"
+    streamed = "".join(u["details"]["text"] for u in data["updates"] if u["details"]["kind"] == "stream"
                        and u["details"]["name"] == "stdout")
     assert streamed == details["stdout"]
-    assert any(u["details"]["event"] == "display" for u in data["updates"])
+    assert any(u["details"]["kind"] == "display" for u in data["updates"])
     # the user cell kept all of its output and none of the tool's
     user_text = k.text_of(user["msg_id"])
     assert all(f"USER-LINE {i}" in user_text for i in range(5)) and "USER-RESULT" in user_text
@@ -133,11 +134,11 @@ def test_no_cross_talk_with_a_concurrent_user_cell(k: Kernel) -> None:
 def test_top_level_await_magics_and_shell_commands(k: Kernel) -> None:
     k.ok("start_tool('tla', 'import asyncio\\nawait asyncio.sleep(0.05)\\ntla_value = 6 * 7\\ntla_value')")
     data = result(k, "tla")
-    assert data["result"]["details"]["value"]["data"]["text/plain"] == "42"
+    assert flat(data["result"]["details"])["value"]["data"]["text/plain"] == "42"
     assert k.ev("tla_value") == 42
     k.ok("start_tool('magic', '%timeit -n1 -r1 1\\n!echo hi-from-shell')")
     data = result(k, "magic")
-    stdout = data["result"]["details"]["stdout"]
+    stdout = flat(data["result"]["details"])["stdout"]
     assert "per loop" in stdout and "hi-from-shell" in stdout
     assert not [t for _, t in iopub_texts(k) if "hi-from-shell" in t or "per loop" in t]
 
@@ -147,7 +148,7 @@ def test_matplotlib_figure_is_an_image_and_does_not_leak(k: Kernel) -> None:
     data = result(k, "fig")
     images = [c for c in data["result"]["content"] if c["type"] == "image"]
     assert len(images) == 1 and images[0]["mimeType"] == "image/png"
-    assert any(u["details"]["event"] == "display" and "image/png" in u["details"]["data"]
+    assert any(u["details"]["kind"] == "display" and "image/png" in u["details"]["data"]
                for u in data["updates"])
     assert k.ev("__import__('matplotlib.pyplot').pyplot.get_fignums()") == []
     after = k.ok("1")
@@ -161,7 +162,7 @@ def test_dataframe_summary_and_error(k: Kernel) -> None:
     k.ok("start_tool('err', 'def f():\\n    return 1 / 0\\nf()')")
     data = result(k, "err")
     assert data["result"]["isError"] is True
-    error = data["result"]["details"]["error"]
+    error = flat(data["result"]["details"])["error"]
     assert error["ename"] == "ZeroDivisionError" and "return 1 / 0" in error["traceback"]
     assert "ZeroDivisionError: division by zero" in model_text(data)
     assert not [m for m in k.messages() if m["msg_type"] == "error"]
@@ -170,7 +171,7 @@ def test_dataframe_summary_and_error(k: Kernel) -> None:
 def test_exit_in_tool_code_does_not_stop_the_kernel(k: Kernel) -> None:
     k.ok("start_tool('exit', 'exit()')")
     data = result(k, "exit")
-    assert data["result"]["details"]["error"]["ename"] == "SystemExit"
+    assert flat(data["result"]["details"])["error"]["ename"] == "SystemExit"
     time.sleep(0.3)  # ipykernel would stop its loop 0.1 s after exit_now is set
     assert k.ev("get_ipython().exit_now") is False
     reply = k.ok("'still alive'")
@@ -181,7 +182,7 @@ def test_exit_in_tool_code_does_not_stop_the_kernel(k: Kernel) -> None:
 
 def _interrupted(k: Kernel, key: str) -> dict[str, Any]:
     data = result(k, key, timeout=20)
-    details = data["result"]["details"]
+    details = flat(data["result"]["details"])
     assert details["interrupted"] is True and data["result"]["isError"] is True
     assert details["error"]["ename"] == "KeyboardInterrupt"
     assert "[interrupted]" in model_text(data)
@@ -217,7 +218,7 @@ def test_abort_interrupts_awaiting_code(k: Kernel) -> None:
     time.sleep(0.3)
     k.ok("abort('waiting')")
     data = _interrupted(k, "waiting")
-    assert "await asyncio.sleep(60)" in data["result"]["details"]["error"]["traceback"]
+    assert "await asyncio.sleep(60)" in flat(data["result"]["details"])["error"]["traceback"]
     latency = k.ev("MARKS['waiting:end'] - MARKS['waiting:abort']")
     print(f"\n[measured] abort -> awaiting tool code stopped: {latency * 1000:.0f} ms")
     assert latency < HANG_BOUND_S
@@ -230,7 +231,7 @@ def test_kernel_interrupt_stops_tool_code(k: Kernel) -> None:
     sent = time.time()
     k.interrupt()
     data = _interrupted(k, "stop")
-    assert "kernel interrupt" in data["result"]["details"]["error"]["evalue"]
+    assert "kernel interrupt" in flat(data["result"]["details"])["error"]["evalue"]
     latency = k.ev("MARKS['stop:end']") - sent
     print(f"\n[measured] kernel interrupt -> tool code stopped: {latency * 1000:.0f} ms")
     assert latency < HANG_BOUND_S
@@ -244,7 +245,7 @@ def test_kernel_interrupt_stops_tool_code(k: Kernel) -> None:
 def test_timeout(k: Kernel) -> None:
     k.ok("start_tool('slow', 'while True: pass', timeout_s=1.0)")
     data = _interrupted(k, "slow")
-    assert data["result"]["details"]["timed_out"] is True
+    assert flat(data["result"]["details"])["timed_out"] is True
     elapsed = k.ev("MARKS['slow:end'] - MARKS['slow:start']")
     print(f"\n[measured] 1.0 s timeout -> tool stopped after {elapsed:.2f} s")
     assert 0.9 < elapsed < 1.0 + HANG_BOUND_S
@@ -281,7 +282,7 @@ def test_approval_ask_run(k: Kernel) -> None:
     k.ok("answer('ask-run', 'run')")
     state = _agent(k, "ask-run")
     end = _tool_end(state)
-    assert end["isError"] is False and end["result"]["details"]["stdout"] == "ran\n"
+    assert end["isError"] is False and flat(end["result"]["details"])["stdout"] == "ran\n"
     assert k.ev("approved_value") == 123
 
 
@@ -319,9 +320,9 @@ def test_key_canary_never_leaves_the_kernel(k: Kernel) -> None:
     k.ok("start_tool('canary-value', 'os.environ[\"OPENAI_API_KEY\"]')")
     value = result(k, "canary-value")
     end = _tool_end(state)
-    assert end["isError"] is True and "[redacted]" in end["result"]["details"]["stdout"]
-    assert "[redacted]" in end["result"]["details"]["error"]["evalue"]
-    assert value["result"]["details"]["value"]["data"]["text/plain"] == "'[redacted]'"
+    assert end["isError"] is True and "[redacted]" in flat(end["result"]["details"])["stdout"]
+    assert "[redacted]" in flat(end["result"]["details"])["error"]["evalue"]
+    assert flat(value["result"]["details"])["value"]["data"]["text/plain"] == "'[redacted]'"
     everything = json.dumps(state) + json.dumps(data) + json.dumps(value)
     assert CANARY not in everything
     assert not [m for m in k.messages() if CANARY in json.dumps(m, default=str)]

@@ -15,6 +15,7 @@ from pi_notebook.ai.abort import AbortController
 from pi_notebook.ai.types import ImageContent, TextContent
 from pi_notebook.tools import make_notebook_tools
 from pi_notebook.tools.python_tool import PythonToolSettings, make_python_tool, result_content, run_code
+from pi_notebook.tools.updates import DisplayOutput, PythonCallDetails, StreamOutput, parse_call_details
 from tools_helpers import get_shell, routed
 
 CANARY = "sk-canary-python-tool-42424242"
@@ -290,25 +291,38 @@ async def test_secrets_never_leave(monkeypatch: pytest.MonkeyPatch) -> None:
         value = await tool.execute("call-2", {"code": "os.environ['FAKE_SERVICE_API_KEY']"}, None, events.append)
     everything = repr(result.model_dump()) + repr(value.model_dump()) + repr([e.model_dump() for e in events])
     assert CANARY not in everything and CANARY not in out.getvalue() + err.getvalue()
-    assert "[redacted]" in result.details["stdout"] and "[redacted]" in result.details["error"]["evalue"]
-    assert value.details["value"]["data"]["text/plain"] == "'[redacted]'"
+    stdout = "".join(o.text for o in result.details.outputs if o.kind == "stream" and o.name == "stdout")
+    error = result.details.outputs[-1]
+    assert "[redacted]" in stdout and error.kind == "error" and "[redacted]" in error.evalue
+    assert value.details.outputs[-1].kind == "result"
+    assert value.details.outputs[-1].data["text/plain"] == "'[redacted]'"
 
 
 async def test_tool_updates_and_result_shape() -> None:
     events: list[AgentToolResult] = []
-    tool = make_python_tool(get_shell(), {"unused": True})
+    tool = make_python_tool(get_shell(), PythonToolSettings())
     assert tool.name == "python" and tool.parameters["required"] == ["code"]
     code = ("print('out')\nfrom IPython.display import display\n"
-            "display({'text/markdown': '# Title', 'text/plain': 'Title'}, raw=True)\n7")
+            "display({'text/markdown': '# Title', 'text/plain': 'Title'}, raw=True)\n"
+            "print('after', file=__import__('sys').stderr)\n7")
     with routed():
         result = await tool.execute("c1", {"code": code}, None, events.append)
-    kinds = [e.details["event"] for e in events]
-    assert kinds[-1] == "display" and set(kinds[:-1]) == {"stream"}
-    assert "".join(e.details["text"] for e in events[:-1]) == "out\n"
-    assert all(e.details["name"] == "stdout" and e.content == [] for e in events[:-1])
-    assert events[-1].details["data"]["text/markdown"] == "# Title" and events[-1].content == []
-    assert set(result.details) == {"stdout", "stderr", "displays", "value", "error", "elapsed_s",
-                                   "interrupted", "timed_out"}
+    assert all(isinstance(e.details, (StreamOutput, DisplayOutput)) and e.content == [] for e in events)
+    kinds = [e.details.kind for e in events]
+    assert kinds.index("display") > 0 and set(kinds) == {"stream", "display"}
+    first = kinds.index("display")
+    assert "".join(e.details.text for e in events[:first]) == "out\n"
+    assert events[first].details.data["text/markdown"] == "# Title"
+    details = result.details
+    assert isinstance(details, PythonCallDetails) and details.code == code
+    # the real outputs, in the order they came: stream, display, stream, result
+    assert [(o.kind, getattr(o, "name", None)) for o in details.outputs] == [
+        ("stream", "stdout"), ("display", None), ("stream", "stderr"), ("result", None)]
+    assert details.outputs[0].text == "out\n" and details.outputs[2].text == "after\n"
+    assert details.outputs[3].data["text/plain"] == "7"
+    assert not (details.interrupted or details.timed_out or details.aborted) and details.elapsed_s >= 0
+    # the stored (JSON) form reads back as the same record
+    assert parse_call_details(details.model_dump(mode="json")) == details
     assert result.is_error is False
     text = text_of(result.content)
     assert "[stdout]\nout" in text and "# Title" in text and "[value]\n7" in text and "elapsed" in text
@@ -320,19 +334,21 @@ async def test_bad_arguments_are_a_clear_error() -> None:
         await tool.execute("c1", {"code": 3}, None, None)
 
 
-def test_make_notebook_tools_accepts_magics_like_settings() -> None:
-    class Conf:
-        tool_timeout = 12.0
-        max_output_chars = 111
-        max_value_chars = 222
-        max_images = 1
-        max_image_pixels = 333
-
-    tools = make_notebook_tools(get_shell(), Conf())
+async def test_make_notebook_tools_takes_typed_settings_or_a_callable() -> None:
+    tools = make_notebook_tools(get_shell(), PythonToolSettings(max_output_chars=111))
     assert [t.name for t in tools] == ["python", "list_variables", "inspect_variable"]
-    conf = PythonToolSettings.from_any(Conf())
-    assert (conf.timeout_s, conf.max_output_chars, conf.max_value_chars, conf.max_images,
-            conf.image_pixel_budget) == (12.0, 111, 222, 1, 333)
+    current = {"settings": PythonToolSettings(max_output_chars=300)}
+    python = make_notebook_tools(get_shell(), lambda: current["settings"])[0]
+    code = "print('x' * 5000)"
+    with routed():
+        first = await python.execute("c1", {"code": code}, None, None)
+        current["settings"] = PythonToolSettings(max_output_chars=3000)
+        second = await python.execute("c2", {"code": code}, None, None)
+    # read at each call: the second call has the bigger budget
+    assert len(text_of(first.content)) < 600 < 3000 < len(text_of(second.content))
+    with pytest.raises(TypeError, match="PythonToolSettings"):
+        make_notebook_tools(get_shell(), {"unused": True})[0].execute  # noqa: B018
+        await make_notebook_tools(get_shell(), {"unused": True})[0].execute("c", {"code": "1"}, None, None)
 
 
 async def test_kept_head_and_tail_leave_no_secret_fragment(monkeypatch: pytest.MonkeyPatch) -> None:

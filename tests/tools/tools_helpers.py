@@ -35,3 +35,19 @@ def routed(shell: Any = None) -> Iterator[tuple[io.StringIO, io.StringIO]]:
             uninstall_capture(shell)
     finally:
         sys.stdout, sys.stderr = saved
+
+
+def flat(details: dict[str, Any]) -> dict[str, Any]:
+    """A dumped ``PythonCallDetails`` seen as joined streams, displays, value and error
+    (what many assertions want; the ordered ``outputs`` stay under ``"outputs"``)."""
+    outputs = details["outputs"]
+    error = next((o for o in outputs if o["kind"] == "error"), None)
+    value = next((o for o in outputs if o["kind"] == "result"), None)
+    return {
+        **details,
+        "stdout": "".join(o["text"] for o in outputs if o["kind"] == "stream" and o["name"] == "stdout"),
+        "stderr": "".join(o["text"] for o in outputs if o["kind"] == "stream" and o["name"] == "stderr"),
+        "displays": [o for o in outputs if o["kind"] == "display"],
+        "value": value,
+        "error": None if error is None else {**error, "traceback": "\n".join(error["traceback"])},
+    }

@@ -1,45 +1,42 @@
-"""What the SSE wire adapters (anthropic, openai_responses, google) share.
+"""What the SSE wire adapters (anthropic, openai_responses, google, openai_completions) share.
 
 Only code whose logic is the same in every adapter lives here: small helpers and
 ``run_sse_stream``, the request/stream skeleton of spec 5.2. Each adapter keeps its own
-request building, SSE event decoding and event mapper.
-
-openai_completions shares only the helpers: its skeleton differs where it matters (it
-stops at ``[DONE]`` and drains the body, parses payloads inline on the per-token path,
-and checks the key before the stream starts).
+request building, SSE event decoding and event mapper; openai_completions also brings its
+own body reader (``read_body``: it stops at ``[DONE]`` and parses payloads inline on the
+per-token path).
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from .. import _http
+from .._fast import append_text as append_text  # re-exported: the adapters import it from here
 from .._json import parse_streaming_json
 from .._sse import SSEDecoder
 from ..abort import AbortError
 from ..env import AUTHENTICATED, get_env_api_key
 from ..event_stream import AssistantMessageEventStream
-from ..types import AssistantMessage, Context, DoneEvent, ErrorEvent, Model, StartEvent, Usage
+from ..types import (
+    AssistantMessage,
+    Context,
+    DoneEvent,
+    ErrorEvent,
+    Model,
+    StartEvent,
+    ToolCall,
+    Usage,
+    get_field,
+)
 
 
 class ProviderStreamError(Exception):
     """A failure reported by the provider inside an otherwise healthy stream."""
-
-
-def append_text(block: Any, field: str, delta: str) -> None:
-    """``block.<field> += delta`` in amortised O(len(delta)).
-
-    Dropping the block's own reference first leaves the string with a single owner,
-    so CPython can grow it in place instead of copying the whole text per delta.
-    """
-    d = block.__dict__
-    text = d[field] or ""
-    d[field] = ""
-    text += delta
-    d[field] = text
 
 
 def compat(model: Model) -> Mapping[str, Any]:
@@ -48,7 +45,7 @@ def compat(model: Model) -> Mapping[str, Any]:
 
 def tool_schema(tool: Any) -> dict[str, Any]:
     """A tool's JSON Schema; AgentTools may carry a pydantic model class instead of a dict."""
-    params = getattr(tool, "parameters", None)
+    params = get_field(tool, "parameters")
     if hasattr(params, "model_json_schema"):
         return params.model_json_schema()
     return dict(params) if isinstance(params, Mapping) else {"type": "object", "properties": {}}
@@ -96,7 +93,8 @@ def fail(stream: AssistantMessageEventStream, output: AssistantMessage, message:
 
 
 async def maybe_await(value: Any) -> Any:
-    return await value if asyncio.iscoroutine(value) else value
+    """``await value`` when it is awaitable (a coroutine, a Future...), else ``value``."""
+    return await value if inspect.isawaitable(value) else value
 
 
 def _reject_constant(name: str) -> Any:
@@ -137,7 +135,9 @@ class EventMapper:
         if self._dirty:
             content = self.output.content
             for index in self._dirty:
-                content[index].arguments = parse_streaming_json(self._scratch.get(index, ""))
+                block = content[index]
+                if isinstance(block, ToolCall):
+                    block.arguments = parse_streaming_json(self._scratch.get(index, ""))
             self._dirty.clear()
         if self.events:
             self.stream.push_many(self.events)
@@ -163,17 +163,20 @@ async def run_sse_stream(
     authorize: Callable[[], str | None],
     build_params: Callable[[], dict[str, Any]],
     build_request: Callable[[dict[str, Any], str | None], tuple[str, dict[str, str]]],
-    dispatch: Callable[[Any, Any], None],
+    dispatch: Callable[[Any, Any], None] | None = None,
     describe_http_error: Callable[[_http.HttpStatusError], str],
     is_complete: Callable[[], bool] | None = None,
+    read_body: Callable[[_http.StreamResponse], Awaitable[None]] | None = None,
 ) -> None:
     """One POST with an SSE answer, ending ``stream`` with exactly one terminal event.
 
     ``authorize()`` returns the API key to send (raising when one is missing),
     ``build_params()`` the JSON body (before ``on_payload``), ``build_request(params,
     api_key)`` the URL and headers; ``dispatch(mapper, sse)`` maps one decoded SSE event.
-    Reading stops early once ``is_complete()`` says the message is whole. The mapper's
-    ``stream`` gets the events and its ``output`` is the message they carry.
+    Reading stops early once ``is_complete()`` says the message is whole. An adapter with
+    its own body loop passes ``read_body(response)`` instead of ``dispatch`` (it maps the
+    whole body and flushes the mapper per read). The mapper's ``stream`` gets the events and
+    its ``output`` is the message they carry.
     """
     model, output, stream = mapper.model, mapper.output, mapper.stream
     signal = options.get("signal")
@@ -201,16 +204,19 @@ async def run_sse_stream(
                 await maybe_await(options["on_response"](
                     {"status": response.status, "headers": dict(response.headers)}, model))
             stream.push(StartEvent(partial=output))
-            decoder = SSEDecoder()
-            async for chunk in response.iter_bytes():
-                for sse in decoder.feed(chunk):
-                    dispatch(mapper, sse)
-                mapper.flush()
-                if is_complete is not None and is_complete():
-                    break
-            else:
-                for sse in decoder.flush():
-                    dispatch(mapper, sse)
+            if read_body is not None:
+                await read_body(response)
+            elif dispatch is not None:
+                decoder = SSEDecoder()
+                async for chunk in response.iter_bytes():
+                    for sse in decoder.feed(chunk):
+                        dispatch(mapper, sse)
+                    mapper.flush()
+                    if is_complete is not None and is_complete():
+                        break
+                else:
+                    for sse in decoder.flush():
+                        dispatch(mapper, sse)
         finally:
             await response.aclose()
         # An abort wins over whatever finish() finds: the except path reports it either way.
@@ -218,7 +224,10 @@ async def run_sse_stream(
         if signal is not None and signal.aborted:
             raise AbortError(ABORTED)
         mapper.flush()
-        stream.push(DoneEvent(reason=output.stop_reason, message=output))
+        reason = output.stop_reason
+        if reason == "pending" or reason == "error" or reason == "aborted":  # finish() let it through
+            raise ProviderStreamError(output.error_message or f"Stream ended with stop reason {reason}")
+        stream.push(DoneEvent(reason=reason, message=output))
         stream.end()
     except asyncio.CancelledError:
         mapper.flush()
@@ -226,7 +235,7 @@ async def run_sse_stream(
         raise
     except Exception as exc:  # every failure becomes the one terminal error event
         mapper.flush()  # updates mapped before the failure still reach the consumer, in order
-        aborted = bool(signal is not None and signal.aborted)
+        aborted = isinstance(exc, AbortError) or bool(signal is not None and signal.aborted)
         fail(stream, output, ABORTED if aborted else error_text(exc, api_key, describe_http_error),
              aborted)
 

@@ -15,18 +15,37 @@ import asyncio
 import importlib
 import inspect
 import json
-import math
 import random
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Union
 
 from ..event_stream import AssistantMessageEventStream
+from ..options import estimate_text_tokens
 from ..types import (
-    AssistantMessage, Context, DoneEvent, ErrorEvent, Model, StartEvent,
-    TextContent, TextDeltaEvent, TextEndEvent, TextStartEvent, ThinkingContent,
-    ThinkingDeltaEvent, ThinkingEndEvent, ThinkingStartEvent, ToolCall, ToolCallDeltaEvent,
-    ToolCallEndEvent, ToolCallStartEvent, Usage, get_field, now_ms,
+    AssistantMessage,
+    Context,
+    DoneEvent,
+    ErrorEvent,
+    Model,
+    StartEvent,
+    StopReason,
+    TextContent,
+    TextDeltaEvent,
+    TextEndEvent,
+    TextStartEvent,
+    ThinkingContent,
+    ThinkingDeltaEvent,
+    ThinkingEndEvent,
+    ThinkingStartEvent,
+    ToolCall,
+    ToolCallDeltaEvent,
+    ToolCallEndEvent,
+    ToolCallStartEvent,
+    Usage,
+    get_field,
+    now_ms,
+    usage_total_tokens,
 )
 
 __all__ = [
@@ -67,7 +86,7 @@ def faux_tool_call(name: str, arguments: dict[str, Any], id: str | None = None) 
 
 def faux_assistant_message(
     content: str | FauxContentBlock | Iterable[FauxContentBlock],
-    stop_reason: str = "stop",
+    stop_reason: StopReason = "stop",
     error_message: str | None = None,
     response_id: str | None = None,
     timestamp: int | None = None,
@@ -380,13 +399,14 @@ async def _stream_with_deltas(
             out.push(ToolCallEndEvent(content_index=index, tool_call=live_call,
                                       partial=partial.model_copy()))
 
-    if message.stop_reason == "pending":
+    reason = message.stop_reason
+    if reason == "pending":
         raise RuntimeError("Faux response ended without a stop reason")
-    if message.stop_reason in ("error", "aborted"):
-        out.push(ErrorEvent(reason=message.stop_reason, error=message))
+    if reason == "error" or reason == "aborted":
+        out.push(ErrorEvent(reason=reason, error=message))
         out.end(message)
         return
-    out.push(DoneEvent(reason=message.stop_reason, message=message))
+    out.push(DoneEvent(reason=reason, message=message))
     out.end(message)
 
 
@@ -397,9 +417,7 @@ def _json(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
 
 
-def _estimate_tokens(text: str) -> int:
-    # JS string lengths count UTF-16 code units
-    return math.ceil(len(text.encode("utf-16-le")) / 2 / _CHARS_PER_TOKEN)
+_estimate_tokens = estimate_text_tokens  # the package's one estimate (UTF-16 code units / 4)
 
 
 
@@ -484,6 +502,7 @@ def _estimate_usage(message: AssistantMessage, context: Context, options: Mappin
         else:
             cache_write = prompt_tokens
         prompt_cache[session_id] = prompt_text
-    return Usage(input=input_tokens, output=output, cache_read=cache_read, cache_write=cache_write,
-                 total_tokens=input_tokens + output + cache_read + cache_write)
+    usage = Usage(input=input_tokens, output=output, cache_read=cache_read, cache_write=cache_write)
+    usage.total_tokens = usage_total_tokens(usage)
+    return usage
 

@@ -1,0 +1,176 @@
+"""Is a widget frontend really showing this kernel's output? And closing views at shutdown.
+
+Interactivity (can someone click approval buttons? should ``%%agent`` return at once?) is
+decided from evidence that a frontend renders widgets, never from environment variables:
+a kernel started by nbclient/papermill from inside a notebook inherits ``JPY_SESSION_NAME``
+and would look interactive. The evidence (see docs/design/waiting.md):
+
+- ipywidgets' ``jupyter.widget.control`` comm is open (JupyterLab/Notebook open it on
+  connect when ipywidgets is already imported);
+- a view we displayed was rendered: its root widget carries ``_view_count = 0`` and every
+  frontend view of it adds one (ipywidgets' view-count protocol, sent back on the comm).
+
+The evidence is sticky for the kernel's lifetime: a frontend that rendered one view renders
+the next one too.
+"""
+
+from __future__ import annotations
+
+import sys
+import weakref
+from typing import Any
+
+__all__ = ["has_widget_frontend", "frontend_seen", "track_view", "view_rendered", "count_new_views",
+           "close_views", "install_shutdown_close", "uninstall_shutdown_close"]
+
+_tracked: weakref.WeakSet[Any] = weakref.WeakSet()
+_seen = False
+_counting = False
+_chained: list[Any] = []  # [the construction callback we replaced] once installed
+
+
+def has_widget_frontend(shell: Any) -> bool:
+    """Does a widget-rendering frontend show this kernel's output (evidence so far)?"""
+    if getattr(shell, "kernel", None) is None:
+        return False
+    return frontend_seen()
+
+
+def frontend_seen() -> bool:
+    global _seen
+    if not _seen and (_control_comm_open() or any(_rendered(w) for w in list(_tracked))):
+        _seen = True
+    return _seen
+
+
+def track_view(widget: Any) -> None:
+    """Ask the frontend to count the views of ``widget`` (a ``_view_count`` of None means
+    "do not track"). Best set before the widget is displayed; set just after, the count
+    arrives as long as the update reaches the frontend before the view is shown."""
+    if widget is None or not hasattr(widget, "_view_count"):
+        return
+    if widget._view_count is None:
+        widget._view_count = 0
+    _tracked.add(widget)
+
+
+def count_new_views(on: bool) -> None:
+    """While on, every widget constructed asks the frontend to count its views.
+
+    ipywidgets calls its construction callback before the widget's comm opens, so the count
+    is part of the widget's first state and the frontend sees it before any view exists
+    (set after ``display``, a view may already be shown uncounted)."""
+    global _counting
+    _counting = on
+    if not on or _chained:
+        return
+    import ipywidgets
+
+    widget_class = ipywidgets.Widget
+    previous = widget_class._widget_construction_callback
+    _chained.append(previous)
+
+    def constructed(widget: Any) -> None:
+        if _counting:
+            track_view(widget)
+        if callable(previous):
+            previous(widget)
+
+    widget_class.on_widget_constructed(constructed)
+
+
+def stop_counting_views() -> None:
+    """Put back the construction callback found at install (extension unload)."""
+    global _counting
+    _counting = False
+    widget_module = sys.modules.get("ipywidgets.widgets.widget")
+    if _chained and widget_module is not None:
+        widget_module.Widget.on_widget_constructed(_chained.pop())
+
+
+def view_rendered(widget: Any) -> bool:
+    """Has a frontend shown ``widget``? (Also records the evidence.)"""
+    rendered = _rendered(widget)
+    if rendered:
+        frontend_seen()
+    return rendered
+
+
+def _rendered(widget: Any) -> bool:
+    count = getattr(widget, "_view_count", None)
+    return isinstance(count, int) and count > 0
+
+
+def _control_comm_open() -> bool:
+    widget_module = sys.modules.get("ipywidgets.widgets.widget")
+    widget_class = getattr(widget_module, "Widget", None) if widget_module is not None else None
+    return getattr(widget_class, "_control_comm", None) is not None
+
+
+# --- views of a dying kernel ----------------------------------------------------------------
+def _descendants(widget: Any, seen: set[int]) -> list[Any]:
+    """``widget`` and every widget its traits hold (children, layout, style), each once."""
+    widget_module = sys.modules.get("ipywidgets.widgets.widget")
+    widget_class = getattr(widget_module, "Widget", None) if widget_module is not None else None
+    if widget_class is None or not isinstance(widget, widget_class) or id(widget) in seen:
+        return []
+    seen.add(id(widget))
+    found = [widget]
+    for name in widget.keys:
+        try:
+            value = getattr(widget, name)
+        except Exception:
+            continue
+        values = value if isinstance(value, (list, tuple)) else (value,)
+        for item in values:
+            found.extend(_descendants(item, seen))
+    return found
+
+
+def close_views(views: list[Any]) -> int:
+    """Close every widget model of ``views`` (a frontend removes a closed model's views, so
+    nothing of a dead kernel keeps offering buttons). Returns how many were closed."""
+    seen: set[int] = set()
+    widgets: list[Any] = []
+    for view in views:
+        widgets.extend(_descendants(getattr(view, "widget", view), seen))
+    closed = 0
+    for widget in widgets:
+        if getattr(widget, "comm", None) is None:
+            continue
+        try:
+            widget.close()
+            closed += 1
+        except Exception:
+            pass  # the kernel is going away; a close that fails costs nothing more
+    return closed
+
+
+def install_shutdown_close(shell: Any, live_views: Any) -> None:
+    """Before the kernel shuts down (also for a restart), close the widget models of the
+    views ``live_views()`` returns, so the frontend does not show them as alive.
+
+    ipykernel calls ``kernel.do_shutdown`` for a ``shutdown_request`` (on its control
+    thread); the close messages go out on iopub before the shutdown reply."""
+    kernel: Any = getattr(shell, "kernel", None)
+    original = getattr(kernel, "do_shutdown", None)
+    if original is None or getattr(kernel, "_pi_original_do_shutdown", None) is not None:
+        return
+
+    def do_shutdown(restart: bool) -> Any:
+        try:
+            close_views(list(live_views()))
+        except Exception:
+            pass
+        return original(restart)
+
+    kernel._pi_original_do_shutdown = original
+    kernel.do_shutdown = do_shutdown
+
+
+def uninstall_shutdown_close(shell: Any) -> None:
+    kernel = getattr(shell, "kernel", None)
+    if kernel is None or getattr(kernel, "_pi_original_do_shutdown", None) is None:
+        return
+    del kernel.do_shutdown  # the instance attribute: the class's method shows again
+    kernel._pi_original_do_shutdown = None

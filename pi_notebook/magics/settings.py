@@ -1,0 +1,72 @@
+"""Typed settings handed from the magics layer to the parts below it.
+
+``AgentMagics`` (traitlets, ``%config``) is the user's surface; the run lifecycle, the
+agent wiring and the tools never read its trait names. They get the plain values built
+here, when a run starts, so a ``%config`` change applies from the next run on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING
+
+from .config import AgentMagics
+
+if TYPE_CHECKING:  # the tools package imports the agent core: loaded with the first agent
+    from ..tools import PythonToolSettings
+
+__all__ = ["RunSettings", "run_settings", "python_tool_settings", "update_python_tool_settings",
+           "stream_timeouts"]
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """One snapshot of ``AgentMagics`` (see its help texts for each field)."""
+
+    model: str
+    base_url: str
+    thinking: str
+    approval: str
+    wait: str
+    system_prompt: str
+    autosave: bool
+    session_dir: str
+    raise_on_error: bool
+    first_byte_timeout: float
+    idle_timeout: float
+
+
+def run_settings(magics: AgentMagics) -> RunSettings:
+    return RunSettings(
+        model=magics.model.strip(), base_url=magics.base_url.strip(), thinking=magics.thinking,
+        approval=magics.approval, wait=magics.wait, system_prompt=magics.system_prompt,
+        autosave=magics.autosave, session_dir=magics.session_dir,
+        raise_on_error=magics.raise_on_error, first_byte_timeout=magics.first_byte_timeout,
+        idle_timeout=magics.idle_timeout)
+
+
+def python_tool_settings(magics: AgentMagics) -> PythonToolSettings:
+    """The python tool's budgets from the ``AgentMagics`` traits of the same meaning."""
+    from ..tools import PythonToolSettings
+
+    return PythonToolSettings(
+        max_output_chars=magics.max_output_chars, max_value_chars=magics.max_value_chars,
+        max_images=magics.max_images, image_pixel_budget=magics.max_image_pixels,
+        timeout_s=magics.tool_timeout or None)
+
+
+def update_python_tool_settings(target: PythonToolSettings, magics: AgentMagics) -> None:
+    """Refresh the tools' settings object in place (the tools keep a reference to it)."""
+    fresh = python_tool_settings(magics)
+    for f in fields(fresh):
+        setattr(target, f.name, getattr(fresh, f.name))
+
+
+def stream_timeouts(settings: RunSettings) -> dict[str, float]:
+    """The HTTP layer's stream options for a stalled server (0 disables a limit)."""
+    out: dict[str, float] = {}
+    if settings.first_byte_timeout > 0:
+        out["first_byte_timeout_ms"] = settings.first_byte_timeout * 1000
+    if settings.idle_timeout > 0:
+        out["idle_timeout_ms"] = settings.idle_timeout * 1000
+    return out

@@ -1,0 +1,110 @@
+"""The kernel's Agent, wired for the notebook: tools, approval gate, compaction, keys,
+stream timeouts.
+
+:func:`build_agent` receives everything it calls back into as :class:`AgentHooks`
+(plain callables), so this module knows nothing of the runtime that owns the Agent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ..agent import Agent, AgentTool
+from ..agent.types import AgentMessage
+from ..ai.abort import AbortSignal
+from ..ai.env import get_env_api_key
+from ..ai.event_stream import AssistantMessageEventStream
+from ..ai.stream import stream_simple
+from ..ai.types import Context, Model
+from ..session.compaction import CompactionInfo, make_context_compactor, make_model_summarizer
+from ..tools import PythonToolSettings, make_notebook_tools
+from ..tools.approval import ApprovalHook, ApprovalRequest, make_approval_hook
+from .settings import RunSettings
+
+__all__ = ["AgentHooks", "WiredAgent", "build_agent", "env_api_key"]
+
+
+def env_api_key(provider: str) -> str | None:
+    """Keys come only from the environment, read per request, never stored."""
+    return get_env_api_key(provider)
+
+
+@dataclass
+class AgentHooks:
+    """The runtime's side of the wiring."""
+
+    policy: Callable[[], str]  # the approval policy of the run being answered
+    ask: Callable[[ApprovalRequest], Awaitable[str]]  # its view's approval panel
+    is_interactive: Callable[[], bool]
+    notify: Callable[[str], None]  # a warning for the run's view (headless approval)
+    on_compaction: Callable[[str], None]
+    stream_options: Callable[[], dict[str, float]]  # read per request (%config applies)
+    tools: Callable[[], list[AgentTool]] | None = None  # replaces the notebook tools (tests)
+
+
+@dataclass
+class WiredAgent:
+    agent: Agent
+    approval: ApprovalHook
+
+
+def build_agent(settings: RunSettings, shell: Any, hooks: AgentHooks,
+                tool_settings: PythonToolSettings) -> WiredAgent:
+    tools = hooks.tools() if hooks.tools is not None else make_notebook_tools(shell, tool_settings)
+    approval = make_approval_hook(hooks.policy, ask=hooks.ask, is_interactive=hooks.is_interactive,
+                                  notify=hooks.notify)
+
+    def stream(model: Model, context: Context, options: dict[str, Any] | None = None,
+               **kw: Any) -> AssistantMessageEventStream:
+        return stream_simple(model, context, {**hooks.stream_options(), **(options or {})}, **kw)
+
+    agent = Agent(
+        initial_state={"system_prompt": settings.system_prompt, "thinking_level": settings.thinking,
+                       "tools": list(tools)},
+        stream_fn=stream,
+        get_api_key=env_api_key,
+        before_tool_call=approval,
+    )
+    agent.transform_context = _Compaction(agent, hooks).transform
+    return WiredAgent(agent, approval)
+
+
+class _Compaction:
+    """Shrinks old history before a request would overflow the model's window; old turns
+    are summarised by the conversation's own model."""
+
+    def __init__(self, agent: Agent, hooks: AgentHooks) -> None:
+        self._agent = agent
+        self._hooks = hooks
+        self._cached: tuple[tuple[str, str, int], Callable[..., Awaitable[list[Any]]]] | None = None
+
+    async def transform(self, messages: list[AgentMessage],
+                        signal: AbortSignal | None = None) -> list[AgentMessage]:
+        compactor = self._compactor()
+        if compactor is None:
+            return messages
+        return list(await compactor(messages, signal))
+
+    def _compactor(self) -> Callable[..., Awaitable[list[Any]]] | None:
+        model: Model | None = self._agent.state.model
+        window = (model.context_window or 0) if model is not None else 0
+        if model is None or not window:
+            return None
+        key = (model.provider, model.id, window)
+        if self._cached is None or self._cached[0] != key:
+            self._cached = (key, make_context_compactor(window, self._summarize,
+                                                        on_compaction=self._compacted))
+        return self._cached[1]
+
+    async def _summarize(self, messages: list[AgentMessage]) -> str:
+        model = self._agent.state.model
+        options: dict[str, Any] = {"signal": self._agent.signal, **self._hooks.stream_options()}
+        key = env_api_key(model.provider)  # for this one request, not kept
+        if key:
+            options["api_key"] = key
+        return await make_model_summarizer(model, options=options)(messages)
+
+    def _compacted(self, info: CompactionInfo) -> None:
+        self._hooks.on_compaction(f"Context compacted: {info.describe()}")

@@ -1,0 +1,93 @@
+"""What the model sees of one ``python`` call: text cut to the budgets, images attached.
+
+``result_content(result, settings)`` builds the tool result's ``content`` from an
+``ExecutionResult``: stdout/stderr (terminal-resolved, cut head+tail), displays and the value
+by text preference (images attached up to ``max_images``, downscaled to the pixel budget),
+counts of what was dropped, the error with a short traceback, and the elapsed time. All input
+is already redacted; ``format.cut`` redacts again before cutting.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ..ai.types import ImageContent, TextContent
+from .format import IMAGE_MIMES, bundle_text, cut, prepare_image, strip_ansi, terminal_text
+from .redact import strip_unsafe_head
+
+if TYPE_CHECKING:
+    from .python_tool import ExecutionResult, PythonToolSettings
+
+__all__ = ["result_content"]
+
+
+def _short_traceback(text: str, max_lines: int = 40, max_chars: int = 3000) -> str:
+    lines = text.strip("\n").splitlines()
+    if len(lines) > max_lines:
+        lines = ["[... earlier traceback lines cut ...]", *lines[-max_lines:]]
+    text = "\n".join(lines)
+    if len(text) > max_chars:
+        text = "[... cut ...]" + strip_unsafe_head(text[-max_chars:])
+    return text
+
+
+def result_content(result: ExecutionResult, settings: PythonToolSettings) -> list[TextContent | ImageContent]:
+    """The model-facing content of an execution (see the module docstring)."""
+    parts: list[str] = []
+    images: list[ImageContent] = []
+    accepts_images = settings.accepts_images()
+    out_budget = settings.max_output_chars
+    streams = [(n, terminal_text(t)) for n, t in (("stdout", result.stdout), ("stderr", result.stderr)) if t]
+    total = sum(len(t) for _, t in streams) or 1
+    for name, text in streams:
+        budget = max(200, out_budget * len(text) // total) if out_budget > 0 else 0
+        parts.append(f"[{name}]\n{cut(text, budget).rstrip()}")
+
+    def add_bundle(label: str, data: dict[str, Any], text: str | None) -> None:
+        image_mime = next((m for m in IMAGE_MIMES if m in data), None)
+        if image_mime is not None:
+            if not accepts_images:
+                parts.append(f"[{label}: {image_mime} image, not shown: the model does not take images]")
+            elif len(images) >= settings.max_images:
+                parts.append(f"[{label}: {image_mime} image omitted: at most {settings.max_images} images per call]")
+            else:
+                prepared = prepare_image(data[image_mime], image_mime, settings.image_pixel_budget)
+                if isinstance(prepared, str):
+                    parts.append(f"[{label}: {prepared}]")
+                else:
+                    b64, mime, note = prepared
+                    images.append(ImageContent(data=b64, mime_type=mime))
+                    parts.append(f"[{label}: image {len(images)} attached ({note})]")
+            return
+        if text is None:
+            text = bundle_text(data)
+        if text is None:
+            kinds = ", ".join(sorted(data)) or "empty"
+            parts.append(f"[{label}: {kinds} (not shown to the model)]")
+            return
+        parts.append(f"[{label}]\n{cut(strip_ansi(text), settings.max_value_chars).rstrip()}")
+
+    for i, display in enumerate(result.displays, 1):
+        add_bundle(f"display {i}", display.get("data") or {}, None)
+    if result.displays_dropped:
+        parts.append(f"[{result.displays_dropped} more displays not kept]")
+    if result.figures_dropped:
+        parts.append(f"[{result.figures_dropped} more figures/images not drawn or kept: at most "
+                     f"{settings.max_figures} per call; they were closed]")
+    if result.value is not None:
+        add_bundle("value", result.value.get("data") or {}, result.value_text)
+    if result.error is not None:
+        err = result.error
+        head = f"{err['ename']}: {err['evalue']}" if err.get("evalue") else err["ename"]
+        if result.interrupted:
+            parts.append(f"[interrupted] {head}")
+        else:
+            parts.append(f"[error] {head}")
+        if err.get("traceback"):
+            parts.append(_short_traceback(err["traceback"]))
+    if not parts:
+        parts.append("(no output)")
+    parts.append(f"[elapsed {result.elapsed_s:.2f} s]")
+    content: list[TextContent | ImageContent] = [TextContent(text="\n\n".join(parts))]
+    content.extend(images)
+    return content
