@@ -525,3 +525,58 @@ def test_fsync_error_is_a_write_error_too(tmp_path, monkeypatch):
             writer.append(UserMessage(content="x", timestamp=1))
         monkeypatch.undo()
     assert load_session(path).messages == []
+
+
+async def test_disk_full_during_a_run_stops_autosave_with_one_notice_and_the_run_ends_well(
+        tmp_path, monkeypatch):
+    """The magics' Autosave on a real Agent: the disk fills after the first messages."""
+    import errno
+
+    from pi_notebook.agent import Agent, AgentTool, AgentToolResult
+    from pi_notebook.ai.providers.faux import (
+        faux_assistant_message, faux_tool_call, register_faux_provider,
+    )
+    from pi_notebook.ai.stream import stream
+    from pi_notebook.magics.autosave import Autosave
+    from pi_notebook.session import store
+
+    real_write = os.write
+    writes = {"n": 0}
+
+    def filling_disk(fd, data):
+        writes["n"] += 1
+        if writes["n"] > 3:  # header, the prompt, the first answer; then the disk is full
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_write(fd, data)
+
+    monkeypatch.setattr(store.os, "write", filling_disk)
+    faux = register_faux_provider()
+    try:
+        faux.set_responses([
+            faux_assistant_message([faux_tool_call("python", {"code": "1"}, id="c1")],
+                                   stop_reason="toolUse"),
+            faux_assistant_message("done"),
+        ])
+
+        async def execute(tool_call_id, params, signal, on_update):
+            return AgentToolResult(content=[TextContent(text="1")])
+
+        tool = AgentTool(name="python", description="run", execute=execute,
+                         parameters={"type": "object", "properties": {"code": {"type": "string"}}})
+        agent = Agent(initial_state={"model": faux.get_model(), "tools": [tool]}, stream_fn=stream)
+        notices: list[str] = []
+        autosave = Autosave(enabled=lambda: True, directory=lambda: tmp_path, name=lambda: "nb",
+                            transcript=lambda: list(agent.state.messages),
+                            model_spec=lambda: "faux/faux-1", warn=notices.append)
+        agent.subscribe(lambda event, *_: autosave.message_ended(event.message)
+                        if event.type == "message_end" else None)
+        await agent.prompt("go")
+    finally:
+        faux.unregister()
+    assert agent.state.messages[-1].content[0].text == "done"  # the run was not disturbed
+    assert len(notices) == 1 and notices[0].startswith("Autosave stopped: ")
+    assert "No space left on device" in notices[0] and "keeps every message before it" in notices[0]
+    monkeypatch.undo()
+    loaded = load_session(autosave.path)
+    assert loaded.warnings == []
+    assert [m.role for m in loaded.messages] == ["user", "assistant"]
