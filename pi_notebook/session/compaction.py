@@ -1,23 +1,29 @@
 """Keep the context inside the model's window: a ``transform_context`` hook.
 
 ``make_context_compactor(context_window, ...)`` returns ``async (messages, signal)
--> messages``. When the estimate (ai.options: characters / 4, images ~1200 tokens) exceeds the
-budget (window minus ``reserve_tokens`` for the system prompt, tools and the
-answer) it shrinks a *copy* of the history, in two stages:
+-> messages``. When the estimate (ai.options: characters / 4, images ~1200 tokens, plus
+a few tokens of framing per message) exceeds the budget (the window minus the answer's
+room, a margin, and the system prompt and tools: ``budget_reserve``,
+``overhead_tokens``) it shrinks a *copy* of the history:
 
+0. Oversize: a message larger than half the budget is cut, head and tail kept
+   around a marker (``fit.cut_oversize``).
 1. Outputs: the content of the oldest tool results is replaced by a short note,
    oldest first, until the estimate fits. The result messages stay, so every
    tool call keeps its result.
 2. Summary: if that is not enough, the oldest messages are replaced by one user
    message holding a summary (``summarize(messages) -> str``, async; the default
-   is extractive). The summarised range ends only where no tool call is
-   separated from its result, and never includes the last user message.
+   is extractive, and a failed summariser falls back to it). The summarised range
+   ends only where no tool call is separated from its result, and never includes
+   the last user message.
+3. Guarantee: ``fit.fit_to_budget`` drops the oldest turns with a note and cuts the
+   largest messages; if nothing fits, ``ContextBudgetError`` is raised and no
+   request is sent. What the hook returns always fits the budget (estimated).
 
 Summaries are cached by the identity of the messages they replace, and a longer
 range reuses the summary of its cached prefix, so the model is not asked again
-for the same history on every turn.
+for the same history on every turn. See docs/design/sessions.md.
 """
-
 from __future__ import annotations
 
 import inspect
