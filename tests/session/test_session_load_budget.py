@@ -290,3 +290,34 @@ async def test_a_history_that_cannot_fit_ends_the_run_with_an_error_and_sends_no
     last = agent.state.messages[-1]
     assert last.role == "assistant" and last.stop_reason == "error"
     assert "leave no room for the conversation" in (last.error_message or "")
+
+
+async def test_the_magics_agent_never_sends_more_than_the_window_after_a_load(tmp_path, faux):
+    """The agent the magics build (their transform_context), continued after a load."""
+    from pi_notebook.magics.config import AgentMagics
+    from pi_notebook.magics.settings import python_tool_settings, run_settings
+    from pi_notebook.magics.wiring import AgentHooks, build_agent
+
+    notices: list[str] = []
+
+    async def deny(request):
+        return "deny"
+
+    hooks = AgentHooks(policy=lambda: "auto", ask=deny, is_interactive=lambda: False,
+                       notify=notices.append, on_compaction=notices.append,
+                       stream_options=dict, tools=lambda: [_python_tool()])
+    magics = AgentMagics()
+    wired = build_agent(run_settings(magics), None, hooks, python_tool_settings(magics))
+    agent = wired.agent
+    agent.state.model = faux.get_model()
+    agent.state.messages = await _load(tmp_path, _big_history(500, 10_000))
+    recorder = _Recorder()
+    faux.set_responses([recorder.reply(faux_assistant_message("continued"))])
+    await agent.prompt("go on")
+    context, options = recorder.requests[0]
+    prompt = _faux_tokens(context)
+    max_tokens = build_base_options(faux.get_model(), context, options)["max_tokens"]
+    assert prompt + max_tokens <= WINDOW
+    assert max_tokens > 1  # the stale usage of the loaded answers no longer squeezes it
+    _assert_paired(list(context.messages))
+    assert any(n.startswith("Context compacted: ") for n in notices)
