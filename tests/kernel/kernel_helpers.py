@@ -53,7 +53,7 @@ class Kernel:
     """One real kernel plus a client; ``shutdown()`` when done."""
 
     def __init__(self, cwd: str | os.PathLike[str] | None = None, env: dict[str, str] | None = None,
-                 extra_args: list[str] | None = None) -> None:
+                 extra_args: list[str] | None = None, log_path: Path | None = None) -> None:
         self._tmp = tempfile.TemporaryDirectory(prefix="pi-kernel-")
         root = Path(self._tmp.name)
         self.cwd = Path(cwd) if cwd is not None else root / "work"
@@ -62,7 +62,11 @@ class Kernel:
         self.km = KernelManager(kernel_name=name,
                                 kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(root / "kernels")]))
         started = time.monotonic()
-        self.km.start_kernel(cwd=str(self.cwd))
+        self._log = open(log_path, "w") if log_path is not None else None  # the kernel's stdout+stderr
+        if self._log is not None:
+            self.km.start_kernel(cwd=str(self.cwd), stdout=self._log, stderr=self._log)
+        else:
+            self.km.start_kernel(cwd=str(self.cwd))
         self.kc = self.km.client()
         self.kc.start_channels()
         self.kc.wait_for_ready(timeout=60)
@@ -225,6 +229,8 @@ class Kernel:
         self.km.interrupt_kernel()
 
     def shutdown(self) -> None:
+        if self._stop:
+            return  # already shut down (a test may end the kernel early to read its log)
         self._stop = True
         # zmq sockets are not thread-safe: let the pump leave its poll before closing them
         self._pump_thread.join(timeout=2)
@@ -232,6 +238,8 @@ class Kernel:
             self.kc.stop_channels()
         finally:
             self.km.shutdown_kernel(now=True)
+            if self._log is not None:
+                self._log.close()
             self._tmp.cleanup()
 
     def __enter__(self) -> "Kernel":
