@@ -270,3 +270,17 @@ async def test_model_summarizer_asks_the_model_and_falls_back_on_error():
     finally:
         faux.unregister()
 
+
+
+async def test_history_without_a_user_message_still_fits_with_a_note_in_front():
+    compact = make_context_compactor(2000, reserve_tokens=400)
+    messages: list = []
+    for i in range(60):
+        messages.append(_call(i, "thinking aloud " * 20))
+        messages.append(_result(i, 40))
+    result = await compact(messages, None)
+    assert estimate_tokens(result) + 8 * len(result) <= 1600
+    assert_paired(result)
+    assert isinstance(result[0], UserMessage)
+    assert "earlier messages of this conversation were dropped" in result[0].content[0].text
+    assert result[-1].tool_call_id == "c59"
