@@ -12,7 +12,6 @@ file cuts that torn tail off before appending.
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import re
@@ -24,6 +23,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..ai.types import AssistantMessage, ToolResultMessage, UserMessage, now_ms
+from .jsonline import encode_line
 
 __all__ = [
     "FORMAT_VERSION", "SUPPORTED_VERSIONS", "SessionFormatError", "SessionWriteError", "SessionPathError", "SessionHeader", "SessionWriter",
@@ -129,17 +129,6 @@ def new_session_path(directory: str | os.PathLike[str], name: str,
 
 # --- serialisation -------------------------------------------------------------------------
 
-def _json_fallback(value: Any) -> Any:
-    # tool `details` may hold arbitrary Python objects; keep the file valid JSON
-    if isinstance(value, (bytes, bytearray)):
-        return base64.b64encode(bytes(value)).decode("ascii")
-    if isinstance(value, (set, frozenset, tuple)):
-        return list(value)
-    if hasattr(value, "model_dump"):
-        return value.model_dump()
-    return repr(value)
-
-
 def message_to_json(message: Any) -> dict[str, Any]:
     """pi's JSON shape of a message: pydantic messages dumped, dicts as they are."""
     if hasattr(message, "model_dump"):
@@ -157,69 +146,6 @@ def message_from_json(data: Mapping[str, Any]) -> Any:
     role = data.get("role")
     cls = _MESSAGE_CLASSES.get(role) if isinstance(role, str) else None
     return cls.model_validate(data) if cls is not None else dict(data)
-
-
-def _encode_line(obj: Any) -> bytes:
-    # ensure_ascii escapes lone surrogates (possible in tool output), so every line is
-    # ASCII; anything json cannot take as it is goes through _sanitize instead of failing
-    try:
-        text = json.dumps(obj, ensure_ascii=True, separators=(",", ":"), default=_json_fallback,
-                          allow_nan=False)
-    except Exception:  # a bad key, a cycle, NaN, a raising __repr__ deep in `details`
-        text = json.dumps(_sanitize(obj, 0, set()), ensure_ascii=True, separators=(",", ":"),
-                          allow_nan=False)
-    return (text + "\n").encode("ascii")
-
-
-_MAX_DEPTH = 200
-_MAX_REPR = 10_000
-
-
-def _safe_repr(value: Any) -> str:
-    try:
-        text = repr(value)
-    except Exception:
-        return f"<unrepresentable {type(value).__name__}>"
-    return text if len(text) <= _MAX_REPR else text[:_MAX_REPR] + "...[cut]"
-
-
-def _json_key(key: Any) -> str:
-    if isinstance(key, str):
-        return key
-    if isinstance(key, bool) or key is None:
-        return json.dumps(key)
-    if isinstance(key, (int, float)):
-        return str(key)
-    return _safe_repr(key)
-
-
-def _sanitize(value: Any, depth: int, active: set[int]) -> Any:
-    """A JSON-safe copy: what JSON.stringify would keep, never an exception."""
-    if value is None or isinstance(value, (str, bool, int)):
-        return value
-    if isinstance(value, float):
-        return value if value == value and value not in (float("inf"), float("-inf")) else None
-    if depth > _MAX_DEPTH:
-        return "[nested too deep]"
-    if id(value) in active:
-        return "[circular reference]"
-    if isinstance(value, (bytes, bytearray)):
-        return base64.b64encode(bytes(value)).decode("ascii")
-    active.add(id(value))
-    try:
-        if isinstance(value, Mapping):
-            return {_json_key(k): _sanitize(v, depth + 1, active) for k, v in value.items()}
-        if isinstance(value, (list, tuple, set, frozenset)):
-            return [_sanitize(v, depth + 1, active) for v in value]
-        if hasattr(value, "model_dump"):
-            try:
-                dumped = value.model_dump()
-            except Exception:
-                return _safe_repr(value)
-            return _sanitize(dumped, depth + 1, active)
-        return _safe_repr(value)
-    finally:
-        active.discard(id(value))
 
 
 # --- header --------------------------------------------------------------------------------
@@ -329,12 +255,12 @@ class SessionWriter:
             self._cut_torn_tail()
         self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         if created:
-            self._write(_encode_line(self.header.to_json()))
+            self._write(encode_line(self.header.to_json()))
             _fsync_directory(self.path.parent)
 
     def append(self, message: Any) -> None:
         """Write ``message`` as one line; it is on disk when this returns."""
-        self._write(_encode_line(message_to_json(message)))
+        self._write(encode_line(message_to_json(message)))
 
     def append_many(self, messages: Iterable[Any]) -> None:
         for message in messages:
@@ -454,8 +380,8 @@ def write_session(path: str | os.PathLike[str], messages: Iterable[Any], *,
     target.parent.mkdir(parents=True, exist_ok=True)
     header = SessionHeader(model=model, name=name,
                            started_at=started_at if started_at is not None else now_ms())
-    lines = [_encode_line(header.to_json())]
-    lines.extend(_encode_line(message_to_json(m)) for m in messages)
+    lines = [encode_line(header.to_json())]
+    lines.extend(encode_line(message_to_json(m)) for m in messages)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     try:
         with open(tmp, "wb") as f:
