@@ -42,7 +42,7 @@ import sys
 import tempfile
 import textwrap
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
@@ -303,7 +303,7 @@ def run_task(task: Task, model: str, profile: str | None, timeout: int) -> dict:
         wall = time.monotonic() - started
         if VERDICT_MARK not in out:
             return {"task": task.name, "passed": False, "invented": False, "seconds": None,
-                    "answer": "", "errors": (errors + [out[-300:]])[-2:], "wall": round(wall, 1)}
+                    "answer": "", "errors": [*errors, out[-300:]][-2:], "wall": round(wall, 1)}
         verdict = json.loads(out.split(VERDICT_MARK, 1)[1].strip().splitlines()[0])
         verdict.update(task=task.name, wall=round(wall, 1), needs=task.needs)
         return verdict

@@ -21,14 +21,23 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 from ..abort import AbortSignal
 from ..event_stream import AssistantMessageEventStream
-from ..types import AssistantMessage, Context, ErrorEvent, Model, ModelCost, Usage
-from .local_setup import (DEFAULT_LOCAL_MODEL, PACKAGED_MODELS, SETUP_HINT, LocalSetupError,
-                          find_llama_server, packaged_model_installed, resolve_model_path)
+from ..types import AssistantMessage, AssistantMessageEvent, Context, ErrorEvent, Model, ModelCost, Usage
+from .local_setup import (
+    DEFAULT_LOCAL_MODEL,
+    PACKAGED_MODELS,
+    SETUP_HINT,
+    LocalSetupError,
+    find_llama_server,
+    packaged_model_installed,
+    resolve_model_path,
+)
+from .local_tools import TextToolCallStream, shape_request, tool_call_mode
 
 __all__ = [
     "LOCAL_API", "LOCAL_PROVIDER", "local_model", "local_model_available", "LlamaServer",
@@ -214,10 +223,14 @@ def _stream(model: Model, context: Context, options: dict[str, Any], simple: boo
             out.end()
             return
         wire = get_api_provider("openai-completions")
+        assert wire is not None, "the openai-completions provider is built in"
         inner_model = model.model_copy(update={"api": "openai-completions", "base_url": base_url})
-        inner_options = {**options, "api_key": options.get("api_key") or "local"}
+        mode = tool_call_mode() if model.id in PACKAGED_MODELS else "server"
+        inner_options = {**options, "api_key": options.get("api_key") or "local",
+                         "on_payload": _payload_hook(mode, options.get("on_payload"))}
         fn = wire.stream_simple if simple else wire.stream
-        async for event in fn(inner_model, context, inner_options):
+        converter = TextToolCallStream(list(context.tools or []))
+        async for event in converter.convert(_aiter(fn(inner_model, context, inner_options))):
             if event.type == "start":
                 # Messages belong to the model the user chose (api "llama-server"),
                 # so that replaying them to the same model keeps thinking etc.
@@ -231,6 +244,26 @@ def _stream(model: Model, context: Context, options: dict[str, Any], simple: boo
     _tasks.add(task)
     task.add_done_callback(_tasks.discard)
     return out
+
+
+async def _aiter(stream: AssistantMessageEventStream) -> AsyncIterator[AssistantMessageEvent]:
+    async for event in stream:
+        yield event
+
+
+def _payload_hook(mode: str, user_hook: Any) -> Any:
+    """Reshape the request for llama-server (local_tools.shape_request), then the caller's hook."""
+
+    async def hook(params: dict[str, Any], model: Model) -> Any:
+        params = shape_request(params, mode=mode)
+        if user_hook is None:
+            return params
+        replaced = user_hook(params, model)
+        if asyncio.iscoroutine(replaced):
+            replaced = await replaced
+        return params if replaced is None else replaced
+
+    return hook
 
 
 def stream_local(model: Model, context: Context, options: dict[str, Any] | None = None
