@@ -197,19 +197,47 @@ print({mark!r} + _json.dumps({{
 
 
 def _profile_cell(model: str, profile: str) -> str:
-    """Apply the small-model profile (or keep the defaults) the way the magics apply it to a new
-    conversation: its system prompt (with the namespace summary), its tools."""
+    """Apply the small-model profile the way docs/design/local-model.md asks the magics to:
+    its system prompt and tools, and the namespace summary (plus the last-error note, when the
+    notebook-context tools exist) at the start of the prompt's user message, for the model only."""
     if profile == "default":
-        return "pass"
+        return "import os\nos.environ['PI_NOTEBOOK_SMALL_PROFILE'] = '0'"
     return textwrap.dedent(f"""
+        import os
+        os.environ['PI_NOTEBOOK_SMALL_PROFILE'] = '1'
         from pi_notebook import get_agent as _ga
         from pi_notebook.ai import get_model as _gm
-        from pi_notebook.ai.providers.local_profile import small_model_profile as _smp, profile_system_prompt as _psp
+        from pi_notebook.ai.types import TextContent as _TC, UserMessage as _UM
+        from pi_notebook.ai.providers.local_profile import small_model_profile as _smp
         _p = _smp(_gm({model!r}))
-        if _p is not None:
-            get_ipython().config.AgentMagics.system_prompt = _psp(_p, get_ipython().user_ns)
-            _a = _ga()
-            _a.state.tools = [t for t in _a.state.tools if t.name in _p.tool_names]
+        get_ipython().config.AgentMagics.system_prompt = _p.system_prompt
+        _a = _ga()
+        _a.state.tools = [t for t in _a.state.tools if t.name in _p.tool_names]
+        try:
+            from pi_notebook.tools.namespace import namespace_summary as _ns
+        except ImportError:
+            _ns = None
+        _context_cache = {{}}
+        _orig_tc = _a.transform_context
+        async def _with_context(messages, signal=None):
+            messages = await _orig_tc(messages, signal) if _orig_tc else messages
+            last = max((i for i, m in enumerate(messages) if m.role == "user"), default=None)
+            if last is None or not _p.include_namespace_summary or _ns is None:
+                return messages
+            key = id(messages[last])
+            if key not in _context_cache:
+                ns = {{k: v for k, v in get_ipython().user_ns.items() if not k.startswith("_")}}
+                _context_cache[key] = _ns(ns, 300)
+            note = _context_cache[key]
+            if not note:
+                return messages
+            m = messages[last]
+            content = m.content if isinstance(m.content, list) else [_TC(text=m.content)]
+            messages = list(messages)
+            messages[last] = _UM(content=[_TC(text="Notebook variables:\\n" + note + "\\n\\n"), *content],
+                                 timestamp=m.timestamp)
+            return messages
+        _a.transform_context = _with_context
         """)
 
 

@@ -6,10 +6,15 @@ from __future__ import annotations
 import json
 
 from pi_notebook.agent import AgentTool
-from pi_notebook.ai.providers.local_tools import (NOTE_PREFIX, TOOLCALL_FAILURE_HINT, TextToolCallStream,
-                                                  friendly_error, shape_request, tools_grammar)
-from pi_notebook.ai.types import (AssistantMessage, DoneEvent, ErrorEvent, StartEvent, TextDeltaEvent,
-                                  ToolCall)
+from pi_notebook.ai.providers.local_tools import (
+    NOTE_PREFIX,
+    TOOLCALL_FAILURE_HINT,
+    TextToolCallStream,
+    friendly_error,
+    shape_request,
+    tools_grammar,
+)
+from pi_notebook.ai.types import AssistantMessage, DoneEvent, ErrorEvent, StartEvent, TextDeltaEvent, ToolCall
 
 PYTHON = {"type": "object", "properties": {"code": {"type": "string"}}, "required": ["code"]}
 INSPECT = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
