@@ -58,6 +58,12 @@ __all__ = [
 
 TOOLCALL_MODES = ("grammar", "parse", "server")
 DEFAULT_MAX_TOOL_CALLS = 3
+# Left alone, the 0.5B model writes a comment and a print for every attribute it can think of
+# (measured: 300 tokens of "# Display the ..." lines for "load the CSV into df"). Code arguments
+# are therefore limited to this many non-empty lines of at most MAX_LINE_CHARS characters,
+# without comments or tab/control escapes.
+MAX_CODE_LINES = 8
+MAX_LINE_CHARS = 100
 
 # Notes the provider adds to the transcript for the user; stripped again from what the model reads.
 NOTE_PREFIX = "[embedded model] "
@@ -87,7 +93,10 @@ boolean ::= "true" | "false"
 value ::= object | array | string | number | boolean | "null"
 object ::= "{" ws ( string ws ":" ws value ( ws "," ws string ws ":" ws value )* )? ws "}"
 array ::= "[" ws ( value ( ws "," ws value )* )? ws "]"
-'''.strip()
+code ::= "\"" codeline ( "\\n" codeline ){0,%d} "\""
+codeline ::= codechar{1,%d}
+codechar ::= [^"\\\x7F\x00-\x1F#] | "\\" ["\\/]
+'''.strip() % (MAX_CODE_LINES - 1, MAX_LINE_CHARS)
 
 _SCALARS = {"string": "string", "integer": "integer", "number": "number", "boolean": "boolean"}
 
@@ -97,9 +106,11 @@ def _literal(text: str) -> str:
     return json.dumps(json.dumps(text, ensure_ascii=False), ensure_ascii=False)
 
 
-def _value_rule(schema: Any) -> str:
+def _value_rule(schema: Any, key: str = "") -> str:
     if not isinstance(schema, Mapping):
         return "value"
+    if key == "code" and schema.get("type") == "string":
+        return "code"
     enum = schema.get("enum")
     if isinstance(enum, list) and enum and all(isinstance(e, (str, int, float, bool)) for e in enum):
         return "(" + " | ".join(json.dumps(json.dumps(e)) for e in enum) + ")"
@@ -124,10 +135,10 @@ def _arguments_rule(parameters: Any) -> str:
     parts: list[str] = []
     for i, key in enumerate(required):
         sep = "" if i == 0 else '"," ws '
-        parts.append(f'{sep}{_literal(key)} ws ":" ws {_value_rule(props[key])}')
+        parts.append(f'{sep}{_literal(key)} ws ":" ws {_value_rule(props[key], key)}')
     body = " ws ".join(parts)
     for key in optional:
-        pair = f'{_literal(key)} ws ":" ws {_value_rule(props[key])}'
+        pair = f'{_literal(key)} ws ":" ws {_value_rule(props[key], key)}'
         body = f'{body} ( ws "," ws {pair} )?' if body else f"( {pair} )?"
     return f'("{{" ws {body} ws "}}")'
 
