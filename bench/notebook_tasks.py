@@ -141,6 +141,13 @@ answer = "\n".join(_texts(_final[-1])) if _final else ""
 _tool_text = "\n".join(t for m in _msgs if m.role == "toolResult" for t in _texts(m))
 _errors = [m.error_message for m in _msgs if m.role == "assistant" and m.stop_reason == "error"]
 _calls = [c.name for m in _msgs if m.role == "assistant" for c in m.content if c.type == "toolCall"]
+_trace = []
+for m in _msgs:
+    if m.role == "assistant":
+        _trace += [f"{c.name}: {str(c.arguments.get('code', c.arguments))[:160]}" for c in m.content
+                   if c.type == "toolCall"]
+    elif m.role == "toolResult":
+        _trace.append("-> " + " ".join(_texts(m))[:160])
 figure_shown = any(
     getattr(b, "type", "") == "image" for m in _msgs if m.role == "toolResult" for b in m.content
 ) or any(
@@ -190,10 +197,34 @@ else:
 print({mark!r} + _json.dumps({{
     "passed": _passed, "invented": _invented, "seconds": round(_agent_s, 1),
     "state_ok": _state_ok, "state_error": _state_error, "numbers_ok": _numbers_ok,
-    "answer": answer[:300], "calls": _calls, "errors": _errors[:2],
+    "answer": answer[:300], "calls": _calls, "errors": _errors[:2], "trace": _trace,
     "turns": sum(1 for m in _msgs if m.role == "assistant"),
 }}))
 '''
+
+
+_NAMESPACE_FALLBACK = textwrap.dedent('''
+        try:
+            from pi_notebook.tools.namespace import namespace_summary as _ns
+        except ImportError:  # until the notebook-context work lands: names, types, shapes, columns
+            import types as _types
+            def _ns(ns, budget):
+                lines = []
+                for k, v in ns.items():
+                    if k in ("In", "Out", "exit", "quit", "get_ipython") or isinstance(v, _types.ModuleType) \\
+                            or callable(v):
+                        continue
+                    if isinstance(v, pd.DataFrame):
+                        cols = ", ".join(f"{c} ({t})" for c, t in v.dtypes.items())
+                        lines.append(f"{k}: DataFrame, {v.shape[0]} rows x {v.shape[1]} columns: {cols}")
+                    elif isinstance(v, pd.Series):
+                        lines.append(f"{k}: Series, {len(v)} values, index {v.index.name}, dtype {v.dtype}")
+                    elif isinstance(v, (int, float, str)) and len(repr(v)) < 40:
+                        lines.append(f"{k} = {v!r}")
+                    else:
+                        lines.append(f"{k}: {type(v).__name__}")
+                return "\\n".join(lines)
+''')
 
 
 def _profile_cell(model: str, profile: str) -> str:
@@ -205,6 +236,7 @@ def _profile_cell(model: str, profile: str) -> str:
     return textwrap.dedent(f"""
         import os
         os.environ['PI_NOTEBOOK_SMALL_PROFILE'] = '1'
+        import pandas as pd
         from pi_notebook import get_agent as _ga
         from pi_notebook.ai import get_model as _gm
         from pi_notebook.ai.types import TextContent as _TC, UserMessage as _UM
@@ -213,10 +245,6 @@ def _profile_cell(model: str, profile: str) -> str:
         get_ipython().config.AgentMagics.system_prompt = _p.system_prompt
         _a = _ga()
         _a.state.tools = [t for t in _a.state.tools if t.name in _p.tool_names]
-        try:
-            from pi_notebook.tools.namespace import namespace_summary as _ns
-        except ImportError:
-            _ns = None
         _context_cache = {{}}
         _orig_tc = _a.transform_context
         async def _with_context(messages, signal=None):
@@ -238,7 +266,7 @@ def _profile_cell(model: str, profile: str) -> str:
                                  timestamp=m.timestamp)
             return messages
         _a.transform_context = _with_context
-        """)
+        """).replace("_context_cache = {}", _NAMESPACE_FALLBACK + "_context_cache = {}")
 
 
 def _hidden(source: str) -> nbformat.NotebookNode:
@@ -356,6 +384,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=int, default=600)
     parser.add_argument("--json", default="", help="write the verdicts to this file")
     parser.add_argument("--label", default="", help="a name for this configuration in the summary")
+    parser.add_argument("-v", "--verbose", action="store_true", help="print each task's tool calls and results")
     args = parser.parse_args(argv)
     chosen = [t for t in TASKS if not args.tasks or t.name in args.tasks.split(",")]
     print(f"# {len(chosen)} tasks on {args.model}"
@@ -370,6 +399,9 @@ def main(argv: list[str] | None = None) -> int:
         detail = verdict.get("errors") or verdict.get("answer", "")
         print(f"{task.name:<13} {mark:<9} {seconds if seconds is not None else '-':>6} s  "
               f"calls={verdict.get('calls')}  {textwrap.shorten(str(detail), 150)}", flush=True)
+        if args.verbose:
+            for step in verdict.get("trace", []):
+                print(f"    {step!r}", flush=True)
     print(summarize(args.model, results, args.label), flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps({"model": args.model, "label": args.label,

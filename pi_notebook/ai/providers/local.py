@@ -125,7 +125,8 @@ def _stream(model: Model, context: Context, options: dict[str, Any], simple: boo
         inner_model = model.model_copy(update={"api": "openai-completions", "base_url": base_url})
         mode = tool_call_mode() if model.id in PACKAGED_MODELS else "server"
         inner_options = {**options, "api_key": options.get("api_key") or "local",
-                         "on_payload": _payload_hook(model.id, mode, options.get("on_payload"))}
+                         "on_payload": _payload_hook(model.id, mode, options.get("on_payload"),
+                                                     _last_result_failed(context))}
         fn = wire.stream_simple if simple else wire.stream
         converter = TextToolCallStream(list(context.tools or []))
         async for event in converter.convert(_aiter(fn(inner_model, context, inner_options))):
@@ -149,12 +150,17 @@ async def _aiter(stream: AssistantMessageEventStream) -> AsyncIterator[Assistant
         yield event
 
 
-def _payload_hook(model_id: str, mode: str, user_hook: Any) -> Any:
+def _last_result_failed(context: Context) -> bool:
+    messages = list(context.messages or [])
+    return bool(messages) and messages[-1].role == "toolResult" and bool(getattr(messages[-1], "is_error", False))
+
+
+def _payload_hook(model_id: str, mode: str, user_hook: Any, last_result_failed: bool) -> Any:
     """Reshape the request for llama-server (local_tools.shape_request), remember its prefix for
     the next server's warm start, then the caller's hook."""
 
     async def hook(params: dict[str, Any], model: Model) -> Any:
-        params = shape_request(params, mode=mode)
+        params = shape_request(params, mode=mode, last_result_failed=last_result_failed)
         await asyncio.to_thread(remember_prefix, model_id, params.get("messages") or [],
                                 params.get("tools") or [])
         if user_hook is None:

@@ -15,8 +15,12 @@ So each request is reshaped (``shape_request``, an ``on_payload`` hook):
 * a GBNF ``grammar`` built from the offered tools: the output is either prose (not starting
   with ``{``) or exactly one call ``{"name": "<an offered tool>", "arguments": <its schema>}``;
 * a turn budget: on the first turn after the user's message a call is required (the answer
-  must come from the notebook, not from the model's memory); after ``max_tool_calls``
-  results only prose is allowed, so the run always ends with an answer.
+  must come from the notebook, not from the model's memory), and again after a tool error
+  (fix and retry); after ``max_tool_calls`` results only prose is allowed, so the run always
+  ends with an answer;
+* grounded numbers: the prose may state only numbers that the prompt or a tool result of
+  the conversation contains (and their roundings): the 0.5B model otherwise answers "the
+  total revenue is 100" next to a tool output that says 1445.2.
 
 ``TextToolCallStream`` turns the streamed text back into pi's events: prose streams as
 text, a JSON call streams as a tool call. Without the grammar (``PI_NOTEBOOK_LOCAL_TOOLCALLS=
@@ -31,7 +35,7 @@ import json
 import os
 import re
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any
 
 from .._json import parse_streaming_json
@@ -143,8 +147,16 @@ def _arguments_rule(parameters: Any) -> str:
     return f'("{{" ws {body} ws "}}")'
 
 
-def tools_grammar(tools: list[Mapping[str, Any]], *, allow_call: bool = True, allow_text: bool = True) -> str:
-    """GBNF for one reply: prose, or one call of an offered tool (OpenAI-format ``tools``)."""
+def _number_literals(numbers: Iterable[str]) -> list[str]:
+    return sorted({json.dumps(n) for n in numbers if _NUMBER_RE.fullmatch(n)}, key=lambda x: (len(x), x))
+
+
+def tools_grammar(tools: list[Mapping[str, Any]], *, allow_call: bool = True, allow_text: bool = True,
+                  numbers: Iterable[str] | None = None) -> str:
+    """GBNF for one reply: prose, or one call of an offered tool (OpenAI-format ``tools``).
+
+    With ``numbers``, the prose may state only those numbers (digits elsewhere are refused):
+    the answer can quote what the tool output and the prompt showed, not make numbers up."""
     alternatives: list[str] = []
     rules: list[str] = []
     if allow_call:
@@ -159,7 +171,15 @@ def tools_grammar(tools: list[Mapping[str, Any]], *, allow_call: bool = True, al
             alternatives.append(f"call{i}")
     if allow_text or not alternatives:
         # prose: anything that does not open with "{" (a call) or blank space
-        rules.append(r'text ::= [^{ \t\n\x00] [^\x00]*')
+        if numbers is None:
+            rules.append(r'text ::= [^{ \t\n\x00] [^\x00]*')
+        else:
+            literals = _number_literals(numbers)
+            if literals:
+                rules.append(r'text ::= [^{ \t\n\x000-9] ( [^\x000-9] | num [^\x000-9] )* num?')
+                rules.append("num ::= " + " | ".join(literals))
+            else:
+                rules.append(r'text ::= [^{ \t\n\x000-9] [^\x000-9]*')
         alternatives.append("text")
     return "\n".join([f"root ::= {' | '.join(alternatives)}", *rules, _BASE_RULES]) + "\n"
 
@@ -178,6 +198,40 @@ def _tool_calls_since_user(messages: list[Mapping[str, Any]]) -> int | None:
     return count
 
 
+_NUMBER_RE = re.compile(r"\d+(?:\.\d+)?")
+MAX_GROUNDED_NUMBERS = 400
+
+
+def _texts(content: Any) -> Iterable[str]:
+    if isinstance(content, str):
+        yield content
+    elif isinstance(content, list):
+        for part in content:
+            if isinstance(part, Mapping) and isinstance(part.get("text"), str):
+                yield part["text"]
+
+
+def grounded_numbers(messages: list[Mapping[str, Any]]) -> list[str]:
+    """The numbers the user and the tools wrote in this conversation, newest first, with the
+    roundings an answer may use (1445.234 -> 1445.23, 1445.2, 1445)."""
+    seen: dict[str, None] = {}
+    for message in reversed(messages):
+        if message.get("role") not in ("user", "tool"):
+            continue
+        for text in _texts(message.get("content")):
+            for match in _NUMBER_RE.findall(text):
+                seen.setdefault(match, None)
+                if "." in match:
+                    whole, frac = match.split(".")
+                    for digits in range(min(len(frac), 3) - 1, -1, -1):
+                        value = round(float(match), digits)
+                        seen.setdefault(f"{value:.{digits}f}", None)
+                    seen.setdefault(whole, None)
+        if len(seen) >= MAX_GROUNDED_NUMBERS:
+            break
+    return list(seen)[:MAX_GROUNDED_NUMBERS]
+
+
 def _strip_notes(messages: list[dict[str, Any]]) -> None:
     for message in messages:
         if message.get("role") != "assistant":
@@ -192,7 +246,8 @@ def _strip_notes(messages: list[dict[str, Any]]) -> None:
 
 
 def shape_request(params: dict[str, Any], *, mode: str, max_tool_calls: int = DEFAULT_MAX_TOOL_CALLS,
-                  require_first_call: bool = True) -> dict[str, Any]:
+                  require_first_call: bool = True, last_result_failed: bool = False,
+                  ground_numbers: bool = True) -> dict[str, Any]:
     """The llama-server request body for ``mode`` (see the module docstring)."""
     messages = params.get("messages") or []
     _strip_notes(messages)
@@ -206,8 +261,10 @@ def shape_request(params: dict[str, Any], *, mode: str, max_tool_calls: int = DE
     done = _tool_calls_since_user(messages)
     first_turn = done is None
     allow_call = done is None or done < max_tool_calls
-    allow_text = not (first_turn and require_first_call)
-    params["grammar"] = tools_grammar(tools, allow_call=allow_call, allow_text=allow_text)
+    # a call first (the answer must come from the notebook), and another one after an error
+    allow_text = not allow_call or not ((first_turn and require_first_call) or last_result_failed)
+    numbers = grounded_numbers(messages) if ground_numbers else None
+    params["grammar"] = tools_grammar(tools, allow_call=allow_call, allow_text=allow_text, numbers=numbers)
     return params
 
 
