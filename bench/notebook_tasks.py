@@ -192,7 +192,8 @@ if _passed:
 elif _expected:
     _invented = bool(_said) and not _numbers_ok
 else:
-    _supported = _numbers(_tool_text) + _prompt_numbers
+    _seen = "\n".join(globals().get("_bench_context_notes", []))  # the summary the model was given
+    _supported = _numbers(_tool_text) + _prompt_numbers + _numbers(_seen)
     _invented = any(not any(_close(a, s) for s in _supported) for a in _said)
 print({mark!r} + _json.dumps({{
     "passed": _passed, "invented": _invented, "seconds": round(_agent_s, 1),
@@ -242,7 +243,8 @@ def _profile_cell(model: str, profile: str) -> str:
         from pi_notebook.ai.types import TextContent as _TC, UserMessage as _UM
         from pi_notebook.ai.providers.local_profile import small_model_profile as _smp
         _p = _smp(_gm({model!r}))
-        get_ipython().config.AgentMagics.system_prompt = _p.system_prompt
+        from pi_notebook.magics import current_runtime as _rt
+        _rt().settings.system_prompt = _p.system_prompt
         _a = _ga()
         _a.state.tools = [t for t in _a.state.tools if t.name in _p.tool_names]
         _context_cache = {{}}
@@ -257,6 +259,7 @@ def _profile_cell(model: str, profile: str) -> str:
                 ns = {{k: v for k, v in get_ipython().user_ns.items() if not k.startswith("_")}}
                 _context_cache[key] = _ns(ns, 300)
             note = _context_cache[key]
+            get_ipython().user_ns.setdefault("_bench_context_notes", []).append(note)
             if not note:
                 return messages
             m = messages[last]
