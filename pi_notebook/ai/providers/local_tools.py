@@ -65,8 +65,9 @@ DEFAULT_MAX_TOOL_CALLS = 3
 # Left alone, the 0.5B model writes a comment and a print for every attribute it can think of
 # (measured: 300 tokens of "# Display the ..." lines for "load the CSV into df"). Code arguments
 # are therefore limited to this many non-empty lines of at most MAX_LINE_CHARS characters,
-# without comments or tab/control escapes.
+# without comments, and without backslashes other than \" (it wrote "\\n" line continuations).
 MAX_CODE_LINES = 8
+RETRY_TEMPERATURE = 0.7
 MAX_LINE_CHARS = 100
 
 # Notes the provider adds to the transcript for the user; stripped again from what the model reads.
@@ -99,7 +100,7 @@ object ::= "{" ws ( string ws ":" ws value ( ws "," ws string ws ":" ws value )*
 array ::= "[" ws ( value ( ws "," ws value )* )? ws "]"
 code ::= "\"" codeline ( "\\n" codeline ){0,%d} "\""
 codeline ::= codechar{1,%d}
-codechar ::= [^"\\\x7F\x00-\x1F#] | "\\" ["\\/]
+codechar ::= [^"\\\x7F\x00-\x1F#] | "\\\""
 '''.strip() % (MAX_CODE_LINES - 1, MAX_LINE_CHARS)
 
 _SCALARS = {"string": "string", "integer": "integer", "number": "number", "boolean": "boolean"}
@@ -263,6 +264,9 @@ def shape_request(params: dict[str, Any], *, mode: str, max_tool_calls: int = DE
     allow_call = done is None or done < max_tool_calls
     # a call first (the answer must come from the notebook), and another one after an error
     allow_text = not allow_call or not ((first_turn and require_first_call) or last_result_failed)
+    if last_result_failed and allow_call:
+        # greedy decoding repeats the failing code word for word: sample the retry instead
+        params["temperature"] = RETRY_TEMPERATURE
     numbers = grounded_numbers(messages) if ground_numbers else None
     params["grammar"] = tools_grammar(tools, allow_call=allow_call, allow_text=allow_text, numbers=numbers)
     return params
