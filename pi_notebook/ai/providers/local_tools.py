@@ -68,7 +68,7 @@ DEFAULT_MAX_TOOL_CALLS = 3
 # without comments, and without backslashes other than \" (it wrote "\\n" line continuations).
 MAX_CODE_LINES = 8
 RETRY_TEMPERATURE = 0.7
-MAX_LINE_CHARS = 100
+MAX_LINE_CHARS = 160
 
 # Notes the provider adds to the transcript for the user; stripped again from what the model reads.
 NOTE_PREFIX = "[embedded model] "
