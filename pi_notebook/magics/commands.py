@@ -19,7 +19,10 @@ from .lifecycle import Run
 from .runtime import Runtime
 from .wait import has_widget_frontend
 
-__all__ = ["PiNotebookMagics", "describe_submission"]
+__all__ = ["PiNotebookMagics", "describe_submission", "NO_ERROR_TO_FIX", "NO_CODE"]
+
+NO_ERROR_TO_FIX = "The last cell did not raise an error."
+NO_CODE = "The last run ran no code to the end."
 
 
 def describe_submission(kind: QueueKind, run: Run, *, queued: bool) -> str:
@@ -97,7 +100,21 @@ class PiNotebookMagics(Magics):
             self._save(arg)
         elif name == "export":
             self._export(arg)
+        elif name == "fix":
+            if runtime.start_fix(interactive=has_widget_frontend(self.shell)) is None:
+                print(NO_ERROR_TO_FIX)
+        elif name == "code":
+            self._code()
         return None
+
+    def _code(self) -> None:
+        """The latest run's code in a new cell below (IPython's ``set_next_input`` payload;
+        JupyterLab, Notebook 7 and VS Code insert it)."""
+        text = self.runtime.latest_run_code()
+        if not text:
+            print(NO_CODE)
+            return
+        self.shell.set_next_input(text, replace=False)
 
     def _messages(self) -> list[Any]:
         return list(self.runtime.get_agent().state.messages)
