@@ -114,7 +114,7 @@ class PiNotebookMagics(Magics):
         if not text:
             print(NO_CODE)
             return
-        self.shell.set_next_input(text, replace=False)
+        self.runtime.shell.set_next_input(text, replace=False)
 
     def _messages(self) -> list[Any]:
         return list(self.runtime.get_agent().state.messages)
