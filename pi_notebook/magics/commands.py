@@ -14,7 +14,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class, no_var_expand
 
 from ..widgets.protocol import QueueKind
-from .args import help_text, parse_agent_args, parse_agent_command
+from .args import AgentArgs, help_text, parse_agent_args, parse_agent_command
 from .lifecycle import Run
 from .runtime import Runtime
 from .wait import has_widget_frontend
@@ -101,16 +101,31 @@ class PiNotebookMagics(Magics):
         elif name == "export":
             self._export(arg)
         elif name == "fix":
-            if runtime.start_fix(interactive=has_widget_frontend(self.shell)) is None:
-                print(NO_ERROR_TO_FIX)
+            self._fix()
         elif name == "code":
             self._code()
         return None
 
+    def _fix(self) -> None:
+        """A normal run that explains and fixes the user's last error. The view and the
+        transcript show the short request; the cell, its traceback and the instructions go
+        to the model beside it (docs/design/notebook-context.md)."""
+        from .context import fix_request
+
+        request = fix_request(self.runtime.shell)
+        if request is None:
+            print(NO_ERROR_TO_FIX)
+            return
+        self.runtime.start_cell(AgentArgs(), request.visible, hidden_request=request.request,
+                                interactive=has_widget_frontend(self.shell))
+
     def _code(self) -> None:
         """The latest run's code in a new cell below (IPython's ``set_next_input`` payload;
         JupyterLab, Notebook 7 and VS Code insert it)."""
-        text = self.runtime.latest_run_code()
+        from .context import run_code_cell
+
+        agent = self.runtime.agent
+        text = run_code_cell(agent.state.messages, self.runtime.latest_prompt) if agent is not None else ""
         if not text:
             print(NO_CODE)
             return

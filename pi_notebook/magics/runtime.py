@@ -432,24 +432,10 @@ class Runtime:
         if self._notes is not None:
             self._notes.clear()
 
-    def start_fix(self, *, interactive: bool) -> Run | None:
-        """``%agent fix``: a run that explains and fixes the user's last error (None, and
-        nothing started, when the latest code cell did not raise)."""
-        from .context import fix_request
-
-        request = fix_request(self.shell)
-        if request is None:
-            return None
-        return self.start_cell(AgentArgs(), request.visible, interactive=interactive,
-                               hidden_request=request.request)
-
-    def latest_run_code(self) -> str:
-        """``%agent code``: what the latest run ran to the end, as one cell ("" if nothing)."""
-        from .context import run_code_cell
-
-        if self.agent is None:
-            return ""
-        return run_code_cell(self.agent.state.messages, self._latest_prompt)
+    @property
+    def latest_prompt(self) -> AgentMessage | None:
+        """The user message the latest started run prompted with (``%agent code``)."""
+        return self._latest_prompt
 
     def reset(self) -> str:
         if self.is_running():
