@@ -2,7 +2,8 @@
 
 ``load_ipython_extension`` installs, and ``unload_ipython_extension`` removes, exactly:
 the ``AgentMagics`` settings (in ``shell.configurables``), the magics, one
-``input_transformers_cleanup`` hook, and the notebook tools' output-capture proxies.
+``input_transformers_cleanup`` hook, the execution-history recorder (``pre_run_cell`` /
+``post_run_cell`` events, tools/history.py) and the notebook tools' output-capture proxies.
 Provider, widget and agent code is imported only when first used, so loading stays cheap.
 The module map is in docs/design/notebook-layer.md.
 """
@@ -31,6 +32,7 @@ def load_ipython_extension(ip: Any) -> None:
     global _runtime
     if _runtime is not None and _runtime.shell is ip:
         return
+    from ..tools.history import install_history
     from .commands import PiNotebookMagics
     from .config import AgentMagics
     from .runtime import Runtime
@@ -45,6 +47,7 @@ def load_ipython_extension(ip: Any) -> None:
         pass  # terminal IPython between cells: the loop is found when a run starts
     ip.register_magics(PiNotebookMagics(ip, runtime))
     install_transformers(ip)
+    install_history(ip)  # from now on: the cells the user runs, for the agent's context
     # The tools' output-capture proxies are installed with the agent (first run or
     # get_agent()): importing the agent core at load time would cost seconds in
     # environments where jsonschema pulls in slow optional format checkers.
@@ -64,6 +67,9 @@ def unload_ipython_extension(ip: Any) -> None:
     finally:
         _runtime = None
         uninstall_transformers(ip)
+        from ..tools.history import uninstall_history
+
+        uninstall_history(ip)
         if runtime.capture_installed:
             from ..tools import uninstall_capture
 

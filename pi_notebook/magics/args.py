@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 from IPython.core.error import UsageError
 
-from .config import APPROVAL_POLICIES, THINKING_LEVELS
+from ..tools.policy import APPROVAL_POLICIES
+from .config import THINKING_LEVELS
 
 __all__ = ["AgentArgs", "AgentCommand", "parse_agent_args", "parse_agent_command", "COMMANDS",
            "AGENT_USAGE"]
@@ -106,6 +107,8 @@ COMMANDS: dict[str, tuple[int, str, str]] = {
     "load": (1, "NAME|PATH", "restore a saved session into the agent"),
     "save": (1, "PATH", "write the conversation to a session file"),
     "export": (1, "PATH.ipynb", "write the conversation as a notebook"),
+    "fix": (0, "", "explain and fix the error of your last cell"),
+    "code": (0, "", "put the code the latest run ran into a new cell below"),
     "help": (0, "", "show this help"),
 }
 

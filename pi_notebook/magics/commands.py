@@ -14,12 +14,15 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class, no_var_expand
 
 from ..widgets.protocol import QueueKind
-from .args import help_text, parse_agent_args, parse_agent_command
+from .args import AgentArgs, help_text, parse_agent_args, parse_agent_command
 from .lifecycle import Run
 from .runtime import Runtime
 from .wait import has_widget_frontend
 
-__all__ = ["PiNotebookMagics", "describe_submission"]
+__all__ = ["PiNotebookMagics", "describe_submission", "NO_ERROR_TO_FIX", "NO_CODE"]
+
+NO_ERROR_TO_FIX = "The last cell did not raise an error."
+NO_CODE = "The last run ran no code to the end."
 
 
 def describe_submission(kind: QueueKind, run: Run, *, queued: bool) -> str:
@@ -97,7 +100,36 @@ class PiNotebookMagics(Magics):
             self._save(arg)
         elif name == "export":
             self._export(arg)
+        elif name == "fix":
+            self._fix()
+        elif name == "code":
+            self._code()
         return None
+
+    def _fix(self) -> None:
+        """A normal run that explains and fixes the user's last error. The view and the
+        transcript show the short request; the cell, its traceback and the instructions go
+        to the model beside it (docs/design/notebook-context.md)."""
+        from .context import fix_request
+
+        request = fix_request(self.runtime.shell)
+        if request is None:
+            print(NO_ERROR_TO_FIX)
+            return
+        self.runtime.start_cell(AgentArgs(), request.visible, hidden_request=request.request,
+                                interactive=has_widget_frontend(self.shell))
+
+    def _code(self) -> None:
+        """The latest run's code in a new cell below (IPython's ``set_next_input`` payload;
+        JupyterLab, Notebook 7 and VS Code insert it)."""
+        from .context import run_code_cell
+
+        agent = self.runtime.agent
+        text = run_code_cell(agent.state.messages, self.runtime.latest_prompt) if agent is not None else ""
+        if not text:
+            print(NO_CODE)
+            return
+        self.runtime.shell.set_next_input(text, replace=False)
 
     def _messages(self) -> list[Any]:
         return list(self.runtime.get_agent().state.messages)

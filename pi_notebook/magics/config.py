@@ -12,9 +12,10 @@ import os
 from traitlets import Bool, CaselessStrEnum, Float, Int, Unicode, default
 from traitlets.config import Configurable
 
+from ..tools.policy import APPROVAL_POLICIES, default_policy
+
 __all__ = ["AgentMagics", "APPROVAL_POLICIES", "WAIT_MODES", "THINKING_LEVELS", "DEFAULT_SYSTEM_PROMPT"]
 
-APPROVAL_POLICIES = ("ask", "auto", "deny")
 WAIT_MODES = ("auto", "always", "never")
 THINKING_LEVELS = ("off", "minimal", "low", "medium", "high", "xhigh", "max")
 
@@ -24,7 +25,12 @@ The user's variables, imports and data are in the kernel's namespace, and you sh
 - use the `python` tool to run code there (IPython syntax, top-level `await`, `%magics`, `!cmd`);
   what you define stays available to the user and to later calls;
 - use `list_variables` and `inspect_variable` to see what the user already has before loading or
-  recomputing anything.
+  recomputing anything;
+- use `notebook_history` for the cells the user ran (source, output, errors) and `read_notebook`
+  for the notebook file (Markdown and code cells with their saved outputs).
+A user message may begin with a block headed "[Notebook context for this prompt, added by
+pi_notebook...]": the notebook's state when that message was sent (the last error, the cells the
+message refers to, the variables). The user did not type it; use it, do not quote it back.
 Prefer small, inspectable steps. Show results (print, display a figure, the last expression's
 value) instead of describing them. Do not print secrets or environment variables.
 Answer in concise Markdown."""
@@ -75,6 +81,17 @@ class AgentMagics(Configurable):
     max_value_chars = Int(4000, help="Budget for the value repr returned to the model.").tag(config=True)
     max_images = Int(3, help="Images per tool call sent to the model.").tag(config=True)
     max_image_pixels = Int(1_000_000, help="Pixel budget per image sent to the model.").tag(config=True)
+    max_figures = Int(10, help="Images kept (and matplotlib figures drawn) per tool call; "
+                      "further new figures are closed undrawn.").tag(config=True)
+    repr_timeout = Float(3.0, help="Seconds list_variables (per value) and inspect_variable may "
+                         "spend on a repr.").tag(config=True)
+    approval_timeout = Float(0.0, help="Seconds an approval prompt waits for an answer before "
+                             "the call is blocked (0: wait as long as it takes).").tag(config=True)
+    # Notebook context (docs/design/notebook-context.md).
+    notebook_path = Unicode("", help="Path of this kernel's notebook, when the kernel cannot "
+                            "locate it itself (read_notebook reads it).").tag(config=True)
+    context_tokens = Int(500, help="Token budget of the notebook context added to each prompt "
+                         "(last error, referenced cells, variables); 0: none.").tag(config=True)
 
     @default("wait")
     def _wait_default(self) -> str:
@@ -85,5 +102,4 @@ class AgentMagics(Configurable):
 
     @default("approval")
     def _approval_default(self) -> str:
-        value = os.environ.get("PI_NOTEBOOK_APPROVAL", "").strip().lower()
-        return value if value in APPROVAL_POLICIES else "ask"
+        return default_policy()

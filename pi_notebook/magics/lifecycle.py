@@ -80,6 +80,11 @@ class Run:
     removed: bool = False  # taken out of the queue before it started
     queue_token: str | None = None  # its row in the queue while pending
     started: float = field(default_factory=time.monotonic)
+    # text for the model only, beside the prompt (the full %agent fix request): the view
+    # and the transcript keep the short ``text``
+    hidden_request: str | None = None
+    # the user message this run prompted with (set when it starts): where its messages begin
+    prompt_message: AgentMessage | None = None
 
     @property
     def view(self) -> RunView:
@@ -124,6 +129,9 @@ class RunSteps(Protocol):
     async def prepare(self, run: Run) -> Agent:
         """Model, settings, policy and queue for ``run``: the Agent to prompt, ready.
         Raises RunRefused when no request could succeed."""
+
+    def prompt_message(self, run: Run) -> AgentMessage:
+        """The user message ``run`` prompts with (its notebook-context note attached)."""
 
     def finish(self, run: Run, status: RunStatus) -> None:
         """Drop what is left queued for ``run``, freeze its view, forget it."""
@@ -185,7 +193,7 @@ async def drive(run: Run, steps: RunSteps) -> None:
         agent = await steps.prepare(run)
         if not run.abort_requested:
             run.view.set_status("thinking")
-            await agent.prompt(run.text)
+            await agent.prompt(steps.prompt_message(run))
             while (not run.abort_requested and agent.has_queued_messages()
                    and getattr(_last(agent), "stop_reason", None) != "aborted"):
                 await agent.continue_()

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from ..agent import Agent, AgentTool
     from ..agent.types import AgentMessage
     from ..ai.types import AgentThinkingLevel
+    from ..session.prompt_notes import PromptNotes
     from ..tools import PythonToolSettings
     from ..tools.approval import ApprovalHook, ApprovalRequest
     from .resolve import ResolvedModel
@@ -63,6 +64,8 @@ class Runtime:
         self.tools_factory = tools_factory
         self.agent: Agent | None = None
         self._approval: ApprovalHook | None = None
+        self._notes: PromptNotes | None = None  # per-prompt notebook context (built with the agent)
+        self._latest_prompt: AgentMessage | None = None  # where the latest started run begins
         self._tool_settings: PythonToolSettings | None = None
         self._unsubscribe: Callable[[], None] | None = None
         self.resolved: ResolvedModel | None = None  # the conversation's model
@@ -104,9 +107,10 @@ class Runtime:
                 policy=self.current_policy, ask=self._ask_approval, is_interactive=self.is_interactive,
                 notify=self._warn, on_compaction=lambda text: self._warn(text, "info"),
                 stream_options=lambda: stream_timeouts(run_settings(self.settings)),
+                notebook_path=lambda: self.settings.notebook_path.strip(),
                 tools=(lambda: factory(self)) if factory is not None else None)
             wired = build_agent(run_settings(self.settings), self.shell, hooks, self._tool_settings)
-            self.agent, self._approval = wired.agent, wired.approval
+            self.agent, self._approval, self._notes = wired.agent, wired.approval, wired.notes
             fanout = EventFanout(serving=lambda: self._serving, queue=self.queue, autosave=self.autosave,
                                  context_window=self._context_window, log=self._log)
             self._unsubscribe = self.agent.subscribe(fanout)
@@ -174,9 +178,11 @@ class Runtime:
     def is_running(self) -> bool:
         return self.run is not None and self.run.task is not None and not self.run.task.done()
 
-    def start_cell(self, args: AgentArgs, prompt: str, *, interactive: bool) -> Run:
+    def start_cell(self, args: AgentArgs, prompt: str, *, interactive: bool,
+                   hidden_request: str | None = None) -> Run:
         """``%%agent``: start a run, or queue one (with this cell's own options) behind the
-        busy one; ``--new`` aborts the busy one first."""
+        busy one; ``--new`` aborts the busy one first. ``hidden_request``: text the model
+        gets beside ``prompt`` that the view and the transcript leave out (``%agent fix``)."""
         self.attach_loop()
         prompt = prompt.strip()
         if not prompt:
@@ -201,6 +207,7 @@ class Runtime:
         queued = busy and not args.new and self._live_run() is not None
         run = self._new_run(prompt, "prompt", options, label, interactive=interactive,
                             queued=queued, chained=busy)
+        run.hidden_request = hidden_request
         if named is not None and named.warning:
             run.view.show_notice(named.warning, "warning")
         return run
@@ -221,9 +228,7 @@ class Runtime:
         # steering is for the run at work; a follow-up waits for the last queued run
         target = serving if kind == "steer" and serving is not None and not serving.abort_requested \
             else live
-        from ..ai.types import TextContent, UserMessage
-
-        message = UserMessage(content=[TextContent(text=text)])
+        message = self._noted_message(text)  # this message's own notebook context
         self.queue.add(kind, text, target.view, target, message)
         if target is serving:
             self._hand_to_agent(kind, message)
@@ -299,6 +304,7 @@ class Runtime:
         self._refresh_tool_settings()
         if self._approval is not None:
             self._approval.reset_run()  # "Always for this run" ends with the run
+            self._approval.timeout_s = settings.approval_timeout or None
         self._try(lambda: run.view.set_policy(run.policy))
         refusal = unreachable_reason(agent.state.model)
         if refusal is not None:
@@ -309,6 +315,20 @@ class Runtime:
             elif item.kind == "prompt":
                 self.queue.rehome(item, run.view)  # runs still waiting show up here
         return agent
+
+    def prompt_message(self, run: Run) -> AgentMessage:
+        """The run's user message, with the notebook context of this moment as its note."""
+        message = self._noted_message(run.text, run.hidden_request)
+        run.prompt_message = self._latest_prompt = message
+        return message
+
+    def _noted_message(self, text: str, hidden_request: str | None = None) -> AgentMessage:
+        from .context import noted_message
+
+        self.get_agent()
+        assert self._notes is not None
+        return noted_message(self.shell, self._notes, text, self.settings_now(),
+                             hidden_request=hidden_request, log=self._log)
 
     async def _model_for(self, run: Run) -> ResolvedModel:
         from .resolve import resolve_model  # (the ai layer loads with the first run)
@@ -405,7 +425,17 @@ class Runtime:
 
     def _reset_conversation(self) -> None:
         self.get_agent().reset()
+        self._clear_notes()
         self.autosave.close()
+
+    def _clear_notes(self) -> None:
+        if self._notes is not None:
+            self._notes.clear()
+
+    @property
+    def latest_prompt(self) -> AgentMessage | None:
+        """The user message the latest started run prompted with (``%agent code``)."""
+        return self._latest_prompt
 
     def reset(self) -> str:
         if self.is_running():
@@ -434,6 +464,7 @@ class Runtime:
             raise UsageError("%agent load: a run is active; %agent abort first.")
         agent = self.get_agent()
         agent.reset()
+        self._clear_notes()
         self.autosave.close()
         agent.state.messages = list(messages)
         if model_spec and not self.settings.model and self.resolved is None:

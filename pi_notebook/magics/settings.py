@@ -34,6 +34,9 @@ class RunSettings:
     raise_on_error: bool
     first_byte_timeout: float
     idle_timeout: float
+    approval_timeout: float  # 0: no limit
+    notebook_path: str  # "" : locate the notebook
+    context_tokens: int  # 0: no per-prompt context block
 
 
 def run_settings(magics: AgentMagics) -> RunSettings:
@@ -42,7 +45,8 @@ def run_settings(magics: AgentMagics) -> RunSettings:
         approval=magics.approval, wait=magics.wait, system_prompt=magics.system_prompt,
         autosave=magics.autosave, session_dir=magics.session_dir,
         raise_on_error=magics.raise_on_error, first_byte_timeout=magics.first_byte_timeout,
-        idle_timeout=magics.idle_timeout)
+        idle_timeout=magics.idle_timeout, approval_timeout=magics.approval_timeout,
+        notebook_path=magics.notebook_path.strip(), context_tokens=magics.context_tokens)
 
 
 def python_tool_settings(magics: AgentMagics) -> PythonToolSettings:
@@ -52,7 +56,8 @@ def python_tool_settings(magics: AgentMagics) -> PythonToolSettings:
     return PythonToolSettings(
         max_output_chars=magics.max_output_chars, max_value_chars=magics.max_value_chars,
         max_images=magics.max_images, image_pixel_budget=magics.max_image_pixels,
-        timeout_s=magics.tool_timeout or None)
+        timeout_s=magics.tool_timeout or None, max_figures=magics.max_figures,
+        repr_timeout_s=magics.repr_timeout)
 
 
 def update_python_tool_settings(target: PythonToolSettings, magics: AgentMagics) -> None:

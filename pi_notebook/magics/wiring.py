@@ -1,5 +1,11 @@
-"""The kernel's Agent, wired for the notebook: tools, approval gate, compaction, keys,
-stream timeouts.
+"""The kernel's Agent, wired for the notebook: tools, approval gate, per-prompt notebook
+context, compaction, keys, stream timeouts.
+
+The notebook tools are ``python``, ``list_variables``, ``inspect_variable`` and the context
+tools ``notebook_history`` and ``read_notebook`` (tools/prompt_context.py). Each prompt's
+notebook-context block travels as a :class:`PromptNotes` note, merged into a copy of the
+prompt by ``transform_context`` before compaction (so the compactor counts it) and never
+into ``agent.state.messages`` (docs/design/notebook-context.md).
 
 :func:`build_agent` receives everything it calls back into as :class:`AgentHooks`
 (plain callables), so this module knows nothing of the runtime that owns the Agent.
@@ -19,7 +25,9 @@ from ..ai.event_stream import AssistantMessageEventStream
 from ..ai.stream import stream_simple
 from ..ai.types import Context, Model
 from ..session.compaction import CompactionInfo, make_context_compactor, make_model_summarizer
+from ..session.prompt_notes import PromptNotes
 from ..tools import PythonToolSettings, make_notebook_tools
+from ..tools.prompt_context import make_context_tools
 from ..tools.approval import ApprovalHook, ApprovalRequest, make_approval_hook
 from .settings import RunSettings
 
@@ -41,6 +49,7 @@ class AgentHooks:
     notify: Callable[[str], None]  # a warning for the run's view (headless approval)
     on_compaction: Callable[[str], None]
     stream_options: Callable[[], dict[str, float]]  # read per request (%config applies)
+    notebook_path: Callable[[], str] = lambda: ""  # AgentMagics.notebook_path, read per call
     tools: Callable[[], list[AgentTool]] | None = None  # replaces the notebook tools (tests)
 
 
@@ -48,13 +57,20 @@ class AgentHooks:
 class WiredAgent:
     agent: Agent
     approval: ApprovalHook
+    notes: PromptNotes  # the per-prompt notebook context (attach when a prompt is built)
+
+
+def notebook_tools(shell: Any, hooks: AgentHooks, tool_settings: PythonToolSettings) -> list[AgentTool]:
+    """python, list_variables, inspect_variable, notebook_history, read_notebook."""
+    return [*make_notebook_tools(shell, tool_settings),
+            *make_context_tools(shell, hooks.notebook_path)]
 
 
 def build_agent(settings: RunSettings, shell: Any, hooks: AgentHooks,
                 tool_settings: PythonToolSettings) -> WiredAgent:
-    tools = hooks.tools() if hooks.tools is not None else make_notebook_tools(shell, tool_settings)
+    tools = hooks.tools() if hooks.tools is not None else notebook_tools(shell, hooks, tool_settings)
     approval = make_approval_hook(hooks.policy, ask=hooks.ask, is_interactive=hooks.is_interactive,
-                                  notify=hooks.notify)
+                                  notify=hooks.notify, timeout_s=settings.approval_timeout or None)
 
     def stream(model: Model, context: Context, options: dict[str, Any] | None = None,
                **kw: Any) -> AssistantMessageEventStream:
@@ -67,21 +83,25 @@ def build_agent(settings: RunSettings, shell: Any, hooks: AgentHooks,
         get_api_key=env_api_key,
         before_tool_call=approval,
     )
-    agent.transform_context = _Compaction(agent, hooks).transform
-    return WiredAgent(agent, approval)
+    notes = PromptNotes()
+    agent.transform_context = _Compaction(agent, hooks, notes).transform
+    return WiredAgent(agent, approval, notes)
 
 
 class _Compaction:
-    """Shrinks old history before a request would overflow the model's window; old turns
-    are summarised by the conversation's own model."""
+    """Adds each prompt's notebook-context note, then shrinks old history before a request
+    would overflow the model's window; old turns are summarised by the conversation's own
+    model."""
 
-    def __init__(self, agent: Agent, hooks: AgentHooks) -> None:
+    def __init__(self, agent: Agent, hooks: AgentHooks, notes: PromptNotes) -> None:
         self._agent = agent
         self._hooks = hooks
+        self._notes = notes
         self._cached: tuple[tuple[str, str, int], Callable[..., Awaitable[list[Any]]]] | None = None
 
     async def transform(self, messages: list[AgentMessage],
                         signal: AbortSignal | None = None) -> list[AgentMessage]:
+        messages = self._notes.apply(messages)  # copies: agent.state.messages stays as typed
         compactor = self._compactor()
         if compactor is None:
             return messages

@@ -10,7 +10,8 @@ Public API (used by the magics/widgets layers):
   at each call), or ``None`` (defaults).
 - ``make_approval_hook(get_policy, ask, is_interactive)``: the ``before_tool_call`` hook of
   the approval policy; ``APPROVAL_POLICIES``, ``ApprovalPolicy``, ``APPROVAL_ENV`` and
-  ``default_policy()`` (reads ``PI_NOTEBOOK_APPROVAL``) are defined in ``approval.py`` only.
+  ``default_policy()`` (reads ``PI_NOTEBOOK_APPROVAL``) are defined in ``policy.py`` only
+  (dependency-free, so the magics read them at ``%load_ext``; ``approval.py`` re-exports them).
 - ``run_code(shell, code, ...)`` / ``ExecutionResult``, ``redact(text)``, ``add_secret(value)``.
 
 Names are loaded lazily: importing a data-only module (``tools.updates``, ``tools.redact``,
@@ -57,8 +58,8 @@ __all__ = [
 ]
 
 _LAZY = {
-    **dict.fromkeys(("APPROVAL_ENV", "APPROVAL_POLICIES", "ApprovalHook", "ApprovalPolicy",
-                     "ApprovalRequest", "default_policy", "make_approval_hook"), ".approval"),
+    **dict.fromkeys(("APPROVAL_ENV", "APPROVAL_POLICIES", "ApprovalPolicy", "default_policy"), ".policy"),
+    **dict.fromkeys(("ApprovalHook", "ApprovalRequest", "make_approval_hook"), ".approval"),
     **dict.fromkeys(("capture", "capture_active", "install_capture", "uninstall_capture"), ".capture"),
     **dict.fromkeys(("ToolInterrupt", "interrupt_main_for"), ".interrupt"),
     **dict.fromkeys(("ExecutionResult", "PythonToolSettings", "SettingsSource", "make_python_tool",

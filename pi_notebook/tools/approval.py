@@ -24,24 +24,24 @@ approval.
   away mid-wait ends the wait the same way. ``timeout_s`` (optional) bounds the wait; no
   answer in time blocks the call too. Never hangs.
 
-This module is the one place for the policy names (``APPROVAL_POLICIES``, the ``Literal``
-``ApprovalPolicy``) and their environment default: ``default_policy()`` reads
-``APPROVAL_ENV`` (``PI_NOTEBOOK_APPROVAL``; ``ask`` when unset or invalid).
+The policy names (``APPROVAL_POLICIES``, the ``Literal`` ``ApprovalPolicy``) and their
+environment default (``default_policy()`` reads ``APPROVAL_ENV``, ``PI_NOTEBOOK_APPROVAL``;
+``ask`` when unset or invalid) are defined in the dependency-free ``policy.py`` and
+re-exported here.
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
-import os
 import threading
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Literal, get_args
-
-from ..ai.types import get_field
+from typing import Any, Literal
 
 from ..agent.types import BeforeToolCallResult
+from ..ai.types import get_field
+from .policy import APPROVAL_ENV, APPROVAL_POLICIES, ApprovalPolicy, default_policy
 
 __all__ = [
     "APPROVAL_ENV",
@@ -54,9 +54,6 @@ __all__ = [
     "make_approval_hook",
 ]
 
-ApprovalPolicy = Literal["ask", "auto", "deny"]
-APPROVAL_POLICIES: tuple[ApprovalPolicy, ...] = get_args(ApprovalPolicy)
-APPROVAL_ENV = "PI_NOTEBOOK_APPROVAL"
 Decision = Literal["run", "skip", "always"]
 
 DENIED_REASON = (
@@ -76,15 +73,6 @@ TIMEOUT_REASON = (
     "Code execution needs approval, but nobody answered the approval prompt within {seconds:g} s, "
     "so the call was blocked and not executed. Do not retry it; ask the user how to proceed."
 )
-
-
-def default_policy() -> ApprovalPolicy:
-    """The policy from ``PI_NOTEBOOK_APPROVAL``, else ``ask``."""
-    value = os.environ.get(APPROVAL_ENV, "").strip().lower()
-    for policy in APPROVAL_POLICIES:
-        if value == policy:
-            return policy
-    return "ask"
 
 
 class _Headless(Exception):

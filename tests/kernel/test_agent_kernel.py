@@ -104,7 +104,9 @@ def test_steer_lands_after_tool_batch_before_next_model_call(kernel):
     run_ended(kernel)
     contexts = kernel.ev("contexts")
     assert [r for r, _ in contexts[1]] == ["user", "assistant", "toolResult", "user"]
-    assert contexts[1][-1][1] == "please use {curly} and $HOME literally"
+    # the model gets the steering text as typed, after its notebook-context note
+    steer = contexts[1][-1][1]
+    assert steer.startswith("[Notebook context") and steer.endswith("please use {curly} and $HOME literally")
     assert kernel.ev("transcript_ok()")
 
 
@@ -118,7 +120,8 @@ def test_followup_lands_after_final_answer(kernel):
     assert len(contexts) == 2
     assert [r for r, _ in contexts[1]] == ["user", "assistant", "user"]
     assert contexts[1][1][1] == "first answer " * 30
-    assert contexts[1][2][1] == "second question"
+    followup = contexts[1][2][1]  # as typed, after its notebook-context note
+    assert followup.startswith("[Notebook context") and followup.endswith("second question")
 
 
 def _click_abort(kernel: Kernel) -> None:
