@@ -67,6 +67,7 @@ class Runtime:
         self._notes: PromptNotes | None = None  # per-prompt notebook context (built with the agent)
         self._latest_prompt: AgentMessage | None = None  # where the latest started run begins
         self._tool_settings: PythonToolSettings | None = None
+        self._all_tools: list[AgentTool] | None = None  # the full set (a profile may offer fewer)
         self._unsubscribe: Callable[[], None] | None = None
         self.resolved: ResolvedModel | None = None  # the conversation's model
         self._configured_model: str | None = None  # AgentMagics.model when last resolved
@@ -197,8 +198,9 @@ class Runtime:
         named = resolve_now(args.model, None, base_url) if args.model else None
         options = RunOptions(model=named, base_url=args.base_url if named is None else None,
                              thinking=args.thinking, approve=args.approve, new=args.new)
+        resumed: list[str] = []
         if args.resume:
-            self.resume_latest()
+            resumed = self.resume_latest()
         if busy and args.new:
             self.abort()  # then start fresh once it has ended
         label = named.label if named is not None else self._expected_label(options)
@@ -208,6 +210,8 @@ class Runtime:
         run = self._new_run(prompt, "prompt", options, label, interactive=interactive,
                             queued=queued, chained=busy)
         run.hidden_request = hidden_request
+        for line in resumed:  # what was loaded, and any notice (a cut last line)
+            run.view.show_notice(line, "info")
         if named is not None and named.warning:
             run.view.show_notice(named.warning, "warning")
         return run
@@ -275,6 +279,13 @@ class Runtime:
         if not task.cancelled() and task.exception() is not None:  # drive() catches everything
             self._log(f"pi_notebook run task failed: {task.exception()!r}")
 
+    def _apply_profile(self, agent: Agent, system_prompt: str) -> None:
+        from .profile import apply_model_profile
+
+        if self._all_tools is None:
+            self._all_tools = list(agent.state.tools)
+        apply_model_profile(agent, system_prompt, self._all_tools)
+
     # --- RunSteps: called by lifecycle.drive --------------------------------------------------
     async def prepare(self, run: Run) -> Agent:
         """The run starts: its model, settings, policy and queued messages."""
@@ -300,7 +311,7 @@ class Runtime:
         # both come validated against THINKING_LEVELS (traitlets, parse_agent_args)
         agent.state.thinking_level = cast("AgentThinkingLevel",
                                           self._thinking_override or settings.thinking)
-        agent.state.system_prompt = settings.system_prompt
+        self._apply_profile(agent, settings.system_prompt)
         self._refresh_tool_settings()
         if self._approval is not None:
             self._approval.reset_run()  # "Always for this run" ends with the run
@@ -473,7 +484,9 @@ class Runtime:
             except UsageError:
                 pass  # keep default resolution when the saved model is unavailable here
 
-    def resume_latest(self) -> str:
+    def resume_latest(self) -> list[str]:
+        """Restore this notebook's newest session; returns lines for the view (what was
+        loaded, then the loader's notices)."""
         from ..session.store import latest_session, load_session
 
         info = latest_session(self.session_dir(), self.session_name())
@@ -485,7 +498,7 @@ class Runtime:
         except (ValueError, OSError) as exc:  # SessionFormatError is a ValueError
             raise UsageError(f"%%agent --resume: {exc}") from None
         self.restore(loaded.messages, loaded.header.model)
-        return f"Resumed {info.path.name} ({len(loaded.messages)} messages)."
+        return [f"Resumed {info.path.name} ({len(loaded.messages)} messages).", *loaded.warnings]
 
     def session_dir(self) -> Path:
         return session_dir(self.settings.session_dir)
@@ -530,3 +543,4 @@ class Runtime:
         log = getattr(getattr(self.shell, "kernel", None), "log", None)
         if log is not None:
             log.warning(text)
+

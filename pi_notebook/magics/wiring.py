@@ -24,7 +24,12 @@ from ..ai.env import get_env_api_key
 from ..ai.event_stream import AssistantMessageEventStream
 from ..ai.stream import stream_simple
 from ..ai.types import Context, Model
-from ..session.compaction import CompactionInfo, make_context_compactor, make_model_summarizer
+from ..session.compaction import (
+    CompactionInfo,
+    context_overhead_tokens,
+    make_context_compactor,
+    make_model_summarizer,
+)
 from ..session.prompt_notes import PromptNotes
 from ..tools import PythonToolSettings, make_notebook_tools
 from ..tools.prompt_context import make_context_tools
@@ -97,7 +102,7 @@ class _Compaction:
         self._agent = agent
         self._hooks = hooks
         self._notes = notes
-        self._cached: tuple[tuple[str, str, int], Callable[..., Awaitable[list[Any]]]] | None = None
+        self._cached: tuple[tuple[str, str, int, int], Callable[..., Awaitable[list[Any]]]] | None = None
 
     async def transform(self, messages: list[AgentMessage],
                         signal: AbortSignal | None = None) -> list[AgentMessage]:
@@ -112,10 +117,13 @@ class _Compaction:
         window = (model.context_window or 0) if model is not None else 0
         if model is None or not window:
             return None
-        key = (model.provider, model.id, window)
+        key = (model.provider, model.id, window, model.max_tokens)
         if self._cached is None or self._cached[0] != key:
-            self._cached = (key, make_context_compactor(window, self._summarize,
-                                                        on_compaction=self._compacted))
+            state = self._agent.state  # the answer's room and the fixed prefix come off the window
+            self._cached = (key, make_context_compactor(
+                window, self._summarize, on_compaction=self._compacted,
+                max_output_tokens=model.max_tokens or None,
+                overhead_tokens=lambda: context_overhead_tokens(state.system_prompt, state.tools)))
         return self._cached[1]
 
     async def _summarize(self, messages: list[AgentMessage]) -> str:
