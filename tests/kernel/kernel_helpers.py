@@ -62,7 +62,7 @@ class Kernel:
         self.km = KernelManager(kernel_name=name,
                                 kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(root / "kernels")]))
         started = time.monotonic()
-        self._log = open(log_path, "w") if log_path is not None else None  # the kernel's stdout+stderr
+        self._log = open(log_path, "w") if log_path is not None else None  # noqa: SIM115 - kept open for the kernel, closed in shutdown()
         if self._log is not None:
             self.km.start_kernel(cwd=str(self.cwd), stdout=self._log, stderr=self._log)
         else:
@@ -242,7 +242,7 @@ class Kernel:
                 self._log.close()
             self._tmp.cleanup()
 
-    def __enter__(self) -> "Kernel":
+    def __enter__(self) -> Kernel:
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -251,3 +251,32 @@ class Kernel:
 
 def faux_setup(tokens_per_second: float | None = None) -> str:
     return FAUX_SETUP.format(tps=repr(tokens_per_second))
+
+
+def execute_notebook(cells: list[str], env: dict[str, str] | None = None) -> Any:
+    """Run ``cells`` headless through nbclient (as ``jupyter execute`` does) in a fresh kernel;
+    errors are kept in the outputs. Returns the executed notebook."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(src) for src in cells]
+    with tempfile.TemporaryDirectory() as tmp:
+        name = make_kernelspec(Path(tmp), env=env)
+        km = KernelManager(kernel_name=name,
+                           kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(Path(tmp) / "kernels")]))
+        client = NotebookClient(nb, km=km, timeout=60, allow_errors=True,
+                                resources={"metadata": {"path": tmp}})
+        client.execute()
+    return nb
+
+
+def kernel_with_fd_capture(**kwargs: Any) -> Kernel:
+    """A :class:`Kernel` whose ipykernel captures fds 1/2 as in a notebook: ipykernel turns that
+    capture off when it sees ``PYTEST_CURRENT_TEST``, so the variable is hidden while it starts."""
+    hidden = os.environ.pop("PYTEST_CURRENT_TEST", None)
+    try:
+        return Kernel(**kwargs)
+    finally:
+        if hidden is not None:
+            os.environ["PYTEST_CURRENT_TEST"] = hidden

@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-import tempfile
 import time
-from pathlib import Path
 
 import nbformat
 import pytest
-from jupyter_client import KernelManager
-from jupyter_client.kernelspec import KernelSpecManager
-from nbclient import NotebookClient
 
-from kernel_helpers import make_kernelspec
+from kernel_helpers import execute_notebook
 
 pytestmark = pytest.mark.kernel
 
@@ -29,16 +24,7 @@ faux.set_responses([
 
 
 def execute(cells: list[str]) -> nbformat.NotebookNode:
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(src) for src in cells]
-    with tempfile.TemporaryDirectory() as tmp:
-        name = make_kernelspec(Path(tmp))
-        km = KernelManager(kernel_name=name,
-                           kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(Path(tmp) / "kernels")]))
-        client = NotebookClient(nb, km=km, timeout=60, allow_errors=True,
-                                resources={"metadata": {"path": tmp}})
-        client.execute()
-    return nb
+    return execute_notebook(cells, env=None)
 
 
 def _markdown_outputs(cell) -> str:

@@ -11,12 +11,10 @@ to the model, the session file, the export and the kernel's own log.
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 
 import pytest
 
-from kernel_helpers import Kernel, faux_setup
+from kernel_helpers import faux_setup, kernel_with_fd_capture
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(240)]
 
@@ -62,14 +60,8 @@ def _leaks(text: str) -> list[str]:
 
 @pytest.fixture
 def kernel(tmp_path):
-    # ipykernel switches its fd capture off under pytest; a notebook has it on
-    hidden = os.environ.pop("PYTEST_CURRENT_TEST", None)
-    try:
-        k = Kernel(cwd=tmp_path / "work", env={"OPENAI_API_KEY": CANARY},
-                   log_path=tmp_path / "kernel.log")
-    finally:
-        if hidden is not None:
-            os.environ["PYTEST_CURRENT_TEST"] = hidden
+    k = kernel_with_fd_capture(cwd=tmp_path / "work", env={"OPENAI_API_KEY": CANARY},
+                               log_path=tmp_path / "kernel.log")
     yield k
     k.shutdown()
 

@@ -4,16 +4,11 @@ and a dying kernel closes its views."""
 
 from __future__ import annotations
 
-import tempfile
 import time
-from pathlib import Path
 
 import nbformat
 import pytest
-from jupyter_client import KernelManager
-from jupyter_client.kernelspec import KernelSpecManager
-from kernel_helpers import Kernel, faux_setup, make_kernelspec
-from nbclient import NotebookClient
+from kernel_helpers import Kernel, execute_notebook, faux_setup
 
 pytestmark = pytest.mark.kernel
 
@@ -202,16 +197,7 @@ faux.set_responses([
 
 
 def execute(cells: list[str], env: dict[str, str]) -> nbformat.NotebookNode:
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(src) for src in cells]
-    with tempfile.TemporaryDirectory() as tmp:
-        name = make_kernelspec(Path(tmp), env=env)
-        km = KernelManager(kernel_name=name,
-                           kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(Path(tmp) / "kernels")]))
-        client = NotebookClient(nb, km=km, timeout=60, allow_errors=True,
-                                resources={"metadata": {"path": tmp}})
-        client.execute()
-    return nb
+    return execute_notebook(cells, env=env)
 
 
 def _text(cell) -> str:

@@ -8,7 +8,6 @@ frontend would see is checked for it.
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -17,7 +16,7 @@ from typing import Any
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "kernel"))
-from kernel_helpers import Kernel
+from kernel_helpers import Kernel, kernel_with_fd_capture
 from tools_helpers import flat
 
 pytestmark = pytest.mark.kernel
@@ -28,14 +27,10 @@ CANARY = "sk-proj-TRUSTKERNEL-7Hq3Nw8Zp1Ks6Vd0Lx5Jc7Bf2"
 
 @pytest.fixture(scope="module")
 def k():
-    # ipykernel turns its fd capture off when it sees PYTEST_CURRENT_TEST; the leak under
-    # test (fd output published raw in the current cell) needs it on, as in a notebook.
-    hidden = os.environ.pop("PYTEST_CURRENT_TEST", None)
-    try:
-        kernel = Kernel(env={"OPENAI_API_KEY": CANARY, "MPLBACKEND": "module://matplotlib_inline.backend_inline"})
-    finally:
-        if hidden is not None:
-            os.environ["PYTEST_CURRENT_TEST"] = hidden
+    # the leak under test (fd output published raw in the current cell) needs ipykernel's fd
+    # capture on, as in a notebook
+    kernel = kernel_with_fd_capture(env={"OPENAI_API_KEY": CANARY,
+                                         "MPLBACKEND": "module://matplotlib_inline.backend_inline"})
     assert kernel.ev("__import__('os').readlink('/proc/self/fd/1')").startswith("pipe:")  # fd capture on
     try:
         kernel.ok(f"import sys; sys.path.insert(0, {str(HERE)!r})\nfrom kernel_driver import *")
