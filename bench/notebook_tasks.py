@@ -23,13 +23,11 @@ Usage::
     python bench/notebook_tasks.py -m local/qwen2.5-coder-0.5b [-k load,plot] [--json out.json]
         [--profile small|default] [--repeat N]
 
-``--profile small`` applies the small-model profile of ``local/*`` models in a setup cell
-(system prompt, tools, namespace summary) the way the magics are meant to apply it,
-``default`` keeps the extension's defaults; without the option the extension decides.
+``--profile small`` forces the small-model profile (short system prompt, fewer tools, a turn
+budget: magics/profile.py), ``default`` turns it off; without the option the extension decides
+(local/* models get it).
 Environment variables reach the kernel (e.g. ``PI_NOTEBOOK_LLAMA_THREADS=2``,
 ``PI_NOTEBOOK_LOCAL_CONSTRAIN=0``), so the provider levers are measured by setting them.
-Tasks that need the notebook-context tools (the last error, cell N, the Markdown plan)
-fail honestly while those tools are missing.
 """
 
 from __future__ import annotations
@@ -204,72 +202,10 @@ print({mark!r} + _json.dumps({{
 '''
 
 
-_NAMESPACE_FALLBACK = textwrap.dedent('''
-        try:
-            from pi_notebook.tools.namespace import namespace_summary as _ns
-        except ImportError:  # until the notebook-context work lands: names, types, shapes, columns
-            import types as _types
-            def _ns(ns, budget):
-                lines = []
-                for k, v in ns.items():
-                    if k in ("In", "Out", "exit", "quit", "get_ipython") or isinstance(v, _types.ModuleType) \\
-                            or callable(v):
-                        continue
-                    if isinstance(v, pd.DataFrame):
-                        cols = ", ".join(f"{c} ({t})" for c, t in v.dtypes.items())
-                        lines.append(f"{k}: DataFrame, {v.shape[0]} rows x {v.shape[1]} columns: {cols}")
-                    elif isinstance(v, pd.Series):
-                        lines.append(f"{k}: Series, {len(v)} values, index {v.index.name}, dtype {v.dtype}")
-                    elif isinstance(v, (int, float, str)) and len(repr(v)) < 40:
-                        lines.append(f"{k} = {v!r}")
-                    else:
-                        lines.append(f"{k}: {type(v).__name__}")
-                return "\\n".join(lines)
-''')
-
-
-def _profile_cell(model: str, profile: str) -> str:
-    """Apply the small-model profile the way docs/design/local-model.md asks the magics to:
-    its system prompt and tools, and the namespace summary (plus the last-error note, when the
-    notebook-context tools exist) at the start of the prompt's user message, for the model only."""
-    if profile == "default":
-        return "import os\nos.environ['PI_NOTEBOOK_SMALL_PROFILE'] = '0'"
-    return textwrap.dedent(f"""
-        import os
-        os.environ['PI_NOTEBOOK_SMALL_PROFILE'] = '1'
-        import pandas as pd
-        from pi_notebook import get_agent as _ga
-        from pi_notebook.ai import get_model as _gm
-        from pi_notebook.ai.types import TextContent as _TC, UserMessage as _UM
-        from pi_notebook.ai.providers.local_profile import small_model_profile as _smp
-        _p = _smp(_gm({model!r}))
-        from pi_notebook.magics import current_runtime as _rt
-        _rt().settings.system_prompt = _p.system_prompt
-        _a = _ga()
-        _a.state.tools = [t for t in _a.state.tools if t.name in _p.tool_names]
-        _context_cache = {{}}
-        _orig_tc = _a.transform_context
-        async def _with_context(messages, signal=None):
-            messages = await _orig_tc(messages, signal) if _orig_tc else messages
-            last = max((i for i, m in enumerate(messages) if m.role == "user"), default=None)
-            if last is None or not _p.include_namespace_summary or _ns is None:
-                return messages
-            key = id(messages[last])
-            if key not in _context_cache:
-                ns = {{k: v for k, v in get_ipython().user_ns.items() if not k.startswith("_")}}
-                _context_cache[key] = _ns(ns, 300)
-            note = _context_cache[key]
-            get_ipython().user_ns.setdefault("_bench_context_notes", []).append(note)
-            if not note:
-                return messages
-            m = messages[last]
-            content = m.content if isinstance(m.content, list) else [_TC(text=m.content)]
-            messages = list(messages)
-            messages[last] = _UM(content=[_TC(text="Notebook variables:\\n" + note + "\\n\\n"), *content],
-                                 timestamp=m.timestamp)
-            return messages
-        _a.transform_context = _with_context
-        """).replace("_context_cache = {}", _NAMESPACE_FALLBACK + "_context_cache = {}")
+def _profile_cell(profile: str) -> str:
+    """``small`` forces the small-model profile (magics/profile.py applies it to local/* models
+    anyway), ``default`` turns it off, so both can be measured on the same model."""
+    return f"import os\nos.environ['PI_NOTEBOOK_SMALL_PROFILE'] = {'1' if profile == 'small' else '0'!r}"
 
 
 def _hidden(source: str) -> nbformat.NotebookNode:
@@ -286,7 +222,7 @@ def build_notebook(task: Task, model: str, profile: str | None, notebook_path: P
         else:
             cells.append(nbformat.v4.new_code_cell(source))
     if profile is not None:
-        cells.append(_hidden(_profile_cell(model, profile)))
+        cells.append(_hidden(_profile_cell(profile)))
     cells.append(_hidden("import time as _t\n_task_t0 = _t.monotonic()"))
     cells.append(nbformat.v4.new_code_cell(f"%%agent --approve auto -m {model}\n{task.prompt}"))
     checker = _CHECKER_PRELUDE + _CHECKER.format(
