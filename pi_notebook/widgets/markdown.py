@@ -254,7 +254,8 @@ def _neutralise_inline(line: str) -> str:
         out.append(_escape_plain(line[pos:m.start()]))
         if is_math:
             display = m.group("d") is not None
-            out.append(_markdown_inert(math_html(m.group("d") if display else m.group("i"), display)))
+            out.append(_markdown_inert(math_html(m.group("d") if display else m.group("i"), display,
+                                                 in_line=True)))
         else:
             out.append(_code_html(m.group(2)))
         pos = m.end()

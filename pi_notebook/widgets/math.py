@@ -80,15 +80,21 @@ def tex_to_mathml(tex: str, display: bool = False) -> str | None:
     return "".join(out)
 
 
-def math_html(tex: str, display: bool = False) -> str:
-    """HTML for one formula: MathML, or the TeX source as escaped code if it does not convert."""
+def math_html(tex: str, display: bool = False, *, in_line: bool = False) -> str:
+    """HTML for one formula: MathML, or the TeX source as escaped code if it does not convert.
+
+    ``in_line``: the formula sits inside a line of Markdown text (``a $$x$$ b``). Then only
+    phrasing elements are used (``span``, ``code``; the block look comes from CSS): a line that
+    starts with ``<div`` or ``<pre`` would open an HTML block in a Markdown renderer that
+    passes raw HTML, and that block would run on past this line, over text we did not write.
+    """
     mathml = tex_to_mathml(tex, display)
     if mathml is not None:
         cls = "pi-math pi-math-block" if display else "pi-math"
-        tag = "div" if display else "span"
+        tag = "div" if display and not in_line else "span"
         return f'<{tag} class="{cls}">{mathml}</{tag}>'
     delim = "$$" if display else "$"
     code = html.escape(f"{delim}{tex}{delim}", quote=False).replace("$", "&#36;")
-    if display:
+    if display and not in_line:
         return f'<pre class="pi-math-error"><code>{code}</code></pre>'
     return f'<code class="pi-math-error">{code}</code>'
