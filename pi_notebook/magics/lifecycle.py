@@ -49,6 +49,11 @@ class AgentRunError(UsageError):
     """A blocking run ended in ``error`` (``AgentMagics.raise_on_error``): the cell fails
     with one line, like any failing cell, so nbclient/papermill stop."""
 
+    def _render_traceback_(self) -> list[str]:
+        # raised from the wait that follows the cell's code, where IPython would otherwise
+        # print a traceback through pi_notebook's internals
+        return [f"{type(self).__name__}: {self}"]
+
 
 @dataclass(frozen=True)
 class RunOptions:

@@ -84,3 +84,29 @@ def test_interrupt_of_a_blocking_agent_cell_aborts_the_run():
         assert kernel.ok("print('usable')")["status"] == "ok"
     finally:
         kernel.shutdown()
+
+
+ERRORING = """\
+%load_ext pi_notebook
+from pi_notebook.ai.providers.faux import register_faux_provider, faux_assistant_message
+faux = register_faux_provider(tokens_per_second=400)
+faux.set_responses([faux_assistant_message('', stop_reason='error',
+                                           error_message='upstream exploded (HTTP 500)')])
+"""
+
+
+def test_a_blocking_run_that_ends_in_error_fails_its_cell_after_writing_the_transcript():
+    nb = execute([ERRORING, "%%agent -m faux/faux-1\nDo it.\n", "print('after')"])
+    agent_cell = nb.cells[1]
+    errors = [o for o in agent_cell.outputs if o.output_type == "error"]
+    assert len(errors) == 1 and "upstream exploded" in errors[0].evalue
+    # one line, no internals: a UsageError-style message without a pi_notebook traceback
+    assert not any("pi_notebook" in line for line in errors[0].traceback)
+    assert "upstream exploded" in _markdown_outputs(agent_cell)  # the transcript is there too
+
+
+def test_raise_on_error_off_lets_the_notebook_go_on():
+    nb = execute([ERRORING + "%config AgentMagics.raise_on_error = False\n",
+                  "%%agent -m faux/faux-1\nDo it.\n", "print('after')"])
+    assert not [o for o in nb.cells[1].outputs if o.output_type == "error"]
+    assert "upstream exploded" in _markdown_outputs(nb.cells[1])
