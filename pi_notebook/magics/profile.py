@@ -31,13 +31,13 @@ def apply_model_profile(agent: Agent, system_prompt: str, all_tools: list[AgentT
     agent.should_stop_after_turn = _turn_budget(profile.max_turns)
 
 
-def _turn_budget(max_turns: int | None) -> Callable[[ShouldStopAfterTurnContext], bool] | None:
+def _turn_budget(max_turns: int | None) -> Callable[..., bool] | None:
     """``should_stop_after_turn``: stop a prompt after ``max_turns`` model turns (a backstop
     for a small model that keeps calling tools; every tool call still has its result)."""
     if not max_turns:
         return None
 
-    def should_stop(ctx: ShouldStopAfterTurnContext) -> bool:
+    def should_stop(ctx: ShouldStopAfterTurnContext, signal: object = None) -> bool:
         turns = sum(1 for m in ctx.new_messages if getattr(m, "role", None) == "assistant")
         return turns >= max_turns
 

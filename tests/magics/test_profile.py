@@ -68,5 +68,5 @@ def test_the_turn_budget_stops_after_five_model_turns():
     apply_model_profile(agent, DEFAULT_SYSTEM_PROMPT, ALL)
     stop = agent.should_stop_after_turn
     assistant, user = SimpleNamespace(role="assistant"), SimpleNamespace(role="toolResult")
-    assert not stop(SimpleNamespace(new_messages=[assistant, user] * 4))
-    assert stop(SimpleNamespace(new_messages=[assistant, user] * 5))
+    assert not stop(SimpleNamespace(new_messages=[assistant, user] * 4), None)  # (ctx, signal), as the loop calls it
+    assert stop(SimpleNamespace(new_messages=[assistant, user] * 5), None)
