@@ -96,7 +96,7 @@ _BASE_CSS = """
 /* a wide table scrolls inside its own box, as the static transcript's output area does */
 .pi-agent .pi-md table { display: block; max-width: 100%; overflow-x: auto; margin-left: 0; margin-right: 0; }
 /* math: MathML rendered by the browser; a formula that did not convert shows as code */
-.pi-agent .pi-math-block { overflow-x: auto; margin: .3em 0 .6em 0; }
+.pi-agent .pi-math-block { overflow-x: auto; }
 .pi-agent math[display="block"] { display: block math; }
 .pi-agent .pi-math-error { color: var(--jp-content-font-color2, #57606a); }
 .pi-agent .pi-md a { color: var(--jp-content-link-color, #0969da); text-decoration: none; }

@@ -183,11 +183,26 @@ class Notebook:
             if check is not None:
                 check(width, theme)
             path = ARTIFACTS / f"{name}-{width}-{theme}.png"
-            target.screenshot(path=str(path))
+            self._screenshot(target, path, width)
             paths.append(path)
         self.set_theme(themes[0])
         self.set_width(widths[0])
         return paths
+
+    def _screenshot(self, target: Any, path: Path, width: int) -> None:
+        # Lab's layout is fixed to the window: an element taller than the notebook area
+        # would be shot with the status bar over it, so the window grows for the shot
+        # (after the checks ran at the normal height).
+        b = target.bounding_box()
+        tall = b is not None and b["height"] > HEIGHT - 160
+        if tall:
+            self.page.set_viewport_size({"width": width, "height": min(int(b["height"]) + 260, 3000)})
+            self.page.wait_for_timeout(300)
+            target.scroll_into_view_if_needed()
+        target.screenshot(path=str(path))
+        if tall:
+            self.page.set_viewport_size({"width": width, "height": HEIGHT})
+            self.page.wait_for_timeout(250)
 
     def close(self) -> None:
         self.page.close()

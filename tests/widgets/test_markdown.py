@@ -166,4 +166,4 @@ def test_math_renders_as_mathml_and_bad_math_as_code() -> None:
     bad = render_markdown("broken $\\frac{a}{$ here")
     assert '<code class="pi-math-error">' in bad and "<math" not in bad
     block = render_markdown("$$\n\\sum_{i=1}^n i\n$$")
-    assert '<div class="pi-math pi-math-block"><math' in block and 'display="block"' in block
+    assert '<p class="pi-math pi-math-block"><math' in block and 'display="block"' in block
