@@ -14,9 +14,9 @@ from harness import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, TOKEN, free_port, lab_se
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 
-# (older names, kept for test modules that import them from here)
+# (older names, kept for test modules that import them from here: test_agent_code_browser.py
+# takes ARTIFACTS, CHROMIUM, TOKEN, _run_cell, _wait_prompt_done and the lab fixture)
 _free_port, _wait_prompt_done = free_port, wait_prompt_done
-__all__ = ["CHROMIUM", "TOKEN", "_free_port", "_wait_prompt_done"]
 
 HOSTILE = (
     "Here is **bold** text.\n\n"
