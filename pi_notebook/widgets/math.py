@@ -91,7 +91,9 @@ def math_html(tex: str, display: bool = False, *, in_line: bool = False) -> str:
     mathml = tex_to_mathml(tex, display)
     if mathml is not None:
         cls = "pi-math pi-math-block" if display else "pi-math"
-        tag = "div" if display and not in_line else "span"
+        # a block formula is a paragraph of its own, so it gets the paragraph spacing of
+        # whatever renders it (the live view and the static transcript alike)
+        tag = "p" if display and not in_line else "span"
         return f'<{tag} class="{cls}">{mathml}</{tag}>'
     delim = "$$" if display else "$"
     code = html.escape(f"{delim}{tex}{delim}", quote=False).replace("$", "&#36;")

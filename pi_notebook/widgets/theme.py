@@ -96,7 +96,7 @@ _BASE_CSS = """
 /* a wide table scrolls inside its own box, as the static transcript's output area does */
 .pi-agent .pi-md table { display: block; max-width: 100%; overflow-x: auto; margin-left: 0; margin-right: 0; }
 /* math: MathML rendered by the browser; a formula that did not convert shows as code */
-.pi-agent .pi-math-block { overflow-x: auto; margin: .3em 0 .6em 0; }
+.pi-agent .pi-math-block { overflow-x: auto; }
 .pi-agent math[display="block"] { display: block math; }
 .pi-agent .pi-math-error { color: var(--jp-content-font-color2, #57606a); }
 .pi-agent .pi-md a { color: var(--jp-content-link-color, #0969da); text-decoration: none; }
@@ -193,6 +193,18 @@ body[data-jp-theme-light="false"] .pi-agent .pi-invisible { background: #5e2f33;
 body[data-jp-theme-light="false"] .pi-agent .pi-invisible-warning { color: #ffb4ab; }
 body[data-jp-theme-light="false"] .pi-agent .pi-pill { filter: saturate(.8) brightness(.92); }
 .pi-agent .pi-remove button, .pi-agent button.pi-remove { min-width: 0; }
+/* a view whose kernel is gone (restart): @jupyter-widgets marks every view of it with
+   jupyter-widgets-disconnected and puts a broken-link icon before each one. One line on
+   the view says it instead, and nothing in it looks live or clickable: no Abort, no
+   approval panel or queue buttons, no pulsing dot or cursor (docs/design/waiting.md). */
+.pi-agent .jupyter-widgets-disconnected::before { content: none; display: none; }
+.pi-agent.jupyter-widgets-disconnected::before {
+  content: "This view's kernel is gone (restarted or shut down): the run is not live any more.";
+  display: block; font: italic 12px var(--jp-ui-font-family, system-ui, sans-serif);
+  color: var(--jp-content-font-color2, #57606a); padding: 0 0 4px 0; align-self: auto; }
+.pi-agent.jupyter-widgets-disconnected :is(.pi-abort, .pi-approval, .pi-remove, .pi-dot, .pi-cursor) {
+  display: none !important; }
+.pi-agent.jupyter-widgets-disconnected .pi-pill.pi-live { filter: grayscale(1); opacity: .7; }
 """
 
 

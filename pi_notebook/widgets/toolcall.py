@@ -157,6 +157,7 @@ class ToolItem(Item):
             self.duration = now - self.started
         if self.approval_outcome == "skip":
             self.status = "skipped"
+            self.duration = None  # never executed: the time was the wait for a click
         elif details is not None and details.aborted:
             self.status = "aborted"
         elif details is not None and details.timed_out:
@@ -187,7 +188,8 @@ class ToolItem(Item):
     def result_text(self) -> str:
         """What the user sees of the result: nothing for a typed python call (its
         outputs are the real output; the result text is the model's copy)."""
-        if self.details is not None:
+        if self.details is not None or self.approval_outcome == "skip":
+            # (a declined call's result is advice to the model; "skipped" says it all)
             return ""
         return strip_control(content_text(field(self.result, "content")))
 

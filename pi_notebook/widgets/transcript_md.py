@@ -28,7 +28,7 @@ from .markdown import markdown_for_transcript
 from .toolcall import ToolItem, fold_traceback
 from .transcript import Transcript
 
-__all__ = ["transcript_markdown", "seal", "fenced", "TRANSCRIPT_OUTPUT_CHARS"]
+__all__ = ["transcript_markdown", "seal", "fenced", "TRANSCRIPT_OUTPUT_CHARS", "MONOSPACE_STYLE"]
 
 _log = logging.getLogger(__name__)
 # Per output run: head and tail, the middle elided.
@@ -36,6 +36,18 @@ TRANSCRIPT_OUTPUT_CHARS = 10_000
 _IMAGE_MIMES = ("image/png", "image/jpeg", "image/gif")
 _FENCE_RE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
 _SENTINEL = "pi-transcript-sentinel"
+_ANY_FENCE_RE = re.compile(r"^ {0,3}(`{3,}|~{3,})", re.M)
+# nbconvert's HTML (so nbviewer) styles a <pre> in a Markdown *output* with
+# `.jp-OutputArea-output pre { font-family: inherit }`, which comes after the code-font rule:
+# fenced blocks in the transcript came out proportional there (DataFrame columns did not
+# line up). This one rule, ours and constant, restores what JupyterLab itself shows.
+# Sanitising renderers (an untrusted notebook in Lab, GitHub) drop a <style> with its text.
+# (nbconvert wraps a fence in div.highlight, JupyterLab does not: that rule only spaces the
+# blocks in nbconvert's page, which otherwise run into each other.)
+MONOSPACE_STYLE = ("<style>.jp-OutputArea-output.jp-RenderedMarkdown pre "
+                   "{ font-family: var(--jp-code-font-family, monospace); line-height: 1.4; } "
+                   ".jp-OutputArea-output.jp-RenderedMarkdown div.highlight { margin: 0 0 1em 0; }"
+                   "</style>")
 _ICONS = {"info": "ℹ", "warning": "⚠", "error": "✖"}
 
 
@@ -49,6 +61,8 @@ def transcript_markdown(t: Transcript) -> str:
             md = "*(this item could not be written)*"
         if md:
             parts.append(seal(safe_text(md)))
+    if any(_ANY_FENCE_RE.search(part) for part in parts):
+        parts.append(MONOSPACE_STYLE)
     return "\n\n".join(parts) + "\n"
 
 

@@ -7,22 +7,16 @@ clicks Abort and sees "aborted". Screenshots land in ``tests/browser/artifacts/`
 
 from __future__ import annotations
 
-import json
-import os
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
-from pathlib import Path
 
 import pytest
+from harness import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, TOKEN, free_port, lab_server, wait_prompt_done, write_notebook
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 
-CHROMIUM = os.environ.get("PI_NOTEBOOK_CHROMIUM", "/usr/bin/chromium")
-ARTIFACTS = Path(__file__).parent / "artifacts"
-TOKEN = "pi-notebook-browser-test"
+# (older names, kept for test modules that import them from here: test_agent_code_browser.py
+# takes ARTIFACTS, CHROMIUM, TOKEN, _run_cell, _wait_prompt_done and the lab fixture)
+_free_port, _wait_prompt_done = free_port, wait_prompt_done
 
 HOSTILE = (
     "Here is **bold** text.\n\n"
@@ -43,58 +37,13 @@ faux.set_responses([
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _notebook(path: Path) -> None:
-    cells = [SETUP.strip(), "%%agent -m faux/faux-1 --no-wait\nShow me some markdown.",
-             "%%agent -m faux/faux-1 --no-wait\nNow write a very long answer."]
-    nb = {
-        "nbformat": 4, "nbformat_minor": 5,
-        "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
-        "cells": [{"cell_type": "code", "id": f"c{i}", "metadata": {}, "execution_count": None,
-                   "outputs": [], "source": src} for i, src in enumerate(cells)],
-    }
-    path.write_text(json.dumps(nb))
-
-
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
     root = tmp_path_factory.mktemp("lab")
-    _notebook(root / "agent.ipynb")
-    port = _free_port()
-    log = open(root / "lab.log", "w")
-    env = dict(os.environ, JUPYTER_CONFIG_DIR=str(root / "cfg"), JUPYTER_RUNTIME_DIR=str(root / "rt"))
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
-         f"--IdentityProvider.token={TOKEN}", f"--ServerApp.root_dir={root}",
-         "--LabApp.expose_app_in_browser=True", "--allow-root"],
-        stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
-    )
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:  # exited early: no point waiting out the deadline
-            log.close()
-            pytest.fail(f"JupyterLab exited with code {proc.returncode} before answering:\n"
-                        + (root / "lab.log").read_text()[-2000:])
-        try:
-            urllib.request.urlopen(f"{base}/api/status?token={TOKEN}", timeout=1)
-            break
-        except OSError:
-            time.sleep(0.3)
-    else:
-        proc.terminate()
-        pytest.fail("JupyterLab did not start:\n" + (root / "lab.log").read_text()[-2000:])
-    yield base
-    proc.terminate()
-    try:
-        proc.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+    write_notebook(root / "agent.ipynb", [SETUP.strip(), "%%agent -m faux/faux-1 --no-wait\nShow me some markdown.",
+                                          "%%agent -m faux/faux-1 --no-wait\nNow write a very long answer."])
+    with lab_server(root) as server:
+        yield server.base
 
 
 def _run_cell(page, index: int) -> None:
@@ -106,28 +55,12 @@ def _run_cell(page, index: int) -> None:
     )
 
 
-def _wait_prompt_done(cell, timeout_ms: int = 60_000) -> None:
-    # kernel.status is not a reliable "cell finished" signal; the prompt leaving [*] is.
-    prompt = cell.locator(".jp-InputArea-prompt")
-    deadline = time.monotonic() + timeout_ms / 1000
-    while time.monotonic() < deadline:
-        text = prompt.inner_text()
-        if "[*]" not in text and any(ch.isdigit() for ch in text):
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"cell still running: {prompt.inner_text()!r}")
-
-
 def test_agent_streams_renders_safely_and_aborts(lab):
     from playwright.sync_api import sync_playwright
 
     ARTIFACTS.mkdir(exist_ok=True)
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(
-            executable_path=CHROMIUM,
-            args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--no-first-run"],
-        )
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1300, "height": 1000})
         errors: list[str] = []
         page.on("pageerror", lambda e: errors.append(str(e)))

@@ -166,7 +166,7 @@ def test_math_renders_as_mathml_and_bad_math_as_code() -> None:
     bad = render_markdown("broken $\\frac{a}{$ here")
     assert '<code class="pi-math-error">' in bad and "<math" not in bad
     block = render_markdown("$$\n\\sum_{i=1}^n i\n$$")
-    assert '<div class="pi-math pi-math-block"><math' in block and 'display="block"' in block
+    assert '<p class="pi-math pi-math-block"><math' in block and 'display="block"' in block
 
 
 @pytest.mark.parametrize("formula", ["$$x^2$$", "$$\\frac{$$"])  # converts / does not convert
@@ -176,5 +176,5 @@ def test_display_math_inside_a_line_cannot_open_an_html_block(formula: str) -> N
     # as raw HTML, including a line our parser had kept verbatim as fenced code.
     text = formula + " tail ```\n```\n```\n<img src=x onerror=alert(1)>"
     out = markdown_for_transcript(text)
-    assert not any(line.startswith(("<div", "<pre")) for line in out.split("\n"))
+    assert not any(line.startswith(("<div", "<pre", "<p")) for line in out.split("\n"))
     assert html_problems(_PERMISSIVE.render(out)) == []

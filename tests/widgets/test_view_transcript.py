@@ -12,6 +12,7 @@ from pi_notebook.agent.types import (AgentEndEvent, AgentStartEvent, AgentToolRe
                                      ToolExecutionUpdateEvent)
 from pi_notebook.ai.types import TextContent, TextDeltaEvent, ToolCall, UserMessage
 from pi_notebook.widgets.text import render_event_text
+from pi_notebook.widgets.transcript_md import MONOSPACE_STYLE
 
 from widget_helpers import AssistantStream, CommLog, html_problems
 
@@ -92,7 +93,9 @@ async def test_transcript_is_safe_and_complete(view, comms: CommLog):
     _hostile_run(view)
     md = view.to_markdown()
     html = _PERMISSIVE.render(md)
-    assert html_problems(html) == [], html
+    # our one constant rule (monospaced fences in nbconvert HTML) is the only <style>
+    assert md.count("<style") == 1 and md.rstrip().endswith(MONOSPACE_STYLE)
+    assert html_problems(html.replace(MONOSPACE_STYLE, "")) == [], html
     assert "<script" not in html.lower() and "<iframe" not in html.lower()
     # content is all there, readable
     assert md.startswith("pi agent · **") and " · done · " in md.splitlines()[0]
@@ -133,8 +136,8 @@ async def test_transcript_of_a_plain_run(view, comms: CommLog):
     assert lines[2].startswith("**⚙ python** · done · ")
     assert lines[3] == "```python\nprint(2 + 2)\n```"
     assert lines[4] == "```text\n4\n```"
-    assert lines[5] == "It is **4**.\n"
-    assert md.endswith("It is **4**.\n")
+    assert lines[5] == "It is **4**."
+    assert lines[6] == MONOSPACE_STYLE + "\n" and md.endswith(MONOSPACE_STYLE + "\n")
 
 
 async def test_context_meter_in_header(view, comms: CommLog):

@@ -197,6 +197,31 @@ async def test_wide_tables_scroll_and_markdown_uses_lab_classes(view, comms: Com
 
 # --- header, close, fallback ----------------------------------------------------------------------
 
+async def test_a_declined_call_shows_no_model_advice_and_no_duration(view, comms: CommLog):
+    task, card = await _show_approval(view, "d1", "print(1)")
+    card.approval_buttons["skip"].click()
+    assert await task == "skip"
+    advice = "The user declined to run this code. Do not retry the same call."
+    view.handle_event(ToolExecutionEndEvent(
+        tool_call_id="d1", tool_name="python", is_error=True,
+        result=AgentToolResult(content=[TextContent(text=advice)])))
+    view.flush()
+    assert card.status == "skipped" and card.duration is None  # the wait was not execution
+    assert "Do not retry" not in _all_html(comms, card.widget)
+    md = view.to_markdown()
+    assert "skipped" in md and "Do not retry" not in md
+
+
+def test_a_dead_kernels_view_hides_its_live_controls():
+    css = stylesheet()
+    dead = css[css.index(".pi-agent.jupyter-widgets-disconnected :is("):]
+    rule = dead[:dead.index("}")]
+    for selector in (".pi-abort", ".pi-approval", ".pi-remove", ".pi-dot", ".pi-cursor"):
+        assert selector in rule.split("{")[0]
+    assert "display: none" in rule
+    assert ".pi-agent .jupyter-widgets-disconnected::before { content: none" in css  # no icon per widget
+
+
 async def test_header_shows_the_policy_in_force(view, comms: CommLog):
     view.set_policy("auto")
     view.flush()
