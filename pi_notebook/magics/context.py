@@ -35,9 +35,10 @@ class FixRequest:
 
 
 def noted_message(shell: Any, notes: PromptNotes, text: str, settings: RunSettings, *,
-                  hidden_request: str | None = None,
+                  hidden_request: str | None = None, offered: Sequence[str] | None = None,
                   log: Callable[[str], None] = lambda _: None) -> AgentMessage:
-    """The user message for ``text``, with its context note attached in ``notes``."""
+    """The user message for ``text``, with its context note attached in ``notes``;
+    ``offered``: the agent's tool names (the block names only tools the model has)."""
     from ..ai.types import TextContent, UserMessage
 
     message = UserMessage(content=[TextContent(text=text)])
@@ -47,7 +48,7 @@ def noted_message(shell: Any, notes: PromptNotes, text: str, settings: RunSettin
             from ..tools.prompt_context import context_for_prompt
 
             block = context_for_prompt(shell, text, settings.context_tokens,
-                                       settings.notebook_path or None)
+                                       settings.notebook_path or None, offered=offered)
         except Exception as exc:
             log(f"pi_notebook: notebook context skipped: {exc!r}")
             block = None

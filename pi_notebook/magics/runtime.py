@@ -336,10 +336,11 @@ class Runtime:
     def _noted_message(self, text: str, hidden_request: str | None = None) -> AgentMessage:
         from .context import noted_message
 
-        self.get_agent()
+        agent = self.get_agent()
         assert self._notes is not None
         return noted_message(self.shell, self._notes, text, self.settings_now(),
-                             hidden_request=hidden_request, log=self._log)
+                             hidden_request=hidden_request,
+                             offered=[t.name for t in agent.state.tools], log=self._log)
 
     async def _model_for(self, run: Run) -> ResolvedModel:
         from .resolve import resolve_model  # (the ai layer loads with the first run)

@@ -35,7 +35,8 @@ from ..ai.types import TextContent
 from .format import IMAGE_MIMES, bundle_text, cut, strip_ansi
 from .redact import redact
 
-__all__ = ["NotebookLocation", "locate_notebook", "make_notebook_file_tool", "render_notebook"]
+__all__ = ["NotebookLocation", "locate_notebook", "make_notebook_file_tool", "markdown_cells",
+           "render_notebook"]
 
 _SOURCE_CHARS = 3000
 _OUTPUT_CHARS = 1200
@@ -186,6 +187,31 @@ def render_notebook(path: str | os.PathLike[str], start: int | None = None, end:
         parts.append(text)
         used += len(text) + 2
     return cut(redact("\n\n".join(parts)), max_chars)  # a secret could span two cells
+
+
+def markdown_cells(path: str | os.PathLike[str], max_chars: int = 800) -> str | None:
+    """The saved notebook's Markdown cells (the user's own plan and explanations), newest kept
+    when over budget; None when the file cannot be read or has none. For a model that is not
+    offered ``read_notebook`` (the small-model profile), in its prompt's context instead."""
+    import nbformat
+
+    try:
+        nb = nbformat.read(Path(path), as_version=4)
+    except Exception:  # missing, unsaved or invalid: the prompt goes without it
+        return None
+    texts = [f"[{i}] {_text(c.get('source')).strip()}" for i, c in enumerate(nb.cells)
+             if c.get("cell_type") == "markdown" and _text(c.get("source")).strip()]
+    if not texts:
+        return None
+    kept: list[str] = []
+    used = 0
+    for text in reversed(texts):  # the newest Markdown is the likeliest to be meant
+        text = cut(redact(text), max_chars)
+        if kept and used + len(text) > max_chars:
+            break
+        kept.append(text)
+        used += len(text) + 1
+    return "\n".join(reversed(kept))
 
 
 def make_notebook_file_tool(get_path: Callable[[], NotebookLocation], max_chars: int = _TOTAL_CHARS) -> AgentTool:

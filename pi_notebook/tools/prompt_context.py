@@ -14,7 +14,11 @@ The block built for each ``%%agent`` prompt:
 2. the references the prompt makes (``In[3]``, "the last cell"...; tools/references.py);
 3. the namespace summary (tools/namespace.py), ordered by what recent cells assigned;
 4. one line naming the notebook file when it is known (the agent reads it with
-   ``read_notebook``).
+   ``read_notebook``); when that tool is not offered (``offered``, the small-model profile),
+   the file's Markdown cells instead, so "step 2 of the plan" still resolves.
+
+Tools are named only when offered: a small model asked to use a tool it does not have calls
+the one it has with made-up arguments, or answers from the name (measured: "df has 1 row").
 
 The namespace summary gets what is left of ``token_budget`` after the note and the notebook
 line; references are budgeted separately (``reference_chars``), since the user asked for them.
@@ -25,7 +29,7 @@ not as the user's text. Returns None when there is nothing to say.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from ..agent.types import AgentTool
@@ -33,7 +37,7 @@ from ..ai.options import estimate_text_tokens
 from .history import ExecutionHistory, install_history, installed_history
 from .history_tool import make_history_tool
 from .namespace import namespace_summary
-from .notebook_file import NotebookLocation, locate_notebook, make_notebook_file_tool
+from .notebook_file import NotebookLocation, locate_notebook, make_notebook_file_tool, markdown_cells
 from .redact import redact
 from .references import reference_block
 
@@ -47,17 +51,26 @@ CONTEXT_HEADER = "[Notebook context for this prompt, added by pi_notebook; the u
 def notebook_context(prompt: str, history: ExecutionHistory | None, user_ns: Mapping[str, Any], *,
                      hidden: Mapping[str, Any] | None = None, token_budget: int = 500,
                      reference_chars: int = 4000, notebook: NotebookLocation | None = None,
-                     ) -> str | None:
+                     offered: Collection[str] | None = None) -> str | None:
+    """``offered``: the names of the tools the model has (None: all of them)."""
+    def has(tool: str) -> bool:
+        return offered is None or tool in offered
+
     parts: list[str] = []
     note = history.last_error_note() if history is not None else None
     if note:
-        parts.append(f"Last error: {note}. (notebook_history shows the cell and its traceback.)")
+        how = " (notebook_history shows the cell and its traceback.)" if has("notebook_history") else ""
+        parts.append(f"Last error: {note}.{how}")
     refs = reference_block(prompt, history, user_ns, max_chars=reference_chars)
     if refs:
         parts.append(refs)
     tail = None
     if notebook is not None and notebook.path is not None:
-        tail = f"Notebook file: {notebook.path.name} (read_notebook shows its cells and saved outputs)."
+        if has("read_notebook"):
+            tail = f"Notebook file: {notebook.path.name} (read_notebook shows its cells and saved outputs)."
+        else:
+            cells = markdown_cells(notebook.path)
+            tail = f"Markdown cells of the notebook {notebook.path.name}:\n{cells}" if cells else None
     used = estimate_text_tokens(CONTEXT_HEADER) + sum(estimate_text_tokens(p) for p in parts if p is not refs)
     used += estimate_text_tokens(tail) if tail else 0
     remaining = token_budget - used
@@ -86,9 +99,10 @@ def make_context_tools(shell: Any, get_notebook_path: PathSetting | None = None)
 
 
 def context_for_prompt(shell: Any, prompt: str, token_budget: int = 500,
-                       notebook_path: str | os.PathLike[str] | None = None) -> str | None:
+                       notebook_path: str | os.PathLike[str] | None = None,
+                       offered: Collection[str] | None = None) -> str | None:
     """The block for ``prompt`` from the live shell (its recorder, namespace and notebook)."""
     location = locate_notebook(shell.user_ns, explicit=notebook_path or None)
     return notebook_context(prompt, installed_history(shell), shell.user_ns,
                             hidden=getattr(shell, "user_ns_hidden", None), token_budget=token_budget,
-                            notebook=location)
+                            notebook=location, offered=offered)

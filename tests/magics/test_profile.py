@@ -41,7 +41,7 @@ def _names(agent: Agent) -> list[str]:
 def test_local_model_gets_the_small_profile_and_other_models_get_everything_back():
     agent = Agent(initial_state={"tools": list(ALL), "model": local_model()})
     apply_model_profile(agent, DEFAULT_SYSTEM_PROMPT, ALL)
-    assert _names(agent) == ["python", "notebook_history"]
+    assert _names(agent) == ["python"]
     assert agent.state.system_prompt == SMALL_MODEL_SYSTEM_PROMPT
     assert agent.should_stop_after_turn is not None
 
@@ -60,7 +60,7 @@ def test_a_system_prompt_the_user_set_is_kept_for_a_local_model():
     agent = Agent(initial_state={"tools": list(ALL), "model": local_model()})
     apply_model_profile(agent, "Answer in French.", ALL)
     assert agent.state.system_prompt == "Answer in French."
-    assert _names(agent) == ["python", "notebook_history"]
+    assert _names(agent) == ["python"]
 
 
 def test_the_turn_budget_stops_after_five_model_turns():

@@ -90,3 +90,31 @@ async def test_context_tools_and_block_for_a_live_shell(tmp_path: Path) -> None:
 
 def text_of(result: Any) -> str:
     return "".join(getattr(block, "text", "") for block in result.content or [])
+
+
+def test_only_offered_tools_are_named_and_markdown_stands_in_for_read_notebook(tmp_path: Path) -> None:
+    nb = tmp_path / "plan.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_markdown_cell("## Plan\n1. Load.\n2. Mean units per region into `mean_units`."),
+        nbformat.v4.new_code_cell("x = 1"),
+        nbformat.v4.new_markdown_cell("Notes for later"),
+    ]), nb)
+    shell = get_shell()
+    history = ExecutionHistory()
+    history.install(shell)
+    try:
+        with quiet():
+            count = shell.run_cell("y = undefined_name", store_history=True).execution_count
+        where = NotebookLocation(path=nb)
+        full = notebook_context("continue with step 2 of the plan", history, {}, notebook=where)
+        small = notebook_context("continue with step 2 of the plan", history, {}, notebook=where,
+                                 offered=["python"])
+    finally:
+        history.uninstall()
+    assert full is not None and "read_notebook" in full and "notebook_history" in full
+    assert "Mean units" not in full  # the tool reads the file; the prompt stays small
+    assert small is not None
+    assert "read_notebook" not in small and "notebook_history" not in small
+    assert f"Last error: Cell [{count}] raised NameError" in small
+    assert "2. Mean units per region into `mean_units`." in small and "Notes for later" in small
+    assert small.index("## Plan") < small.index("Notes for later")  # in the notebook's order

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import json
+import os
 import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -163,6 +165,9 @@ def _payload_hook(model_id: str, mode: str, user_hook: Any, last_result_failed: 
         params = shape_request(params, mode=mode, last_result_failed=last_result_failed)
         await asyncio.to_thread(remember_prefix, model_id, params.get("messages") or [],
                                 params.get("tools") or [])
+        trace = os.environ.get("PI_NOTEBOOK_LOCAL_TRACE", "").strip()
+        if trace:  # a developer's lever: every request body, one JSON line each (bench -v reads it)
+            await asyncio.to_thread(_append_trace, trace, params)
         if user_hook is None:
             return params
         replaced = user_hook(params, model)
@@ -171,6 +176,11 @@ def _payload_hook(model_id: str, mode: str, user_hook: Any, last_result_failed: 
         return params if replaced is None else replaced
 
     return hook
+
+
+def _append_trace(path: str, params: dict[str, Any]) -> None:
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps(params, default=str) + "\n")
 
 
 def stream_local(model: Model, context: Context, options: dict[str, Any] | None = None

@@ -52,7 +52,10 @@ class SmallModelProfile:
 
 _SMALL = SmallModelProfile(
     system_prompt=SMALL_MODEL_SYSTEM_PROMPT,
-    tool_names=("python", "notebook_history"),
+    # python only: offered notebook_history, the 0.5B called it for "how many rows does df
+    # have?" and answered from the cell list ("1 row"); the history it needs (the last error,
+    # the cells a prompt names, the notebook's Markdown) is in the prompt's context instead
+    tool_names=("python",),
     max_turns=5,
     include_namespace_summary=True,
 )
