@@ -163,8 +163,10 @@ def _close(a, b):
     return abs(a - b) <= max(0.051, 0.002 * abs(b))
 
 def _series_equal(got, want):
-    if isinstance(got, pd.DataFrame):
-        got = got.set_index(got.columns[0]).iloc[:, -1] if want.name not in got else got[want.name]
+    if isinstance(got, pd.DataFrame):  # the same numbers as a table (e.g. after reset_index())
+        if want.index.name in got.columns:
+            got = got.set_index(want.index.name)
+        got = got[want.name] if want.name in got else got.iloc[:, -1]
     got = pd.Series(got)
     return len(got) == len(want) and all(_close(float(got[k]), float(v)) for k, v in want.items())
 

@@ -31,8 +31,11 @@ def _short_traceback(text: str, max_lines: int = 40, max_chars: int = 3000) -> s
     return text
 
 
-def result_content(result: ExecutionResult, settings: PythonToolSettings) -> list[TextContent | ImageContent]:
-    """The model-facing content of an execution (see the module docstring)."""
+def result_content(result: ExecutionResult, settings: PythonToolSettings,
+                   assigned: list[str] | None = None) -> list[TextContent | ImageContent]:
+    """The model-facing content of an execution (see the module docstring). ``assigned``: what
+    the names the code's last statement assigned now hold (namespace.assigned_summary), said
+    when the code showed nothing else."""
     parts: list[str] = []
     images: list[ImageContent] = []
     accepts_images = settings.accepts_images()
@@ -86,7 +89,7 @@ def result_content(result: ExecutionResult, settings: PythonToolSettings) -> lis
         if err.get("traceback"):
             parts.append(_short_traceback(err["traceback"]))
     if not parts:
-        parts.append("(no output)")
+        parts.append("(no output)" if not assigned else "(no output; assigned)\n" + "\n".join(assigned))
     parts.append(f"[elapsed {result.elapsed_s:.2f} s]")
     content: list[TextContent | ImageContent] = [TextContent(text="\n\n".join(parts))]
     content.extend(images)

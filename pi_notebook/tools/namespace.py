@@ -37,7 +37,7 @@ from typing import Any
 from ..ai.options import estimate_text_tokens
 from .redact import redact
 
-__all__ = ["namespace_summary", "DEFAULT_TOKEN_BUDGET"]
+__all__ = ["namespace_summary", "assigned_summary", "DEFAULT_TOKEN_BUDGET"]
 
 DEFAULT_TOKEN_BUDGET = 400
 _INTERNAL = frozenset({"In", "Out", "exit", "quit", "get_ipython"})
@@ -110,6 +110,46 @@ def namespace_summary(user_ns: Mapping[str, Any], token_budget: int = DEFAULT_TO
         del lines[-2]  # the line before the footer; the count in the footer stays a lower bound
         text = redact("\n".join(lines))
     return text if estimate_text_tokens(text) <= token_budget else ""
+
+
+def assigned_summary(code: str, user_ns: Mapping[str, Any], max_names: int = 3,
+                     max_chars: int = 1500) -> list[str]:
+    """What each plain name the code's last top-level statement assigns now holds: its bounded
+    value text (a DataFrame's shape, dtypes and first rows; no full ``repr`` of big objects),
+    or only its summary line for a name or string that may be a credential. For a call whose
+    code ends in ``x = ...`` and shows nothing: the model learns what ``x`` is without another
+    call (measured on the 0.5B: told only "no output", it described a table it had not seen)."""
+    import ast
+
+    from .history import bounded_value_text
+
+    try:
+        body = ast.parse(code).body
+    except (SyntaxError, ValueError):
+        return []
+    if not body:
+        return []
+    last = body[-1]
+    targets: list[ast.expr] = []
+    if isinstance(last, ast.Assign):
+        targets = list(last.targets)
+    elif isinstance(last, (ast.AugAssign, ast.AnnAssign)):
+        targets = [last.target]
+    names: list[str] = []
+    for target in targets:
+        for node in ast.walk(target):
+            if isinstance(node, ast.Name) and node.id not in names and not node.id.startswith("_"):
+                names.append(node.id)
+    lines = []
+    for name in names[:max_names]:
+        if name not in user_ns:
+            continue
+        value = user_ns[name]
+        if _SECRET_NAME.search(name) or isinstance(value, (str, bytes)):
+            lines.append(redact(_line(name, value))[:400])  # a length, never the text
+        else:
+            lines.append(f"{name} =\n" + redact(bounded_value_text(value))[:max_chars])
+    return lines
 
 
 def _take(out: list[str], candidates: Iterator[str], room: int, sep: int = 1) -> int:

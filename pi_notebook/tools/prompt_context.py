@@ -11,7 +11,8 @@ The block built for each ``%%agent`` prompt:
 ``notebook_context(prompt, history, user_ns, ...) -> str | None`` joins, in this order:
 
 1. the last-error note, when the user's latest code cell raised (tools/history.py);
-2. the references the prompt makes (``In[3]``, "the last cell"...; tools/references.py);
+2. the references the prompt makes (``In[3]``, "the last cell"...; tools/references.py), and
+   the files it names (tools/prompt_files.py: exists or not, the first line of a CSV);
 3. the namespace summary (tools/namespace.py), ordered by what recent cells assigned;
 4. one line naming the notebook file when it is known (the agent reads it with
    ``read_notebook``); when that tool is not offered (``offered``, the small-model profile),
@@ -38,6 +39,7 @@ from .history import ExecutionHistory, install_history, installed_history
 from .history_tool import make_history_tool
 from .namespace import namespace_summary
 from .notebook_file import NotebookLocation, locate_notebook, make_notebook_file_tool, markdown_cells
+from .prompt_files import file_notes
 from .redact import redact
 from .references import reference_block
 
@@ -64,6 +66,9 @@ def notebook_context(prompt: str, history: ExecutionHistory | None, user_ns: Map
     refs = reference_block(prompt, history, user_ns, max_chars=reference_chars)
     if refs:
         parts.append(refs)
+    files = file_notes(prompt)
+    if files:
+        parts.append(files)
     tail = None
     if notebook is not None and notebook.path is not None:
         if has("read_notebook"):

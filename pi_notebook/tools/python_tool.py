@@ -80,6 +80,7 @@ from .capture import _state as _capture_state
 from .execution import Outcome, caller_cancelled, execute
 from .interrupt import interrupt_main_for
 from .model_text import result_content
+from .namespace import assigned_summary
 from .sink import OutputSink
 from .updates import DisplayOutput, ErrorOutput, PythonCallDetails, ResultOutput, StreamOutput, ToolOutput
 
@@ -323,8 +324,10 @@ def make_python_tool(shell: Any, settings: SettingsSource = None,
             max_detail_chars=conf.max_detail_chars, max_figures=conf.max_figures,
             on_late=on_late, route_fd_output=conf.route_fd_output,
         )
+        quiet = not (result.stdout or result.stderr or result.displays or result.value or result.error)
+        assigned = assigned_summary(code, shell.user_ns) if quiet else None
         return AgentToolResult(
-            content=result_content(result, conf),
+            content=result_content(result, conf, assigned),
             details=result.details(),
             is_error=result.is_error,
         )

@@ -39,6 +39,7 @@ from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any
 
 from .._json import parse_streaming_json
+from .local_intent import requested_target
 from ..types import (
     AssistantMessage,
     AssistantMessageEvent,
@@ -98,10 +99,15 @@ boolean ::= "true" | "false"
 value ::= object | array | string | number | boolean | "null"
 object ::= "{" ws ( string ws ":" ws value ( ws "," ws string ws ":" ws value )* )? ws "}"
 array ::= "[" ws ( value ( ws "," ws value )* )? ws "]"
-code ::= "\"" codeline ( "\\n" codeline ){0,%d} "\""
 codeline ::= codechar{1,%d}
 codechar ::= [^"\\\x7F\x00-\x1F#] | "\\\""
-'''.strip() % (MAX_CODE_LINES - 1, MAX_LINE_CHARS)
+'''.strip() % MAX_LINE_CHARS
+_CODE_RULE = r'code ::= "\"" codeline ( "\\n" codeline ){0,%d} "\""' % (MAX_CODE_LINES - 1)
+# the request named its result ("into totals"): the code starts by assigning it. (Measured on
+# the 0.5B: allowed import lines first, it filled them with imports it then misused; made to
+# end with a line showing the name, it could not close the string and wrote prose into it.)
+_ASSIGN_RULE = r'code ::= "\"" %s codechar{1,%d} ( "\\n" codeline ){0,%d} "\""'
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 _SCALARS = {"string": "string", "integer": "integer", "number": "number", "boolean": "boolean"}
 
@@ -152,12 +158,20 @@ def _number_literals(numbers: Iterable[str]) -> list[str]:
     return sorted({json.dumps(n) for n in numbers if _NUMBER_RE.fullmatch(n)}, key=lambda x: (len(x), x))
 
 
+def _code_rule(assign: str | None) -> str:
+    if assign is None or not _IDENTIFIER.fullmatch(assign):
+        return _CODE_RULE
+    # (an identifier and " = " need no escaping, in JSON or in GBNF)
+    return _ASSIGN_RULE % (f'"{assign} = "', MAX_LINE_CHARS, MAX_CODE_LINES - 1)
+
+
 def tools_grammar(tools: list[Mapping[str, Any]], *, allow_call: bool = True, allow_text: bool = True,
-                  numbers: Iterable[str] | None = None) -> str:
+                  numbers: Iterable[str] | None = None, assign: str | None = None) -> str:
     """GBNF for one reply: prose, or one call of an offered tool (OpenAI-format ``tools``).
 
     With ``numbers``, the prose may state only those numbers (digits elsewhere are refused):
-    the answer can quote what the tool output and the prompt showed, not make numbers up."""
+    the answer can quote what the tool output and the prompt showed, not make numbers up.
+    With ``assign`` (a variable name), a ``code`` argument assigns it (local_intent.py)."""
     alternatives: list[str] = []
     rules: list[str] = []
     if allow_call:
@@ -182,7 +196,7 @@ def tools_grammar(tools: list[Mapping[str, Any]], *, allow_call: bool = True, al
             else:
                 rules.append(r'text ::= [^{ \t\n\x000-9] [^\x000-9]*')
         alternatives.append("text")
-    return "\n".join([f"root ::= {' | '.join(alternatives)}", *rules, _BASE_RULES]) + "\n"
+    return "\n".join([f"root ::= {' | '.join(alternatives)}", *rules, _code_rule(assign), _BASE_RULES]) + "\n"
 
 
 # --- the request ----------------------------------------------------------------------------
@@ -233,6 +247,16 @@ def grounded_numbers(messages: list[Mapping[str, Any]]) -> list[str]:
     return list(seen)[:MAX_GROUNDED_NUMBERS]
 
 
+def _request_text(messages: list[Mapping[str, Any]]) -> str:
+    """The user's own words in the last user message: its last text part (the notebook
+    context travels as a part before it; magics/context.py)."""
+    for message in reversed(messages):
+        if message.get("role") == "user":
+            texts = list(_texts(message.get("content")))
+            return texts[-1] if texts else ""
+    return ""
+
+
 def _strip_notes(messages: list[dict[str, Any]]) -> None:
     for message in messages:
         if message.get("role") != "assistant":
@@ -268,7 +292,10 @@ def shape_request(params: dict[str, Any], *, mode: str, max_tool_calls: int = DE
         # greedy decoding repeats the failing code word for word: sample the retry instead
         params["temperature"] = RETRY_TEMPERATURE
     numbers = grounded_numbers(messages) if ground_numbers else None
-    params["grammar"] = tools_grammar(tools, allow_call=allow_call, allow_text=allow_text, numbers=numbers)
+    # the first call of a prompt that names its result assigns it (local_intent.py)
+    assign = requested_target(_request_text(messages)) if first_turn else None
+    params["grammar"] = tools_grammar(tools, allow_call=allow_call, allow_text=allow_text, numbers=numbers,
+                                      assign=assign)
     return params
 
 
