@@ -91,3 +91,22 @@ async def test_every_call_names_a_real_tool_and_the_run_ends_with_an_answer():
     text = "".join(c.text for c in final.content if c.type == "text")
     # grounded numbers: any number in the answer is one the tool output or the prompt showed
     assert all(n in {"1445.2", "1445", "1445.0"} for n in re.findall(r"\d+(?:\.\d+)?", text)), text
+
+
+async def test_a_request_that_names_its_result_assigns_it():
+    """ "into totals": the grammar makes the first call assign the name (the 0.5B otherwise
+    shows the value and leaves ``totals`` undefined), and llama-server accepts that grammar."""
+    ran: list[str] = []
+
+    @tool
+    def python(code: str) -> str:
+        """Run Python code in the user's notebook and return what it printed."""
+        ran.append(code)
+        return "(no output; assigned)\ntotals =\nnorth    1608.1\nsouth    1343.1"
+
+    model = get_model("local/qwen2.5-coder-0.5b")
+    agent = Agent(initial_state={"model": model, "tools": [python],
+                                 "system_prompt": "You work in a Jupyter notebook. Use the python tool."})
+    await agent.prompt("compute total revenue per region of df into totals")
+    assert ran and ran[0].startswith("totals = "), ran
+    assert agent.state.messages[-1].stop_reason == "stop"

@@ -176,3 +176,22 @@ def test_a_secret_spanning_two_entries_is_redacted(monkeypatch: pytest.MonkeyPat
     monkeypatch.setenv("SPANNING_TEST_KEY", "= 1\nzz: int")
     text = namespace_summary({"zz": 2, "aa": 1})  # newest first: "aa: int = 1" then "zz: int = 2"
     assert "= 1\nzz: int" not in text and "[redacted]" in text
+
+
+def test_assigned_summary_shows_what_the_last_assignment_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    import pandas as pd
+
+    from pi_notebook.tools.namespace import assigned_summary
+
+    secret = "sk-live-" + "q" * 30
+    monkeypatch.setenv("MY_SERVICE_API_KEY", secret)
+    ns = {"totals": pd.Series([1608.1, 1343.1], index=["north", "south"], name="revenue"),
+          "api_key": secret, "label": "hello", "n": 3}
+    (line,) = assigned_summary("x = 1\ntotals = df.groupby('region')['revenue'].sum()", ns)
+    assert line.startswith("totals =\n") and "1608.1" in line and "south" in line
+    assert assigned_summary("totals = 1\nprint(totals)", ns) == []  # the last statement shows it
+    assert assigned_summary("n, totals = 3, 4", ns)[0].startswith("n =")
+    (keyed,) = assigned_summary("api_key = load()", ns)
+    assert keyed == f"api_key: str len {len(secret)}"  # a credential's name: its length only
+    assert assigned_summary("label = 'hi'", ns) == ["label: str len 5 = 'hello'"]  # as in the summary
+    assert assigned_summary("not python (", ns) == [] and assigned_summary("gone = 1", ns) == []
