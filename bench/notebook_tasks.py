@@ -60,10 +60,11 @@ class Task:
     name: str
     prompt: str
     # the kernel-state check: a Python expression over the user namespace (plus `answer`,
-    # `figure_shown`), True when the work is done
+    # `figure_shown`, `code_run`: the python calls' code), True when the work is done
     check: str = "True"
     setup: tuple[str, ...] = ()       # code cells; "md:" prefix makes a Markdown cell
-    numbers: tuple[float, ...] = ()   # a question: the answer must state one of these
+    numbers: tuple[float, ...] = ()   # a question: the answer must state one of these ...
+    all_numbers: bool = False         # ... or, for a question asking several, all of them
     words: tuple[str, ...] = ()       # an explanation: the answer must mention all of these
     needs: str = ""                   # which notebook-context tool the task relies on
 
@@ -80,7 +81,7 @@ TASKS: list[Task] = [
          check="_series_equal(totals, df.groupby('region')['revenue'].sum())",
          setup=(LOAD,)),
     Task("plot", "plot a bar chart of totals",
-         check="figure_shown",
+         check="figure_shown and any('totals' in c and 'bar' in c for c in code_run)",
          setup=(LOAD, TOTALS)),
     Task("rows", "how many rows does df have?",
          numbers=(len(SALES),), setup=(LOAD,)),
@@ -94,7 +95,7 @@ TASKS: list[Task] = [
          setup=(LOAD,)),
     Task("describe", "describe the revenue column: what are its mean, min and max?",
          numbers=(_round(SALES["revenue"].mean()), SALES["revenue"].min(), SALES["revenue"].max()),
-         setup=(LOAD,)),
+         all_numbers=True, setup=(LOAD,)),
     Task("topn", "put the 3 rows with the highest revenue into top3",
          check="sorted(top3['revenue']) == sorted(df.nlargest(3, 'revenue')['revenue'])",
          setup=(LOAD,)),
@@ -139,6 +140,8 @@ answer = "\n".join(_texts(_final[-1])) if _final else ""
 _tool_text = "\n".join(t for m in _msgs if m.role == "toolResult" for t in _texts(m))
 _errors = [m.error_message for m in _msgs if m.role == "assistant" and m.stop_reason == "error"]
 _calls = [c.name for m in _msgs if m.role == "assistant" for c in m.content if c.type == "toolCall"]
+code_run = [str(c.arguments.get("code", "")) for m in _msgs if m.role == "assistant"
+            for c in m.content if c.type == "toolCall" and c.name == "python"]
 _trace = []
 for m in _msgs:
     if m.role == "assistant":
@@ -184,7 +187,7 @@ try:
 except Exception as _exc:
     _state_ok, _state_error = False, f"{{type(_exc).__name__}}: {{_exc}}"
 _said = _numbers(answer)
-_numbers_ok = not _expected or any(_close(a, e) for a in _said for e in _expected)
+_numbers_ok = not _expected or ({quantifier}(any(_close(a, e) for a in _said) for e in _expected))
 _words_ok = all(w.lower() in answer.lower() for w in _words)
 _passed = bool(answer) and _state_ok and _numbers_ok and _words_ok
 if _passed:
@@ -229,6 +232,7 @@ def build_notebook(task: Task, model: str, profile: str | None, notebook_path: P
     cells.append(nbformat.v4.new_code_cell(f"%%agent --approve auto -m {model}\n{task.prompt}"))
     checker = _CHECKER_PRELUDE + _CHECKER.format(
         numbers=tuple(float(n) for n in task.numbers), words=task.words, prompt=task.prompt,
+        quantifier="all" if task.all_numbers else "any",
         check=task.check, mark=VERDICT_MARK)
     cells.append(_hidden(checker))
     nb = nbformat.v4.new_notebook(cells=cells)

@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .capture import capture_active
+from .error_hints import key_error_hint
 from .format import bundle_text, cut, dataframe_summary, series_summary, strip_ansi
 from .redact import redact
 from .tracebacks import safe_str, trim_traceback
@@ -93,6 +94,7 @@ class CellError:
     line: str | None = None  # that line's source
     traceback: str = ""  # trimmed: cell / user frames, library frames folded
     before_exec: bool = False  # a SyntaxError or input-transform failure: nothing ran
+    hint: str | None = None  # e.g. "did you mean 'region' (a column of df)?" (tools/error_hints.py)
 
     def headline(self) -> str:
         """One line: ``KeyError: 'revenu' at line 2: df['revenu'].sum()``."""
@@ -102,6 +104,8 @@ class CellError:
             text += f" at line {self.lineno}"
             if self.line:
                 text += f": {self.line}"
+        if self.hint:
+            text += f" ({self.hint})"
         return text
 
 
@@ -274,9 +278,11 @@ class ExecutionHistory:
                 lineno, line = frame.lineno, (frame.line or "").strip() or None
                 break
         tb_text = trim_traceback(frames, cell_files, exc)
+        user_ns = getattr(self.shell, "user_ns", None) or {}
         return CellError(ename=ename, evalue=_clip(evalue, 300), lineno=lineno,
                          line=_clip(line, 200) if line else None,
-                         traceback=_clip(tb_text, self.max_traceback_chars), before_exec=before)
+                         traceback=_clip(tb_text, self.max_traceback_chars), before_exec=before,
+                         hint=key_error_hint(ename, evalue, user_ns))
 
     def _cell_files(self) -> dict[str, int]:
         compiler = getattr(self.shell, "compile", None)

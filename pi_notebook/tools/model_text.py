@@ -32,10 +32,11 @@ def _short_traceback(text: str, max_lines: int = 40, max_chars: int = 3000) -> s
 
 
 def result_content(result: ExecutionResult, settings: PythonToolSettings,
-                   assigned: list[str] | None = None) -> list[TextContent | ImageContent]:
+                   assigned: list[str] | None = None, hint: str | None = None,
+                   ) -> list[TextContent | ImageContent]:
     """The model-facing content of an execution (see the module docstring). ``assigned``: what
     the names the code's last statement assigned now hold (namespace.assigned_summary), said
-    when the code showed nothing else."""
+    when the code showed nothing else. ``hint``: a line for the error (tools/error_hints.py)."""
     parts: list[str] = []
     images: list[ImageContent] = []
     accepts_images = settings.accepts_images()
@@ -85,7 +86,7 @@ def result_content(result: ExecutionResult, settings: PythonToolSettings,
         if result.interrupted:
             parts.append(f"[interrupted] {head}")
         else:
-            parts.append(f"[error] {head}")
+            parts.append(f"[error] {head}" + (f" ({hint})" if hint else ""))
         if err.get("traceback"):
             parts.append(_short_traceback(err["traceback"]))
     if not parts:

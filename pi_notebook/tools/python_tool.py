@@ -79,6 +79,7 @@ from .capture import LATE_LABEL, install_capture
 from .capture import _state as _capture_state
 from .execution import Outcome, caller_cancelled, execute
 from .interrupt import interrupt_main_for
+from .error_hints import key_error_hint
 from .model_text import result_content
 from .namespace import assigned_summary
 from .sink import OutputSink
@@ -326,8 +327,11 @@ def make_python_tool(shell: Any, settings: SettingsSource = None,
         )
         quiet = not (result.stdout or result.stderr or result.displays or result.value or result.error)
         assigned = assigned_summary(code, shell.user_ns) if quiet else None
+        hint = None
+        if result.error is not None and not result.interrupted:
+            hint = key_error_hint(result.error.get("ename", ""), result.error.get("evalue", ""), shell.user_ns)
         return AgentToolResult(
-            content=result_content(result, conf, assigned),
+            content=result_content(result, conf, assigned, hint),
             details=result.details(),
             is_error=result.is_error,
         )

@@ -414,3 +414,24 @@ async def test_parallel_calls_keep_their_own_output_and_interrupts() -> None:
     assert result_b.stdout == "".join(f"B {i}\n" for i in range(4)) and not result_b.is_error
     assert result_b.value["data"]["text/plain"] == "'B done'"
     assert out.getvalue() == ""
+
+
+async def test_the_model_learns_what_a_quiet_assignment_bound_and_which_key_was_meant() -> None:
+    pd = pytest.importorskip("pandas")
+    shell = get_shell()
+    shell.user_ns["sales_df"] = pd.DataFrame({"region": ["north", "south"], "revenue": [3.5, 4.5]})
+    tool = make_python_tool(shell, PythonToolSettings())
+    try:
+        with routed():
+            quiet = await tool.execute("c1", {"code": "by_region = sales_df.groupby('region')['revenue'].sum()"})
+            missed = await tool.execute("c2", {"code": "sales_df['revenu'].sum()"})
+            shown = await tool.execute("c3", {"code": "also = 1\nprint('hi')"})
+    finally:
+        for name in ("sales_df", "by_region", "also"):
+            shell.user_ns.pop(name, None)
+    text = quiet.content[0].text
+    assert text.startswith("(no output; assigned)\nby_region =\n") and "north" in text and "4.5" in text
+    assert "[error] KeyError: 'revenu' (did you mean 'revenue' (a column of sales_df)?)" in missed.content[0].text
+    assert "assigned" not in shown.content[0].text  # output was shown: nothing added
+    # the user's copy (details) is the real output only
+    assert "did you mean" not in str(missed.details) and "assigned" not in str(quiet.details)
