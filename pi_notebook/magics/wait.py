@@ -60,6 +60,10 @@ _AGENT_MAGIC = "%%agent"
 _NEVER_WAIT = ("%unload_ext", "%reload_ext", "%load_ext", "%config")
 WAITING_TEXT = ("waiting for the agent run above to finish — Abort it there or with "
                 "%agent abort")
+# the same line as Markdown: frontends prefer it, and it wraps at word boundaries (JupyterLab
+# breaks plain-text outputs anywhere: "fin / ish" at 800 px)
+WAITING_MARKDOWN = ("*waiting for the agent run above to finish — Abort it there or with "
+                    "`%agent abort`*")
 _POLL_S = 0.05  # how often a blocking cell looks for a frontend that rendered its view
 
 WaitMode = Literal["run", "run_or_frontend"]
@@ -313,7 +317,7 @@ async def wait_before_cell() -> None:
 
     shell = runtime.shell
     mine = getattr(shell, "execution_count", 0)
-    display({"text/plain": WAITING_TEXT}, raw=True, display_id=True)
+    display({"text/plain": WAITING_TEXT, "text/markdown": WAITING_MARKDOWN}, raw=True, display_id=True)
     try:
         while runtime.is_running():
             await _wait_for_run(runtime, runtime.run.task,

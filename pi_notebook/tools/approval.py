@@ -19,7 +19,8 @@ approval.
 - Abort during the wait stops waiting at once (the ask awaitable is cancelled, the hook
   returns ``None``; the loop then reports "Operation aborted").
 - Headless (``is_interactive()`` false, or raising) with ``ask`` fails closed: blocks with a
-  clear message, also passed to ``notify(message)`` (if given) so the notebook can print it.
+  clear message, also passed to ``notify(message)`` (if given) so the notebook can print it,
+  once per run and reason (every refused call's card already shows it).
   ``is_interactive`` is asked again every ``recheck_s`` while waiting: a frontend that goes
   away mid-wait ends the wait the same way. ``timeout_s`` (optional) bounds the wait; no
   answer in time blocks the call too. Never hangs.
@@ -111,11 +112,13 @@ class ApprovalHook:
         self._is_interactive = is_interactive
         self.tools = set(tools)
         self._notify = notify
+        self._notified: set[str] = set()  # reasons already told to the user in this run
         self.always = False
 
     def reset_run(self) -> None:
         """Forget an "Always for this run" answer (call when a run starts)."""
         self.always = False
+        self._notified.clear()
 
     async def __call__(self, ctx: Any, signal: Any = None) -> BeforeToolCallResult | None:
         tool_call = get_field(ctx, "tool_call")
@@ -167,7 +170,9 @@ class ApprovalHook:
             return False
 
     def _fail_closed(self, reason: str) -> BeforeToolCallResult:
-        if self._notify is not None:
+        # each refused call's card shows the reason; the run-level notice says it once per run
+        if self._notify is not None and reason not in self._notified:
+            self._notified.add(reason)
             try:
                 self._notify(reason)
             except Exception:

@@ -100,12 +100,12 @@ class CellError:
         """One line: ``KeyError: 'revenu' at line 2: df['revenu'].sum()``."""
         evalue = " ".join(self.evalue.split())
         text = f"{self.ename}: {evalue[:200]}" if evalue else self.ename
+        if self.hint:  # before the line: a model quoting the line must not quote the hint with it
+            text += f" ({self.hint})"
         if self.lineno is not None:
             text += f" at line {self.lineno}"
             if self.line:
                 text += f": {self.line}"
-        if self.hint:
-            text += f" ({self.hint})"
         return text
 
 

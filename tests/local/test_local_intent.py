@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from pi_notebook.ai.providers.local_intent import requested_target
+from pi_notebook.ai.providers.local_intent import notebook_variables, requested_subject, requested_target
 from pi_notebook.ai.providers.local_tools import shape_request, tools_grammar
 
 PYTHON = {"type": "object", "properties": {"code": {"type": "string"}}, "required": ["code"]}
@@ -47,11 +47,12 @@ def _code_rule(grammar: str) -> str:
 
 
 def test_the_assign_grammar_starts_the_code_with_the_assignment() -> None:
-    free, bound = _code_rule(tools_grammar(TOOLS)), _code_rule(tools_grammar(TOOLS, assign="totals"))
+    free, bound = _code_rule(tools_grammar(TOOLS)), _code_rule(tools_grammar(TOOLS, start="totals = "))
     assert '"totals = "' not in free
     assert bound.startswith('code ::= "\\"" "totals = " codechar')
+    assert _code_rule(tools_grammar(TOOLS, start="df")).startswith('code ::= "\\"" "df" codechar')
     # not an identifier: no constraint (nothing the grammar could be broken by)
-    assert _code_rule(tools_grammar(TOOLS, assign='x" | "y')) == free
+    assert _code_rule(tools_grammar(TOOLS, start='x" | "y')) == free
 
 
 def _params(messages: list[dict]) -> dict:
@@ -68,3 +69,28 @@ def test_only_the_first_call_of_a_prompt_is_bound_and_only_by_the_users_words() 
     result = {"role": "tool", "tool_call_id": "1", "content": "NameError", "is_error": True}
     retry = shape_request(_params([user, call, result]), mode="grammar", last_result_failed=True)["grammar"]
     assert '"totals = "' not in retry  # a retry is free to fix the code as it must
+
+
+CONTEXT = ("[Notebook context for this prompt, added by pi_notebook; the user did not type it]\n"
+           "Last error: Cell [2] raised KeyError: 'x'.\n\n"
+           "Notebook variables (3):\ntotals: Series len 2 float64\ndf: DataFrame 24 x 4 (month: str)\n"
+           "targets: DataFrame 2 x 2 (region: str, target: int64)\n\nNotebook file: a.ipynb")
+
+
+def test_the_subject_is_the_first_notebook_variable_the_request_names() -> None:
+    assert notebook_variables(CONTEXT) == ["totals", "df", "targets"]
+    assert requested_subject("plot a bar chart of totals", CONTEXT) == "totals"
+    assert requested_subject("how many rows does `df` have?", CONTEXT) == "df"
+    assert requested_subject("what is the mean of the units column?", CONTEXT) is None
+    assert requested_subject("plot totals", "no variables listed") is None
+    # "region" is a column inside a line, not a variable
+    assert requested_subject("sum by region", CONTEXT) is None
+
+
+def test_a_named_result_wins_over_a_named_subject() -> None:
+    user = {"role": "user", "content": [{"type": "text", "text": CONTEXT},
+                                        {"type": "text", "text": "merge df with targets into merged"}]}
+    assert '"merged = "' in _code_rule(shape_request(_params([user]), mode="grammar")["grammar"])
+    user["content"][1]["text"] = "plot a bar chart of totals"
+    assert _code_rule(shape_request(_params([user]), mode="grammar")["grammar"]).startswith(
+        'code ::= "\\"" "totals" codechar')

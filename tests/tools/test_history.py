@@ -106,7 +106,7 @@ def test_last_error_note_and_reset_by_a_good_cell() -> None:
         assert last is not None
         count = last.execution_count
         note = history.last_error_note()
-        assert note == f"Cell [{count}] raised KeyError: 'revenu' at line 2: df['revenu'].sum()"
+        assert note == f"Cell [{count}] raised KeyError: 'revenu' (did you mean 'revenue' (a column of df)?) at line 2: df['revenu'].sum()"
         run(shell, "%%agent\nfix it")  # an agent prompt does not hide the error
         assert history.last_error_note() == note
         run(shell, "total = 1")
@@ -235,7 +235,7 @@ def test_fix_prompt_only_after_an_error() -> None:
         last = history.last()
     assert prompt is not None and last is not None
     assert prompt.startswith(f"Explain and fix the error in cell [{last.execution_count}]: "
-                             "KeyError: 'revenu' at line 3: total = frame['revenu'].sum().")
+                             "KeyError: 'revenu' (did you mean 'revenue' (a column of frame)?) at line 3: total = frame['revenu'].sum().")
     assert "    total = frame['revenu'].sum()" in prompt  # the cell's source travels along
     assert "library frames in pandas" in prompt and "python tool" in prompt
 
@@ -274,7 +274,7 @@ async def test_fix_flow_reads_history_and_runs_the_corrected_line() -> None:
         faux.unregister()
     first_user = agent.state.messages[0]
     assert "Explain and fix the error in cell [" in str(first_user.content)
-    assert "error: KeyError: 'revenu' at line 1" in contexts[0]
+    assert "error: KeyError: 'revenu' (did you mean 'revenue' (a column of frame)?) at line 1" in contexts[0]
     assert int(total) == 3
     assert not any("revenue'].sum()\ntotal" in s for s in recorded)  # the fix is the agent's, not a user cell
 
@@ -298,7 +298,7 @@ def test_history_in_a_real_kernel() -> None:
         kernel.wait_reply(sleeping)
         text = kernel.ev("_h.render()")
     assert "printed in the kernel" in text and "]: 42" in text
-    assert "error: KeyError: 'revenu' at line 3: frame['revenu']" in text
+    assert "error: KeyError: 'revenu' (did you mean 'revenue' (a column of frame)?) at line 3: frame['revenu']" in text
     assert "library frames in pandas" in text
     # the await cell: stdout not teed by IPython, and the record says so
     assert "(printed output not recorded for this cell)" in text.split("await asyncio.sleep(0)")[1]
@@ -395,6 +395,6 @@ faux.set_responses([
         assert int(kernel.ev("int(total)")) == 3
         seen = kernel.ev("_seen")
         sources = kernel.ev("[r.source for r in installed_history(get_ipython()).records()]")
-    assert "error: KeyError: 'revenu' at line 1: total = frame['revenu'].sum()" in seen[0]
+    assert "error: KeyError: 'revenu' (did you mean 'revenue' (a column of frame)?) at line 1: total = frame['revenu'].sum()" in seen[0]
     assert "total = frame['revenue'].sum()" not in sources  # the agent's fix is not a user cell
     assert "total = frame['revenu'].sum()" in sources

@@ -53,7 +53,7 @@ def test_block_has_error_references_namespace_and_file(tmp_path: Path) -> None:
         for name in set(shell.user_ns) - names:  # the shell is shared by the whole suite
             del shell.user_ns[name]
     assert block is not None and block.startswith(CONTEXT_HEADER)
-    assert f"Last error: Cell [{count}] raised KeyError: 'revenu' at line 1" in block
+    assert f"Last error: Cell [{count}] raised KeyError: 'revenu' (did you mean 'revenue' (a column of sales)?) at line 1" in block
     assert f"In[{count}]:\nsales['revenu'].sum()" in block
     assert "sales: DataFrame 1 x 2 (month:" in block
     assert block.rstrip().endswith("Notebook file: analysis.ipynb (read_notebook shows its cells and saved outputs).")

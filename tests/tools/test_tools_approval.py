@@ -86,6 +86,11 @@ async def test_headless_ask_fails_closed_without_waiting() -> None:
     result = await asyncio.wait_for(hook(ctx(), None), 1)
     assert result.block and result.reason == HEADLESS_REASON and notes == [HEADLESS_REASON]
     assert "auto" in HEADLESS_REASON and asker.requests == []
+    again = await hook(ctx(), None)  # refused again, and its card says so; the notice was once
+    assert again.block and again.reason == HEADLESS_REASON and notes == [HEADLESS_REASON]
+    hook.reset_run()  # a new run says it again
+    await hook(ctx(), None)
+    assert notes == [HEADLESS_REASON, HEADLESS_REASON]
     no_ask = make_approval_hook(lambda: "ask", None, lambda: True)
     assert (await no_ask(ctx(), None)).block
 

@@ -6,7 +6,14 @@ and then shows it instead of assigning it (measured: 5 of 6 such requests; the r
 means: assign to x" in the system prompt did not change that). ``requested_target(text)``
 finds the name, and the first call of the prompt is constrained to assign it
 (local_tools.tools_grammar's ``assign``). Only explicit spellings count; anything vaguer
-returns None and the model is left free. See docs/design/local-model.md.
+returns None and the model is left free.
+
+``requested_subject(text, context)``: the first notebook variable the request names as a word
+("plot a bar chart of totals", "how many rows does df have?"), found in the prompt's notebook
+context (its "Notebook variables" lines, tools/namespace.py). The first call's code then starts
+with it (``totals.plot(...)``, ``df.shape``): the 0.5B otherwise reached for ``df`` whatever
+the request named (measured: ``df['revenue'].plot(kind='bar')`` for "a bar chart of totals").
+See docs/design/local-model.md.
 """
 
 from __future__ import annotations
@@ -14,7 +21,7 @@ from __future__ import annotations
 import keyword
 import re
 
-__all__ = ["requested_target"]
+__all__ = ["requested_subject", "requested_target"]
 
 _NAME = r"`?([A-Za-z_][A-Za-z0-9_]*)`?"
 # (not "column": a new column is ``df["x"] = ...``, not a variable)
@@ -49,4 +56,29 @@ def requested_target(text: str) -> str | None:
             if _COLUMN_BEFORE.search(text[max(0, match.start() - 30):match.start()]):
                 continue  # "a column called price": a column, not a variable
             return name
+    return None
+
+
+_VARIABLES_HEADER = re.compile(r"^Notebook variables \(\d+\):$", re.MULTILINE)
+_VARIABLE_LINE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*): ", re.MULTILINE)
+_WORD = re.compile(r"`?\b([A-Za-z_][A-Za-z0-9_]*)\b`?")
+
+
+def notebook_variables(context: str) -> list[str]:
+    """The names listed under "Notebook variables (n):" in a notebook-context block."""
+    header = _VARIABLES_HEADER.search(context)
+    if header is None:
+        return []
+    body = context[header.end():].split("\n\n", 1)[0]  # the summary ends at a blank line
+    return _VARIABLE_LINE.findall(body)
+
+
+def requested_subject(text: str, context: str) -> str | None:
+    """The first word of ``text`` that names a notebook variable of ``context``, or None."""
+    names = set(notebook_variables(context))
+    if not names:
+        return None
+    for match in _WORD.finditer(text):
+        if match.group(1) in names and not keyword.iskeyword(match.group(1)):
+            return match.group(1)
     return None

@@ -39,7 +39,7 @@ from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any
 
 from .._json import parse_streaming_json
-from .local_intent import requested_target
+from .local_intent import requested_subject, requested_target
 from ..types import (
     AssistantMessage,
     AssistantMessageEvent,
@@ -106,8 +106,8 @@ _CODE_RULE = r'code ::= "\"" codeline ( "\\n" codeline ){0,%d} "\""' % (MAX_CODE
 # the request named its result ("into totals"): the code starts by assigning it. (Measured on
 # the 0.5B: allowed import lines first, it filled them with imports it then misused; made to
 # end with a line showing the name, it could not close the string and wrote prose into it.)
-_ASSIGN_RULE = r'code ::= "\"" %s codechar{1,%d} ( "\\n" codeline ){0,%d} "\""'
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_START_RULE = r'code ::= "\"" %s codechar{0,%d} ( "\\n" codeline ){0,%d} "\""'
+_START = re.compile(r"[A-Za-z_][A-Za-z0-9_]*( = )?")
 
 _SCALARS = {"string": "string", "integer": "integer", "number": "number", "boolean": "boolean"}
 
@@ -158,20 +158,21 @@ def _number_literals(numbers: Iterable[str]) -> list[str]:
     return sorted({json.dumps(n) for n in numbers if _NUMBER_RE.fullmatch(n)}, key=lambda x: (len(x), x))
 
 
-def _code_rule(assign: str | None) -> str:
-    if assign is None or not _IDENTIFIER.fullmatch(assign):
+def _code_rule(start: str | None) -> str:
+    if start is None or not _START.fullmatch(start):
         return _CODE_RULE
     # (an identifier and " = " need no escaping, in JSON or in GBNF)
-    return _ASSIGN_RULE % (f'"{assign} = "', MAX_LINE_CHARS, MAX_CODE_LINES - 1)
+    return _START_RULE % (f'"{start}"', MAX_LINE_CHARS, MAX_CODE_LINES - 1)
 
 
 def tools_grammar(tools: list[Mapping[str, Any]], *, allow_call: bool = True, allow_text: bool = True,
-                  numbers: Iterable[str] | None = None, assign: str | None = None) -> str:
+                  numbers: Iterable[str] | None = None, start: str | None = None) -> str:
     """GBNF for one reply: prose, or one call of an offered tool (OpenAI-format ``tools``).
 
     With ``numbers``, the prose may state only those numbers (digits elsewhere are refused):
     the answer can quote what the tool output and the prompt showed, not make numbers up.
-    With ``assign`` (a variable name), a ``code`` argument assigns it (local_intent.py)."""
+    With ``start`` (``"name = "`` or ``"name"``), a ``code`` argument starts with it
+    (local_intent.py)."""
     alternatives: list[str] = []
     rules: list[str] = []
     if allow_call:
@@ -196,7 +197,7 @@ def tools_grammar(tools: list[Mapping[str, Any]], *, allow_call: bool = True, al
             else:
                 rules.append(r'text ::= [^{ \t\n\x000-9] [^\x000-9]*')
         alternatives.append("text")
-    return "\n".join([f"root ::= {' | '.join(alternatives)}", *rules, _code_rule(assign), _BASE_RULES]) + "\n"
+    return "\n".join([f"root ::= {' | '.join(alternatives)}", *rules, _code_rule(start), _BASE_RULES]) + "\n"
 
 
 # --- the request ----------------------------------------------------------------------------
@@ -247,14 +248,14 @@ def grounded_numbers(messages: list[Mapping[str, Any]]) -> list[str]:
     return list(seen)[:MAX_GROUNDED_NUMBERS]
 
 
-def _request_text(messages: list[Mapping[str, Any]]) -> str:
-    """The user's own words in the last user message: its last text part (the notebook
-    context travels as a part before it; magics/context.py)."""
+def _request_parts(messages: list[Mapping[str, Any]]) -> tuple[str, str]:
+    """(the user's own words, the notebook context) of the last user message: its last text
+    part, and the parts before it (the context travels as a part before it; magics/context.py)."""
     for message in reversed(messages):
         if message.get("role") == "user":
             texts = list(_texts(message.get("content")))
-            return texts[-1] if texts else ""
-    return ""
+            return (texts[-1], "\n".join(texts[:-1])) if texts else ("", "")
+    return "", ""
 
 
 def _strip_notes(messages: list[dict[str, Any]]) -> None:
@@ -292,10 +293,16 @@ def shape_request(params: dict[str, Any], *, mode: str, max_tool_calls: int = DE
         # greedy decoding repeats the failing code word for word: sample the retry instead
         params["temperature"] = RETRY_TEMPERATURE
     numbers = grounded_numbers(messages) if ground_numbers else None
-    # the first call of a prompt that names its result assigns it (local_intent.py)
-    assign = requested_target(_request_text(messages)) if first_turn else None
+    # the first call of a prompt that names its result assigns it, else starts from the
+    # notebook variable the request names (local_intent.py)
+    start = None
+    if first_turn:
+        request, context = _request_parts(messages)
+        target = requested_target(request)
+        subject = requested_subject(request, context) if target is None else None
+        start = f"{target} = " if target else subject
     params["grammar"] = tools_grammar(tools, allow_call=allow_call, allow_text=allow_text, numbers=numbers,
-                                      assign=assign)
+                                      start=start)
     return params
 
 
