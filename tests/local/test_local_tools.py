@@ -154,3 +154,22 @@ def test_notes_never_reach_the_model_and_server_mode_is_untouched():
 def test_grammar_without_tools_properties_allows_any_object():
     grammar = tools_grammar([{"type": "function", "function": {"name": "free"}}])
     assert 'call0 ::= ' in grammar and "object" in grammar.split("call0 ::= ")[1].splitlines()[0]
+
+
+def test_numbers_come_from_results_not_from_errors():
+    from pi_notebook.ai.providers.local_tools import grounded_numbers
+
+    messages = [{"role": "user", "content": "which month had the highest revenue?"},
+                {"role": "tool", "content": "[stdout]\n1445.25\n\n[error] KeyError: 'x'\nFile base.py:3823\n"
+                                            "[elapsed 0.01 s]"},
+                {"role": "tool", "content": "[error] SyntaxError (line 4)\n\n[elapsed 0.02 s]"}]
+    numbers = grounded_numbers(messages)
+    assert {"1445.25", "1445.2", "1445", "1445.3"} & set(numbers) and "3823" not in numbers and "4" not in numbers
+    assert "0.01" not in numbers  # (the elapsed time follows the error part: not a result either)
+
+
+def test_allowed_numbers_cannot_be_glued_into_another():
+    grammar = tools_grammar([], numbers=["1", "24", "0.00"])
+    rules = dict(line.split(" ::= ", 1) for line in grammar.splitlines() if " ::= " in line)
+    assert rules["text"].endswith("( [^\\x000-9] | num numsep )* num?")
+    assert rules["numsep"] == "[^\\x000-9,.] | [,.] [^\\x000-9]"  # "1,24" and "24.0" can't be formed

@@ -192,7 +192,10 @@ def tools_grammar(tools: list[Mapping[str, Any]], *, allow_call: bool = True, al
         else:
             literals = _number_literals(numbers)
             if literals:
-                rules.append(r'text ::= [^{ \t\n\x000-9] ( [^\x000-9] | num [^\x000-9] )* num?')
+                # after a number, "," or "." may not lead into another one: "$1,24,0.00" glued
+                # from allowed numbers is not a number any output showed
+                rules.append(r'text ::= [^{ \t\n\x000-9] ( [^\x000-9] | num numsep )* num?')
+                rules.append(r'numsep ::= [^\x000-9,.] | [,.] [^\x000-9]')
                 rules.append("num ::= " + " | ".join(literals))
             else:
                 rules.append(r'text ::= [^{ \t\n\x000-9] [^\x000-9]*')
@@ -229,12 +232,16 @@ def _texts(content: Any) -> Iterable[str]:
 
 def grounded_numbers(messages: list[Mapping[str, Any]]) -> list[str]:
     """The numbers the user and the tools wrote in this conversation, newest first, with the
-    roundings an answer may use (1445.234 -> 1445.23, 1445.2, 1445)."""
+    roundings an answer may use (1445.234 -> 1445.23, 1445.2, 1445). A tool result's error
+    part does not count: when every call failed, the answer can state no number it computed."""
     seen: dict[str, None] = {}
     for message in reversed(messages):
         if message.get("role") not in ("user", "tool"):
             continue
         for text in _texts(message.get("content")):
+            if message.get("role") == "tool":
+                # an error's message and traceback (line numbers, library code) are not results
+                text = text.split("[error]", 1)[0]
             for match in _NUMBER_RE.findall(text):
                 seen.setdefault(match, None)
                 if "." in match:
