@@ -173,3 +173,14 @@ def test_allowed_numbers_cannot_be_glued_into_another():
     rules = dict(line.split(" ::= ", 1) for line in grammar.splitlines() if " ::= " in line)
     assert rules["text"].endswith("( [^\\x000-9] | num numsep )* num?")
     assert rules["numsep"] == "[^\\x000-9,.] | [,.] [^\\x000-9]"  # "1,24" and "24.0" can't be formed
+
+
+def test_the_answer_after_the_last_allowed_call_is_short():
+    call = {"role": "assistant", "content": "", "tool_calls": [
+        {"id": "1", "type": "function", "function": {"name": "python", "arguments": "{}"}}]}
+    result = {"role": "tool", "tool_call_id": "1", "content": "[error] SyntaxError"}
+    params = _params([{"role": "user", "content": "q"}, *([call, result] * 3)])
+    params["max_tokens"] = 2048
+    shaped = shape_request(params, mode="grammar")
+    assert shaped["grammar"].splitlines()[0] == "root ::= text" and shaped["max_tokens"] == 200
+    assert "max_tokens" not in shape_request(_params([{"role": "user", "content": "q"}]), mode="grammar")
