@@ -128,7 +128,15 @@ class Runtime:
     def is_interactive(self) -> bool:
         """Can a human click approval buttons for the current run?"""
         run = self._serving or self.run
-        return bool(run is not None and run.interactive)
+        if run is None:
+            return False
+        if not run.interactive:
+            # the first run of a kernel starts before any frontend evidence (its own view is
+            # the first widget shown): its view rendering since then counts (frontend.py)
+            from .frontend import has_widget_frontend
+
+            run.interactive = has_widget_frontend(self.shell)
+        return run.interactive
 
     async def _ask_approval(self, request: ApprovalRequest) -> str:
         run = self._serving
@@ -263,6 +271,10 @@ class Runtime:
         run = Run(text, kind, shown, options, policy, interactive, cell=current_cell_number(self.shell),
                   after=self.run if chained else None, needs_success=queued)
         holder.append(run)
+        if not interactive:  # no evidence yet: this view's rendering will be (is_interactive)
+            from .frontend import track_view
+
+            track_view(getattr(run.active_view, "widget", None))
         run.view.add_user_message(text, kind)
         if chained:
             run.view.set_status("queued")

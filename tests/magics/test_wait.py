@@ -209,3 +209,16 @@ def test_unload_removes_every_hook(shell):
     assert _inserter not in shell.ast_transformers
     assert "should_run_async" not in shell.__dict__
     shell.run_line_magic("load_ext", "pi_notebook")  # the fixture unloads it again
+
+
+async def test_a_no_wait_first_run_can_ask_once_its_view_is_shown(shell, slow):
+    """``--no-wait`` returns before any frontend evidence; the approval hook asks
+    ``is_interactive()`` at the first tool call, by when the view has been rendered."""
+    rt = runtime()
+    rt.view_factory = RenderedView
+    assert not has_widget_frontend(shell)
+    result = await run_cell(shell, "%%agent --no-wait\nlong\n")
+    assert result.success and rt.is_running()
+    assert rt.run.interactive is False and rt.is_interactive() is False  # nothing rendered yet
+    FakeView.instances[-1].widget._view_count = 1  # the frontend shows the view
+    assert rt.is_interactive() is True and rt.run.interactive is True
