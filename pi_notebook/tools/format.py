@@ -118,6 +118,12 @@ def _is_pandas(obj: Any, name: str) -> bool:
     return cls.__name__ == name and cls.__module__.split(".")[0] == "pandas"
 
 
+# Short results are shown whole: cut to five, ``describe()`` lost its max and a sum per month
+# its best month (measured: both models then answered with the std as the maximum).
+_ALL_VALUES = 24
+_ALL_ROWS = 12
+
+
 def dataframe_summary(df: Any) -> str:
     rows, cols = df.shape
     lines = [f"DataFrame: {rows} rows x {cols} columns", "dtypes:"]
@@ -127,15 +133,23 @@ def dataframe_summary(df: Any) -> str:
     lines += [f"  {k!s:<{width}}  {v}" for k, v in shown]
     if len(dtypes) > len(shown):
         lines.append(f"  ... {len(dtypes) - len(shown)} more columns")
-    lines.append("first 5 rows:" if rows > 5 else "rows:")
-    lines.append(df.head(5).to_string(max_cols=20, max_colwidth=60))
+    if rows <= _ALL_ROWS:
+        lines += ["rows:", df.to_string(max_cols=20, max_colwidth=60)]
+    else:
+        lines += [f"first 5 and last 3 of {rows} rows:",
+                  df.head(5).to_string(max_cols=20, max_colwidth=60),
+                  "...", df.tail(3).to_string(max_cols=20, max_colwidth=60, header=False)]
     return "\n".join(lines)
 
 
 def series_summary(series: Any) -> str:
-    lines = [f"Series {series.name!r}: length {len(series)}, dtype {series.dtype}"]
-    lines.append("first 5 values:" if len(series) > 5 else "values:")
-    lines.append(series.head(5).to_string(max_rows=5))
+    n = len(series)
+    lines = [f"Series {series.name!r}: length {n}, dtype {series.dtype}"]
+    if n <= _ALL_VALUES:
+        lines += ["values:", series.to_string()]
+    else:
+        lines += [f"first 10 and last 5 of {n} values:", series.head(10).to_string(), "...",
+                  series.tail(5).to_string()]
     return "\n".join(lines)
 
 

@@ -64,3 +64,16 @@ def test_oversized_image_without_pillow_is_a_placeholder(monkeypatch: pytest.Mon
     small = prepare_image(b64, "image/png", 1_000_000)  # within budget: sent as is
     assert small == (b64, "image/png", "400x400")
     assert "could not be decoded" in prepare_image("%%%", "image/png", 10)
+
+
+def test_short_pandas_results_are_shown_whole_and_long_ones_head_and_tail() -> None:
+    pd = pytest.importorskip("pandas")
+    from pi_notebook.tools.format import dataframe_summary, series_summary
+
+    described = series_summary(pd.Series([95.0, 143.6, 120.0], name="revenue").describe())
+    assert "max      143.6" in described and "values:" in described  # describe()'s 8 lines, all
+    long = series_summary(pd.Series(range(100), name="n"))
+    assert "first 10 and last 5 of 100 values:" in long and "\n99    99" in long and "\n50 " not in long
+    frame = dataframe_summary(pd.DataFrame({"x": range(30)}))
+    assert "first 5 and last 3 of 30 rows:" in frame and "29  29" in frame and "\n15 " not in frame
+    assert "\nrows:\n" in dataframe_summary(pd.DataFrame({"x": range(12)}))

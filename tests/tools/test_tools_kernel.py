@@ -158,7 +158,7 @@ def test_matplotlib_figure_is_an_image_and_does_not_leak(k: Kernel) -> None:
 def test_dataframe_summary_and_error(k: Kernel) -> None:
     k.ok("start_tool('df', 'import pandas as pd\\npd.DataFrame({\"a\": range(10), \"b\": list(\"abcdefghij\")})')")
     text = model_text(result(k, "df"))
-    assert "10 rows x 2 columns" in text and "first 5 rows" in text and "<table" not in text
+    assert "10 rows x 2 columns" in text and "\nrows:\n" in text and "<table" not in text
     k.ok("start_tool('err', 'def f():\\n    return 1 / 0\\nf()')")
     data = result(k, "err")
     assert data["result"]["isError"] is True

@@ -228,8 +228,8 @@ async def test_dataframe_value_summary() -> None:
     with routed():
         result = await run_code(shell, "pd.DataFrame({'a': range(100), 'b': ['x'] * 100})")
     text = text_of(result_content(result, PythonToolSettings()))
-    assert "100 rows x 2 columns" in text and "int64" in text and "first 5 rows" in text
-    assert "<table" not in text and " 99 " not in text
+    assert "100 rows x 2 columns" in text and "int64" in text and "first 5 and last 3 of 100 rows" in text
+    assert "<table" not in text and "\n50 " not in text and "\n99 " in text  # head and tail, not the middle
     assert "text/html" in result.value["data"]  # the view still gets the rich bundle
 
 
