@@ -70,6 +70,7 @@ DEFAULT_MAX_TOOL_CALLS = 3
 MAX_CODE_LINES = 8
 RETRY_TEMPERATURE = 0.7
 FINAL_ANSWER_TOKENS = 200
+REPLY_TOKENS = 512
 MAX_LINE_CHARS = 160
 
 # Notes the provider adds to the transcript for the user; stripped again from what the model reads.
@@ -300,10 +301,12 @@ def shape_request(params: dict[str, Any], *, mode: str, max_tool_calls: int = DE
     if last_result_failed and allow_call:
         # greedy decoding repeats the failing code word for word: sample the retry instead
         params["temperature"] = RETRY_TEMPERATURE
-    if not allow_call:
-        # the answer after the last allowed call: a few sentences. (Measured: after three failed
-        # calls, kept from digits it had no source for, the 0.5B wrote 2,048 tokens, 3 minutes.)
-        params["max_tokens"] = min(int(params.get("max_tokens") or FINAL_ANSWER_TOKENS), FINAL_ANSWER_TOKENS)
+    # a reply is one call (at most MAX_CODE_LINES x MAX_LINE_CHARS of code) or a short answer;
+    # the answer after the last allowed call is a few sentences. (Measured on the 0.5B: 2,048
+    # tokens, 2-3 minutes, of an answer that never ended, after describe() and after three
+    # failed calls.)
+    cap = REPLY_TOKENS if allow_call else FINAL_ANSWER_TOKENS
+    params["max_tokens"] = min(int(params.get("max_tokens") or cap), cap)
     numbers = grounded_numbers(messages) if ground_numbers else None
     # the first call of a prompt that names its result assigns it, else starts from the
     # notebook variable the request names (local_intent.py)
