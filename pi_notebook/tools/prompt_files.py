@@ -21,8 +21,8 @@ __all__ = ["file_notes", "named_paths"]
 
 _EXTENSIONS = ("csv", "tsv", "txt", "json", "jsonl", "parquet", "feather", "xlsx", "xls", "pkl", "pickle",
                "npy", "npz", "h5", "hdf5", "sqlite", "db", "xml", "yaml", "yml", "zip", "gz")
-_PATH = re.compile(r"(?<![\w/.~-])((?:~|\.{1,2})?/?[\w.~-]+(?:/[\w.~-]+)*\.(?:%s))(?![\w/])"
-                   % "|".join(_EXTENSIONS), re.IGNORECASE)
+_PATH = re.compile(r"(?<![\w/.~-])((?:~|\.{1,2})?/?[\w.~-]+(?:/[\w.~-]+)*\.(?:"
+                   + "|".join(_EXTENSIONS) + r"))(?![\w/])", re.IGNORECASE)
 _TEXT = frozenset({"csv", "tsv", "txt", "json", "jsonl", "xml", "yaml", "yml"})
 _MAX_FILES = 5
 _LINE_CHARS = 200

@@ -37,11 +37,13 @@ _PATTERNS = [
                re.IGNORECASE),
 ]
 # words that follow "into"/"as" without being a variable name
-_NOT_NAMES = frozenset("""
-a an the it its this that them these those one two three some each every new my our your their
-well soon possible such follows much many long far memory account consideration groups bins
-integer integers float floats string strings int str list dict percent percentage csv json
-""".split())
+_NOT_NAMES = frozenset({
+    "a", "an", "the", "it", "its", "this", "that", "them", "these", "those", "one", "two", "three",
+    "some", "each", "every", "new", "my", "our", "your", "their", "well", "soon", "possible", "such",
+    "follows", "much", "many", "long", "far", "memory", "account", "consideration", "groups", "bins",
+    "integer", "integers", "float", "floats", "string", "strings", "int", "str", "list", "dict",
+    "percent", "percentage", "csv", "json",
+})
 
 _COLUMN_BEFORE = re.compile(r"\bcolumns?\s*$", re.IGNORECASE)
 

@@ -104,11 +104,11 @@ array ::= "[" ws ( value ( ws "," ws value )* )? ws "]"
 codeline ::= codechar{1,%d}
 codechar ::= [^"\\\x7F\x00-\x1F#] | "\\\""
 '''.strip() % MAX_LINE_CHARS
-_CODE_RULE = r'code ::= "\"" codeline ( "\\n" codeline ){0,%d} "\""' % (MAX_CODE_LINES - 1)
+_CODE_RULE = r'code ::= "\"" codeline ( "\\n" codeline ){0,' + str(MAX_CODE_LINES - 1) + r'} "\""'
 # the request named its result ("into totals"): the code starts by assigning it. (Measured on
 # the 0.5B: allowed import lines first, it filled them with imports it then misused; made to
 # end with a line showing the name, it could not close the string and wrote prose into it.)
-_START_RULE = r'code ::= "\"" %s codechar{0,%d} ( "\\n" codeline ){0,%d} "\""'
+_START_RULE = r'code ::= "\"" {start} codechar{{0,{chars}}} ( "\\n" codeline ){{0,{lines}}} "\""'
 _START = re.compile(r"[A-Za-z_][A-Za-z0-9_]*( = )?")
 
 _SCALARS = {"string": "string", "integer": "integer", "number": "number", "boolean": "boolean"}
@@ -164,7 +164,7 @@ def _code_rule(start: str | None) -> str:
     if start is None or not _START.fullmatch(start):
         return _CODE_RULE
     # (an identifier and " = " need no escaping, in JSON or in GBNF)
-    return _START_RULE % (f'"{start}"', MAX_LINE_CHARS, MAX_CODE_LINES - 1)
+    return _START_RULE.format(start=f'"{start}"', chars=MAX_LINE_CHARS, lines=MAX_CODE_LINES - 1)
 
 
 def tools_grammar(tools: list[Mapping[str, Any]], *, allow_call: bool = True, allow_text: bool = True,
