@@ -94,3 +94,10 @@ def test_a_named_result_wins_over_a_named_subject() -> None:
     user["content"][1]["text"] = "plot a bar chart of totals"
     assert _code_rule(shape_request(_params([user]), mode="grammar")["grammar"]).startswith(
         'code ::= "\\"" "totals" codechar')
+
+
+def test_a_request_that_spells_out_code_is_not_steered() -> None:
+    text = "Which month was best? Run this code:\nmonthly = df.groupby('month').sum(); print(monthly)"
+    user = {"role": "user", "content": [{"type": "text", "text": CONTEXT}, {"type": "text", "text": text}]}
+    rule = _code_rule(shape_request(_params([user]), mode="grammar")["grammar"])
+    assert '"df"' not in rule and '"monthly = "' not in rule

@@ -109,6 +109,7 @@ _CODE_RULE = r'code ::= "\"" codeline ( "\\n" codeline ){0,' + str(MAX_CODE_LINE
 # the 0.5B: allowed import lines first, it filled them with imports it then misused; made to
 # end with a line showing the name, it could not close the string and wrote prose into it.)
 _START_RULE = r'code ::= "\"" {start} codechar{{0,{chars}}} ( "\\n" codeline ){{0,{lines}}} "\""'
+_CODE_IN_REQUEST = re.compile(r"[=;(]|\n")
 _START = re.compile(r"[A-Za-z_][A-Za-z0-9_]*( = )?")
 
 _SCALARS = {"string": "string", "integer": "integer", "number": "number", "boolean": "boolean"}
@@ -313,6 +314,8 @@ def shape_request(params: dict[str, Any], *, mode: str, max_tool_calls: int = DE
     start = None
     if first_turn:
         request, context = _request_parts(messages)
+        if _CODE_IN_REQUEST.search(request):
+            request = ""  # the user wrote the code: the model is not steered away from it
         target = requested_target(request)
         subject = requested_subject(request, context) if target is None else None
         start = f"{target} = " if target else subject
