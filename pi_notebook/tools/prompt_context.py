@@ -16,7 +16,7 @@ The block built for each ``%%agent`` prompt:
 3. the namespace summary (tools/namespace.py), ordered by what recent cells assigned;
 4. one line naming the notebook file when it is known (the agent reads it with
    ``read_notebook``); when that tool is not offered (``offered``, the small-model profile),
-   the file's Markdown cells instead, so "step 2 of the plan" still resolves.
+   the file's Markdown cells instead when the prompt points at them ("step 2 of the plan").
 
 Tools are named only when offered: a small model asked to use a tool it does not have calls
 the one it has with made-up arguments, or answers from the name (measured: "df has 1 row").
@@ -30,6 +30,7 @@ not as the user's text. Returns None when there is nothing to say.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
@@ -46,6 +47,12 @@ from .references import reference_block
 __all__ = ["CONTEXT_HEADER", "context_for_prompt", "make_context_tools", "notebook_context"]
 
 PathSetting = Callable[[], "str | os.PathLike[str] | None"]
+
+# A prompt that points at the user's own text ("step 2 of the plan", "the notes above"); only
+# then do the Markdown cells travel with it (measured: the quickstart's long Markdown in every
+# prompt turned the 0.5B's call into a made-up DataFrame literal)
+_MARKDOWN_REFERENCE = re.compile(r"\b(?:plan|steps?|markdown|notes?|outline|instructions?|above|todo)\b",
+                                 re.IGNORECASE)
 
 CONTEXT_HEADER = "[Notebook context for this prompt, added by pi_notebook; the user did not type it]"
 
@@ -73,7 +80,7 @@ def notebook_context(prompt: str, history: ExecutionHistory | None, user_ns: Map
     if notebook is not None and notebook.path is not None:
         if has("read_notebook"):
             tail = f"Notebook file: {notebook.path.name} (read_notebook shows its cells and saved outputs)."
-        else:
+        elif _MARKDOWN_REFERENCE.search(prompt):
             cells = markdown_cells(notebook.path)
             tail = f"Markdown cells of the notebook {notebook.path.name}:\n{cells}" if cells else None
     used = estimate_text_tokens(CONTEXT_HEADER) + sum(estimate_text_tokens(p) for p in parts if p is not refs)

@@ -118,3 +118,5 @@ def test_only_offered_tools_are_named_and_markdown_stands_in_for_read_notebook(t
     assert f"Last error: Cell [{count}] raised NameError" in small
     assert "2. Mean units per region into `mean_units`." in small and "Notes for later" in small
     assert small.index("## Plan") < small.index("Notes for later")  # in the notebook's order
+    unrelated = notebook_context("how many rows are there?", None, {}, notebook=where, offered=["python"])
+    assert unrelated is None  # Markdown travels only with a prompt that points at it
