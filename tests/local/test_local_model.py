@@ -66,20 +66,26 @@ async def test_missing_gguf_path_is_a_clear_error_event():
     assert "No GGUF file" in msg.error_message
 
 
-async def test_every_call_names_a_real_tool_and_the_run_ends_with_an_answer():
-    """A request that made the 0.5B model invent tool names (and llama-server fail with its
-    peg-native parser message) now gets constrained calls of the offered tool and an answer."""
+def _agent_with_python(output: str) -> tuple[Agent, list[str]]:
+    """The embedded model with one ``python`` tool that records its code and returns ``output``."""
     ran: list[str] = []
 
     @tool
     def python(code: str) -> str:
         """Run Python code in the user's notebook and return what it printed."""
         ran.append(code)
-        return "[value]\n1445.2"
+        return output
 
     model = get_model("local/qwen2.5-coder-0.5b")
     agent = Agent(initial_state={"model": model, "tools": [python],
                                  "system_prompt": "You work in a Jupyter notebook. Use the python tool."})
+    return agent, ran
+
+
+async def test_every_call_names_a_real_tool_and_the_run_ends_with_an_answer():
+    """A request that made the 0.5B model invent tool names (and llama-server fail with its
+    peg-native parser message) now gets constrained calls of the offered tool and an answer."""
+    agent, ran = _agent_with_python("[value]\n1445.2")
     await agent.prompt("plot a bar chart of totals")
     messages = agent.state.messages
     calls = [c for m in messages if m.role == "assistant" for c in m.content if c.type == "toolCall"]
@@ -96,17 +102,7 @@ async def test_every_call_names_a_real_tool_and_the_run_ends_with_an_answer():
 async def test_a_request_that_names_its_result_assigns_it():
     """ "into totals": the grammar makes the first call assign the name (the 0.5B otherwise
     shows the value and leaves ``totals`` undefined), and llama-server accepts that grammar."""
-    ran: list[str] = []
-
-    @tool
-    def python(code: str) -> str:
-        """Run Python code in the user's notebook and return what it printed."""
-        ran.append(code)
-        return "(no output; assigned)\ntotals =\nnorth    1608.1\nsouth    1343.1"
-
-    model = get_model("local/qwen2.5-coder-0.5b")
-    agent = Agent(initial_state={"model": model, "tools": [python],
-                                 "system_prompt": "You work in a Jupyter notebook. Use the python tool."})
+    agent, ran = _agent_with_python("(no output; assigned)\ntotals =\nnorth    1608.1\nsouth    1343.1")
     await agent.prompt("compute total revenue per region of df into totals")
     assert ran and ran[0].startswith("totals = "), ran
     assert agent.state.messages[-1].stop_reason == "stop"

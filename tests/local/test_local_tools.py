@@ -168,13 +168,6 @@ def test_numbers_come_from_results_not_from_errors():
     assert "0.01" not in numbers  # (the elapsed time follows the error part: not a result either)
 
 
-def test_allowed_numbers_cannot_be_glued_into_another():
-    grammar = tools_grammar([], numbers=["1", "24", "0.00"])
-    rules = dict(line.split(" ::= ", 1) for line in grammar.splitlines() if " ::= " in line)
-    assert rules["text"].endswith("( [^\\x000-9] | num numsep )* num?")
-    assert rules["numsep"] == "[^\\x000-9,.] | [,.] [^\\x000-9]"  # "1,24" and "24.0" can't be formed
-
-
 def test_the_answer_after_the_last_allowed_call_is_short():
     call = {"role": "assistant", "content": "", "tool_calls": [
         {"id": "1", "type": "function", "function": {"name": "python", "arguments": "{}"}}]}
@@ -185,4 +178,4 @@ def test_the_answer_after_the_last_allowed_call_is_short():
     assert shaped["grammar"].splitlines()[0] == "root ::= text" and shaped["max_tokens"] == 200
     first = _params([{"role": "user", "content": "q"}])
     first["max_tokens"] = 2048
-    assert shape_request(first, mode="grammar")["max_tokens"] == 512  # room for the longest call
+    assert shape_request(first, mode="grammar")["max_tokens"] == 2048  # a reply that may call: as asked

@@ -70,7 +70,6 @@ DEFAULT_MAX_TOOL_CALLS = 3
 MAX_CODE_LINES = 8
 RETRY_TEMPERATURE = 0.7
 FINAL_ANSWER_TOKENS = 200
-REPLY_TOKENS = 512
 MAX_LINE_CHARS = 160
 
 # Notes the provider adds to the transcript for the user; stripped again from what the model reads.
@@ -195,10 +194,9 @@ def tools_grammar(tools: list[Mapping[str, Any]], *, allow_call: bool = True, al
         else:
             literals = _number_literals(numbers)
             if literals:
-                # after a number, "," or "." may not lead into another one: "$1,24,0.00" glued
-                # from allowed numbers is not a number any output showed
-                rules.append(r'text ::= [^{ \t\n\x000-9] ( [^\x000-9] | num numsep )* num?')
-                rules.append(r'numsep ::= [^\x000-9,.] | [,.] [^\x000-9]')
+                # (Measured and dropped: forbidding "," / "." between two allowed numbers, against
+                # "$1,24,0.00": the quickstart's answer then looped on "... is 262.2." until cut.)
+                rules.append(r'text ::= [^{ \t\n\x000-9] ( [^\x000-9] | num [^\x000-9] )* num?')
                 rules.append("num ::= " + " | ".join(literals))
             else:
                 rules.append(r'text ::= [^{ \t\n\x000-9] [^\x000-9]*')
@@ -302,12 +300,11 @@ def shape_request(params: dict[str, Any], *, mode: str, max_tool_calls: int = DE
     if last_result_failed and allow_call:
         # greedy decoding repeats the failing code word for word: sample the retry instead
         params["temperature"] = RETRY_TEMPERATURE
-    # a reply is one call (at most MAX_CODE_LINES x MAX_LINE_CHARS of code) or a short answer;
-    # the answer after the last allowed call is a few sentences. (Measured on the 0.5B: 2,048
-    # tokens, 2-3 minutes, of an answer that never ended, after describe() and after three
-    # failed calls.)
-    cap = REPLY_TOKENS if allow_call else FINAL_ANSWER_TOKENS
-    params["max_tokens"] = min(int(params.get("max_tokens") or cap), cap)
+    if not allow_call:
+        # the answer after the last allowed call: a few sentences. (Measured on the 0.5B: 2,048
+        # tokens, 3 minutes, after three failed calls. A cap on every reply was dropped: the
+        # quickstart's answer, 560 tokens, was then cut and lost its end.)
+        params["max_tokens"] = min(int(params.get("max_tokens") or FINAL_ANSWER_TOKENS), FINAL_ANSWER_TOKENS)
     numbers = grounded_numbers(messages) if ground_numbers else None
     # the first call of a prompt that names its result assigns it, else starts from the
     # notebook variable the request names (local_intent.py)
