@@ -77,6 +77,18 @@ class Kernel:
         self._pump_thread = threading.Thread(target=self._pump, daemon=True)
         self._pump_thread.start()
 
+    def restart(self) -> None:
+        """Restart the kernel with the iopub reader stopped meanwhile: read during the restart,
+        a torn frame failed jupyter_client's signature check (ipykernel 6.29), and the reader
+        thread died with it."""
+        self._stop = True
+        self._pump_thread.join(timeout=5)
+        self.km.restart_kernel(now=True)
+        self.kc.wait_for_ready(timeout=60)
+        self._stop = False
+        self._pump_thread = threading.Thread(target=self._pump, daemon=True)
+        self._pump_thread.start()
+
     # --- iopub ------------------------------------------------------------------------------
     def _pump(self) -> None:
         while not self._stop:

@@ -33,8 +33,7 @@ def _without_notes(message: dict) -> dict:
 
 
 def _restart(kernel: Kernel) -> None:
-    kernel.km.restart_kernel(now=True)
-    kernel.kc.wait_for_ready(timeout=60)
+    kernel.restart()
 
 
 def test_restart_then_load_gives_the_model_the_same_context():
