@@ -16,8 +16,8 @@ from pathlib import Path
 
 
 def _quickstart(args: argparse.Namespace) -> int:
-    from .ai.providers.local_setup import (LocalSetupError, assemble_packaged_model,
-                                           build_llama_server, find_llama_server)
+    from .ai.providers.local_setup import (assemble_packaged_model, build_llama_server,
+                                           find_llama_server, guarded)
 
     source = Path(args.notebook)
     if not source.is_file():
@@ -25,13 +25,14 @@ def _quickstart(args: argparse.Namespace) -> int:
               "or pass the notebook path)", file=sys.stderr)
         return 2
     output = Path(args.output) if args.output else source.with_name(source.stem + ".executed.ipynb")
-    try:
+    def prepare() -> None:
         if find_llama_server() is None:
             build_llama_server()
         assemble_packaged_model()
-    except LocalSetupError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+
+    code = guarded(prepare)  # a failure or Ctrl-C is one line, never a traceback
+    if code:
+        return code
 
     import nbformat
     from jupyter_client import KernelManager
@@ -55,6 +56,11 @@ def _quickstart(args: argparse.Namespace) -> int:
             nbformat.write(nb, output)
             print(f"error: a cell failed; partial notebook written to {output}\n{exc}", file=sys.stderr)
             return 1
+        except KeyboardInterrupt:
+            nbformat.write(nb, output)
+            print(f"\npi_notebook: interrupted after {time.monotonic() - started:.0f} s; the cells run so far "
+                  f"are in {output}", file=sys.stderr)
+            return 130
         finally:
             if km.has_kernel:
                 km.shutdown_kernel(now=False)

