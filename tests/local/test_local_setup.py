@@ -202,6 +202,7 @@ def test_main_turns_failures_and_interrupts_into_one_line(monkeypatch, capsys):
 
 
 def test_the_messages_state_the_measured_build_time():
-    assert local_setup.MEASURED_BUILD_SECONDS_2_CORES > 8 * 60  # "about 8 minutes" was not what users saw
-    assert local_setup.build_time_estimate(2).startswith(
-        f"about {round(local_setup.MEASURED_BUILD_SECONDS_2_CORES / 60)} minutes on 2 cores")
+    low, high = local_setup.MEASURED_BUILD_SECONDS_2_CORES
+    assert 7 * 60 <= low < high  # "about 8 minutes" was the best case, not what users saw
+    assert local_setup.build_time_estimate(2) == f"about {round(low / 60)}-{round(high / 60)} minutes on 2 cores"
+    assert local_setup.build_time_estimate(8).endswith("on 8 cores")
