@@ -1,5 +1,5 @@
-"""The views of a run: AgentView (ipywidgets) and TextView (terminal), both ``RunView``s,
-rendering a plain-data Transcript. Module map: ``docs/design/view.md``.
+"""The views of a run: AgentView (ipywidgets, rendering a plain-data Transcript) and TextView
+(terminal, printing events as they come), both ``RunView``s. Module map: ``docs/design/view.md``.
 
 Names are loaded lazily so that ``%load_ext pi_notebook`` does not pay for
 ipywidgets, markdown-it and Pygments until a view is first shown.
