@@ -9,14 +9,12 @@ is already redacted; ``format.cut`` redacts again before cutting.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..ai.types import ImageContent, TextContent
 from .format import IMAGE_MIMES, bundle_text, cut, prepare_image, strip_ansi, terminal_text
+from .python_types import ExecutionResult, PythonToolSettings
 from .redact import strip_unsafe_head
-
-if TYPE_CHECKING:
-    from .python_tool import ExecutionResult, PythonToolSettings
 
 __all__ = ["result_content"]
 
