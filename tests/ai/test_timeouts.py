@@ -221,3 +221,53 @@ async def test_a_first_byte_timeout_is_retried_like_a_failed_connect(server):
     message = await stream.result()
     assert len(server.requests) == 2
     assert message.stop_reason == "error" and "first-byte timeout" in message.error_message
+
+
+# --- the bounds cost nothing per chunk ---------------------------------------------------------
+
+async def test_one_watchdog_timer_serves_every_chunk(server, monkeypatch):
+    # 300 chunks, each its own HTTP chunk: the first-byte and idle bounds must not schedule a
+    # timer per chunk (that was a visible share of every streamed token)
+    server.push(Reply(chunks=[f"data: {i}\n\n".encode() for i in range(300)]))
+    loop = asyncio.get_running_loop()
+    armed = []
+    real_call_at = loop.call_at
+
+    def spy(when, callback, *args, **kwargs):
+        if getattr(callback, "__self__", None).__class__ is _http._AbortGuard:
+            armed.append(when)
+        return real_call_at(when, callback, *args, **kwargs)
+
+    monkeypatch.setattr(loop, "call_at", spy)
+    async with open_stream("POST", server.url + "/v1", first_byte_timeout_ms=60_000,
+                           idle_timeout_ms=120_000) as response:
+        chunks = [c async for c in response.iter_bytes()]
+        guard = response._guard
+    assert b"".join(chunks) == b"".join(f"data: {i}\n\n".encode() for i in range(300))
+    assert len(chunks) > 10  # the body really came in many reads
+    assert len(armed) == 1  # armed once for the request; never re-armed at these bounds
+    assert guard._timer is None  # closing the response cancelled it
+
+
+async def test_time_the_consumer_spends_between_chunks_is_not_idle_time(server):
+    # the idle bound covers each wait for the network, not the caller's own work between chunks
+    server.push(Reply(chunks=[b"data: 1\n\n", b"data: 2\n\n", b"data: 3\n\n"]))
+    got = []
+    async with open_stream("POST", server.url + "/v1", first_byte_timeout_ms=5000,
+                           idle_timeout_ms=200) as response:
+        async for chunk in response.iter_bytes():
+            got.append(chunk)
+            await asyncio.sleep(0.5)
+    assert b"".join(got) == b"data: 1\n\ndata: 2\n\ndata: 3\n\n"
+
+
+async def test_a_shorter_idle_bound_than_the_first_byte_bound_still_fires(server):
+    # the watchdog armed for the first byte (20 s) moves to the earlier idle due time
+    server.push(Reply(chunks=[b"data: 1\n\n", HANG]))
+    start = time.monotonic()
+    async with open_stream("POST", server.url + "/v1", first_byte_timeout_ms=20_000,
+                           idle_timeout_ms=300) as response:
+        with pytest.raises(RequestTimeout) as info:
+            await read_all(response)
+    assert time.monotonic() - start < 10
+    assert info.value.kind == "idle"
