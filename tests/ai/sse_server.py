@@ -30,6 +30,9 @@ Each chunk item is one of:
 builds a plain JSON reply (e.g. error bodies). Every request is recorded as ``RecordedRequest``
 (``method``, ``path``, ``headers`` with lower-cased names, ``body`` bytes, ``json`` or None).
 ``server.connections`` counts accepted TCP connections (keep-alive reuse checks).
+``server.on_request = callback`` calls ``callback(request)`` on the server's thread as soon as
+a request is recorded, before any reply byte (abort tests: the client is then waiting for the
+headers, whatever the machine's load).
 
 Run ``python sse_server.py FILE0 FILE1 ...`` to serve file *i* at every path under ``/<i>/``
 until killed; the first stdout line is the base URL (the benchmark uses this so that the
@@ -201,6 +204,7 @@ class ScriptedServer:
         self.routes: dict[str, Reply] = {}   # path prefix -> reply served every time (benchmarks)
         self.requests: list[RecordedRequest] = []
         self.connections = 0
+        self.on_request: Any = None  # callback(RecordedRequest), on the server thread
         self.stopping = threading.Event()
         self._httpd = _Server((host, port), _Handler)
         self._httpd.owner = self
@@ -232,6 +236,8 @@ class ScriptedServer:
     def _record(self, request: RecordedRequest) -> None:
         with self.lock:
             self.requests.append(request)
+        if self.on_request is not None:
+            self.on_request(request)
 
     def close(self) -> None:
         self.stopping.set()
