@@ -53,7 +53,7 @@ async def test_headers_but_no_body_hits_the_first_byte_timeout(server):
         start = time.monotonic()
         with pytest.raises(RequestTimeout) as info:
             await read_all(response)
-    assert time.monotonic() - start < 10  # far under the 30 s the server would take
+    assert time.monotonic() - start < 10  # the server never sends: only the bound ends it
     assert info.value.kind == "first_byte"
 
 
@@ -127,7 +127,7 @@ async def test_abort_still_works_during_an_idle_wait(server):
         start = time.monotonic()
         with pytest.raises(RequestAborted):
             await read_all(response)
-    assert time.monotonic() - start < 10  # far under the 30 s the server would take
+    assert time.monotonic() - start < 10  # the server never sends: only the abort ends it
     assert asyncio.current_task().cancelling() == 0  # our cancel did not leak
 
 
