@@ -35,7 +35,8 @@ a request is recorded, before any reply byte (abort tests: the client is then wa
 headers, whatever the machine's load).
 
 Run ``python sse_server.py FILE0 FILE1 ...`` to serve file *i* at every path under ``/<i>/``
-until killed; the first stdout line is the base URL (the benchmark uses this so that the
+until killed (``paced:FILE``: one SSE event per write, 0.5 ms apart); the first stdout line
+is the base URL (the benchmark uses this so that the
 server's CPU time is not counted in the client's process).
 """
 
@@ -264,14 +265,27 @@ except ImportError:  # the benchmark runs this file without pytest
     pass
 
 
+PACED = "paced:"
+
+
 def _serve_files_forever(paths: list[str]) -> None:
-    """Serve file i at every path starting with ``/<i>/`` (for the benchmark)."""
+    """Serve file i at every path starting with ``/<i>/`` (for the benchmark); a path given
+    as ``paced:FILE`` is served one SSE event per write, 0.5 ms apart."""
     server = ScriptedServer()
     for i, path in enumerate(paths):
-        with open(path, "rb") as f:
+        paced = path.startswith(PACED)
+        with open(path[len(PACED):] if paced else path, "rb") as f:
             body = f.read()
-        # Large writes: the network, not the script, decides how the client's reads are chunked.
-        server.routes[f"/{i}/"] = Reply(chunks=chunked(body, 1 << 16))
+        if paced:
+            # One write per SSE event, 0.5 ms apart: a model server producing tokens, where
+            # every event is its own network read on the client (per-read costs show).
+            chunks: list[Any] = []
+            for event in body.split(b"\n\n")[:-1]:
+                chunks += [event + b"\n\n", (DELAY, 0.0005)]
+            server.routes[f"/{i}/"] = Reply(chunks=chunks)
+        else:
+            # Large writes: the network, not the script, decides how the client's reads are chunked.
+            server.routes[f"/{i}/"] = Reply(chunks=chunked(body, 1 << 16))
     print(server.url, flush=True)
     try:
         while True:
