@@ -35,7 +35,7 @@ Agent/floor and stream()/floor are compared with ``bench/recorded_ratios.json`` 
 stream_overhead.py: more than ``--tolerance`` above the recorded value prints ``WORSE than
 recorded`` and exits with status 1; ``--record`` stores this run's ratios.
 
-    /work/venv/bin/python bench/loop_overhead.py [--reps N] [--record] [--tolerance 0.15]
+    /work/venv/bin/python bench/loop_overhead.py [--reps N] [--record] [--tolerance 0.25]
 """
 
 from __future__ import annotations
@@ -242,8 +242,8 @@ def main() -> None:
     parser.add_argument("--serve", nargs="+", help=argparse.SUPPRESS)
     parser.add_argument("--record", action="store_true",
                         help="store this run's ratios as the reference in bench/recorded_ratios.json")
-    parser.add_argument("--tolerance", type=float, default=0.15,
-                        help="relative rise over a recorded ratio that counts as worse (default 0.15)")
+    parser.add_argument("--tolerance", type=float, default=0.25,
+                        help="relative rise over a recorded ratio that counts as worse (default 0.25)")
     args = parser.parse_args()
     if args.serve:
         *texts, tool_file, final_file = args.serve

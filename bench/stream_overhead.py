@@ -27,12 +27,13 @@ a ``*_delta`` event on a live partial message, built with the slot setters of
 event's cost as a share of the floor, i.e. how much of the 0.15 allowance it takes by itself.
 
 Each ratio is compared with the one recorded in ``bench/recorded_ratios.json`` (the last
-accepted run): a ratio more than ``--tolerance`` (default 15 %, about the run-to-run noise on
-a loaded 2-core machine) above its recorded value prints a ``WORSE than recorded`` line and
-the script exits with status 1. ``--record`` stores this run's ratios as the new reference
+accepted run): a ratio more than ``--tolerance`` (default 25 %: two runs of the same code on
+a loaded 2-core machine differ by up to about 20 %; the regression issue 19 reported was
++60 %) above its recorded value prints a ``WORSE than recorded`` line and the script exits
+with status 1. ``--record`` stores this run's ratios as the new reference
 (after a change that is meant to move them; say so in the commit).
 
-    /work/venv/bin/python bench/stream_overhead.py [--reps N] [--record] [--tolerance 0.15]
+    /work/venv/bin/python bench/stream_overhead.py [--reps N] [--record] [--tolerance 0.25]
 """
 
 from __future__ import annotations
@@ -293,8 +294,8 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=7)
     parser.add_argument("--record", action="store_true",
                         help="store this run's ratios as the reference in bench/recorded_ratios.json")
-    parser.add_argument("--tolerance", type=float, default=0.15,
-                        help="relative rise over a recorded ratio that counts as worse (default 0.15)")
+    parser.add_argument("--tolerance", type=float, default=0.25,
+                        help="relative rise over a recorded ratio that counts as worse (default 0.25)")
     args = parser.parse_args()
     bodies = [text_body(2000), text_body(20000), tool_body(200), text_body(3), Paced(text_body(1000))]
     with serving(bodies, [sys.executable, str(ROOT / "tests" / "ai" / "sse_server.py")]) as base:
