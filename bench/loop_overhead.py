@@ -31,7 +31,11 @@ the floor: when it is above 0.3, no faithful implementation that builds them can
 target against this floor. (The Agent can come in below this row: its SSE decoding and JSON
 scanning are cheaper than the floor's ``aiter_lines`` + ``json.loads``, which the row keeps.)
 
-    /work/venv/bin/python bench/loop_overhead.py [--reps N]
+Agent/floor and stream()/floor are compared with ``bench/recorded_ratios.json`` as in
+stream_overhead.py: more than ``--tolerance`` above the recorded value prints ``WORSE than
+recorded`` and exits with status 1; ``--record`` stores this run's ratios.
+
+    /work/venv/bin/python bench/loop_overhead.py [--reps N] [--record] [--tolerance 0.25]
 """
 
 from __future__ import annotations
@@ -50,7 +54,7 @@ sys.path.insert(0, str(ROOT / "tests" / "ai"))
 
 # The SSE bodies, the floor and the protocol minimum are stream_overhead.py's: same server
 # shapes, same floor, so the two benchmarks' ratios are comparable.
-from stream_overhead import floor_run, serving, text_body, tool_body  # noqa: E402
+from stream_overhead import check_recorded, floor_run, serving, text_body, tool_body  # noqa: E402
 from stream_overhead import minimum_run as _stream_minimum_run  # noqa: E402
 
 
@@ -171,7 +175,7 @@ async def stream_run(base_url: str, requests: int) -> int:
     return count
 
 
-async def measure(base: str, reps: int) -> None:
+async def measure(base: str, reps: int) -> dict[str, float]:
     import httpx
 
     from pi_notebook.ai import _http
@@ -226,12 +230,20 @@ async def measure(base: str, reps: int) -> None:
               f"{minimum / floor:>15.2f}{alone / floor:>16.2f}{ours / alone:>16.2f}")
     small, large = results["text, 2,000 deltas"][3], results["text, 20,000 deltas"][3]
     print(f"Agent 20k / 2k CPU time: {large / small:.2f} (linear = 10)")
+    ratios = {f"Agent/floor, {label}": ours / floor for label, (floor, _m, _s, ours) in results.items()}
+    ratios.update({f"stream()/floor, {label}": alone / floor
+                   for label, (floor, _m, alone, _o) in results.items()})
+    return ratios
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--reps", type=int, default=7)
     parser.add_argument("--serve", nargs="+", help=argparse.SUPPRESS)
+    parser.add_argument("--record", action="store_true",
+                        help="store this run's ratios as the reference in bench/recorded_ratios.json")
+    parser.add_argument("--tolerance", type=float, default=0.25,
+                        help="relative rise over a recorded ratio that counts as worse (default 0.25)")
     args = parser.parse_args()
     if args.serve:
         *texts, tool_file, final_file = args.serve
@@ -239,7 +251,8 @@ def main() -> None:
         return
     bodies = [text_body(2000), text_body(20000), tool_body(200), text_body(50)]
     with serving(bodies, [sys.executable, __file__, "--serve"]) as base:
-        asyncio.run(measure(base, args.reps))
+        ratios = asyncio.run(measure(base, args.reps))
+    sys.exit(check_recorded("loop_overhead", ratios, args.record, args.tolerance))
 
 
 if __name__ == "__main__":

@@ -3,7 +3,10 @@
 One local server (a separate process, so its CPU time is not counted here) serves three
 OpenAI-compatible SSE bodies shaped like llama-server's chunks:
 
-* 2,000 text deltas, * 20,000 text deltas, * one tool call whose arguments arrive in 200 fragments.
+* 2,000 text deltas, * 20,000 text deltas, * one tool call whose arguments arrive in 200 fragments
+  (written in 64 KiB pieces: many deltas per network read),
+* 1,000 text deltas paced like a model server (one SSE event per write, 0.5 ms apart: one
+  delta per network read, so what every read costs shows up per token),
 
 plus a 3-delta body: the fixed cost of one request (also used to compare the shared per-loop
 client with a new client per request).
@@ -23,7 +26,14 @@ a ``*_delta`` event on a live partial message, built with the slot setters of
 ``pi_notebook.ai._fast`` (the cheapest construction this package has). minimum/floor - 1 is that
 event's cost as a share of the floor, i.e. how much of the 0.15 allowance it takes by itself.
 
-    /work/venv/bin/python bench/stream_overhead.py [--reps N]
+Each ratio is compared with the one recorded in ``bench/recorded_ratios.json`` (the last
+accepted run): a ratio more than ``--tolerance`` (default 25 %: two runs of the same code on
+a loaded 2-core machine differ by up to about 20 %; the regression issue 19 reported was
++60 %) above its recorded value prints a ``WORSE than recorded`` line and the script exits
+with status 1. ``--record`` stores this run's ratios as the new reference
+(after a change that is meant to move them; say so in the commit).
+
+    /work/venv/bin/python bench/stream_overhead.py [--reps N] [--record] [--tolerance 0.25]
 """
 
 from __future__ import annotations
@@ -31,7 +41,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import datetime
 import json
+import platform
 import statistics
 import subprocess
 import sys
@@ -157,11 +169,53 @@ async def _requests(url: str, n: int, fresh: bool) -> tuple[float, float]:
     return time.process_time() - cpu, time.perf_counter() - wall
 
 
-async def measure(base: str, reps: int) -> None:
+RECORDED = ROOT / "bench" / "recorded_ratios.json"
+
+
+def check_recorded(bench: str, ratios: dict[str, float], record: bool, tolerance: float) -> int:
+    """Compare ``ratios`` with the recorded ones of ``bench``; print the verdict per ratio.
+
+    Returns the exit status: 1 when a ratio is worse than recorded by more than ``tolerance``
+    (relative), else 0. With ``record`` the ratios replace the recorded ones instead."""
+    data = json.loads(RECORDED.read_text()) if RECORDED.exists() else {}
+    if record:
+        data[bench] = {"recorded": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+                       "python": platform.python_version(),
+                       "ratios": {k: round(v, 3) for k, v in ratios.items()}}
+        RECORDED.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+        print(f"recorded these ratios as the reference in {RECORDED.relative_to(ROOT)}")
+        return 0
+    recorded = data.get(bench, {}).get("ratios", {})
+    if not recorded:
+        print(f"no recorded ratios for {bench} in {RECORDED.relative_to(ROOT)}: run with --record")
+        return 0
+    worse = []
+    print(f"against the recorded ratios ({data[bench].get('recorded', '?')}; tolerance {tolerance:.0%}):")
+    for name, ratio in ratios.items():
+        before = recorded.get(name)
+        if before is None:
+            print(f"  {name}: {ratio:.2f} (not recorded yet)")
+            continue
+        change = ratio / before - 1
+        verdict = "WORSE" if change > tolerance else "ok"
+        print(f"  {name}: {ratio:.2f} vs recorded {before:.2f} ({change:+.0%}) {verdict}")
+        if change > tolerance:
+            worse.append(f"{name}: {ratio:.2f} > {before:.2f} recorded ({change:+.0%})")
+    for line in worse:
+        print(f"WORSE than recorded: {bench} {line}")
+    if worse:
+        print(f"FAILED: {len(worse)} ratio(s) WORSE than recorded (rerun on a quieter machine to rule "
+              "out noise; --record only after a change meant to move them)")
+        return 1
+    return 0
+
+
+async def measure(base: str, reps: int) -> dict[str, float]:
     context = Context(messages=[UserMessage(content="Tell me about the sea.")])
     client = httpx.AsyncClient(timeout=60)
     workloads = [("2,000 text deltas", 0, 2000), ("20,000 text deltas", 1, 20000),
-                 ("200-fragment tool call", 2, 200), ("3 text deltas (per-request)", 3, 3)]
+                 ("200-fragment tool call", 2, 200), ("3 text deltas (per-request)", 3, 3),
+                 ("1,000 deltas, 1 per read", 4, 1000)]
     results: dict[str, tuple[float, float, float]] = {}
     for label, index, _n in workloads:
         url = f"{base}/{index}/v1/chat/completions"
@@ -201,18 +255,28 @@ async def measure(base: str, reps: int) -> None:
     print("target: ratio <= 1.15 for each workload")
     print(f"100 small requests, shared client: {shared_cpu * 10:.2f} ms CPU / {shared_wall * 10:.2f} ms wall "
           f"per request; new client each time: {fresh_cpu * 10:.2f} ms CPU / {fresh_wall * 10:.2f} ms wall")
+    return {f"stream()/floor, {label}": ours / floor for label, (floor, _m, ours) in results.items()}
+
+
+class Paced:
+    """A body the server sends one SSE event per write, 0.5 ms apart (sse_server's ``paced:``)."""
+
+    def __init__(self, body: bytes) -> None:
+        self.body = body
 
 
 @contextlib.contextmanager
-def serving(bodies: list[bytes], command: list[str]):
+def serving(bodies: list, command: list[str]):
     """Write ``bodies`` to files, start ``command + files`` (a server printing its base URL
-    on its first line) in its own process, so its CPU time is not counted, and yield the URL."""
+    on its first line) in its own process, so its CPU time is not counted, and yield the URL.
+    A ``Paced`` body is passed as ``paced:FILE``."""
     with tempfile.TemporaryDirectory() as tmp:
         files = []
         for i, body in enumerate(bodies):
+            paced = isinstance(body, Paced)
             path = Path(tmp) / f"body{i}.sse"
-            path.write_bytes(body)
-            files.append(str(path))
+            path.write_bytes(body.body if paced else body)
+            files.append(("paced:" if paced else "") + str(path))
         server = subprocess.Popen([*command, *files], stdout=subprocess.PIPE, text=True)
         try:
             assert server.stdout is not None
@@ -228,10 +292,15 @@ def serving(bodies: list[bytes], command: list[str]):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--reps", type=int, default=7)
+    parser.add_argument("--record", action="store_true",
+                        help="store this run's ratios as the reference in bench/recorded_ratios.json")
+    parser.add_argument("--tolerance", type=float, default=0.25,
+                        help="relative rise over a recorded ratio that counts as worse (default 0.25)")
     args = parser.parse_args()
-    bodies = [text_body(2000), text_body(20000), tool_body(200), text_body(3)]
+    bodies = [text_body(2000), text_body(20000), tool_body(200), text_body(3), Paced(text_body(1000))]
     with serving(bodies, [sys.executable, str(ROOT / "tests" / "ai" / "sse_server.py")]) as base:
-        asyncio.run(measure(base, args.reps))
+        ratios = asyncio.run(measure(base, args.reps))
+    sys.exit(check_recorded("stream_overhead", ratios, args.record, args.tolerance))
 
 
 if __name__ == "__main__":

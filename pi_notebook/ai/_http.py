@@ -252,9 +252,17 @@ class _AbortGuard:
     Only the awaits bracketed by ``enter()``/``leave()`` are ever cancelled, so neither lands in
     the caller's own code; the resulting CancelledError is converted by ``absorb()``. (A timer
     plus cancel rather than ``asyncio.timeout``, which Python 3.10 lacks.)
+
+    The deadlines cost nothing per chunk: one watchdog timer per response, never cancelled
+    between waits. ``enter(due)`` only records when the current wait must end; the watchdog,
+    when it fires, compares the clock with the wait that is blocked *now* and either cancels it
+    or moves itself to that wait's due time. So a body streaming thousands of chunks re-arms the
+    timer about once per bound, instead of allocating, scheduling and cancelling a timer per
+    chunk (which made the asyncio timer heap a visible share of every streamed token).
     """
 
-    __slots__ = ("signal", "loop", "task", "blocked", "fired", "timed_out", "_timer", "_remove")
+    __slots__ = ("signal", "loop", "task", "blocked", "fired", "timed_out", "due", "_timer",
+                 "_timer_at", "_remove")
 
     def __init__(self, signal: AbortSignal | None) -> None:
         self.signal = signal
@@ -263,7 +271,9 @@ class _AbortGuard:
         self.blocked = False
         self.fired = False
         self.timed_out = False
+        self.due: float | None = None        # loop time the blocked wait must end by
         self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = 0.0                 # when _timer fires (valid while it is set)
         self._remove = signal.add_listener(self._on_abort) if signal is not None else None
 
     def _on_abort(self) -> None:
@@ -278,26 +288,41 @@ class _AbortGuard:
             self.fired = True
             task.cancel()
 
-    def _on_deadline(self) -> None:
+    def _arm(self, when: float) -> None:
+        self._timer_at = when
+        self._timer = self.loop.call_at(when, self._on_watchdog)
+
+    def _on_watchdog(self) -> None:
+        self._timer = None
+        due = self.due
+        if not self.blocked or due is None or self.fired:
+            return  # nothing is waiting under a bound: the next enter() arms again
+        if self.loop.time() < due:
+            self._arm(due)  # the wait it was set for ended; a later one is blocked now
+            return
         task = self.task
-        if self.blocked and task is not None and not task.done() and not self.fired:
+        if task is not None and not task.done():
             self.fired = self.timed_out = True
             task.cancel()
 
-    def enter(self, deadline: float | None = None) -> None:
-        """Start a guarded await; ``deadline`` (loop time) bounds it."""
+    def enter(self, due: float | None = None) -> None:
+        """Start a guarded await; ``due`` (loop time) bounds it."""
         if self.signal is not None and self.signal.aborted:
             raise RequestAborted()
         self.task = asyncio.current_task()
+        self.due = due
         self.blocked = True
-        if deadline is not None:
-            self._timer = self.loop.call_at(deadline, self._on_deadline)
+        if due is not None:
+            timer = self._timer
+            if timer is None:
+                self._arm(due)
+            elif self._timer_at > due:  # a shorter bound than the armed one (rare: once, if at all)
+                timer.cancel()
+                self._arm(due)
 
     def leave(self) -> None:
+        # The watchdog stays armed: it checks what is blocked when it fires (see the class doc).
         self.blocked = False
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
 
     def absorb(self, exc: asyncio.CancelledError) -> RequestAborted | None:
         """If ``exc`` is our own cancellation: the RequestAborted to raise, or ``None`` when the
@@ -317,6 +342,9 @@ class _AbortGuard:
         if self._remove is not None:
             self._remove()
             self._remove = None
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
 
 
 # --- the response ------------------------------------------------------------------------
@@ -344,29 +372,33 @@ class StreamResponse:
     async def iter_bytes(self) -> AsyncIterator[bytes]:
         """Decoded body chunks as they arrive (sizes are whatever the network delivers)."""
         guard = self._guard
+        enter = guard.enter
         iterator = self._response.aiter_bytes().__aiter__()
-        loop = asyncio.get_running_loop()
+        next_chunk = iterator.__anext__
+        clock = guard.loop.time
+        idle_s = self._idle_s
         try:
             while True:
+                # Per chunk: one clock read and a few attribute writes (the guard's watchdog
+                # timer is armed once, not per chunk).
                 first = self._first_byte_deadline is not None
                 if first:
-                    deadline = self._first_byte_deadline
+                    enter(self._first_byte_deadline)
                     self._first_byte_deadline = None
                 else:
-                    deadline = None if self._idle_s is None else loop.time() + self._idle_s
-                guard.enter(deadline)
+                    enter(None if idle_s is None else clock() + idle_s)
                 try:
-                    chunk = await iterator.__anext__()
+                    chunk = await next_chunk()
                 except StopAsyncIteration:
                     return
                 except asyncio.CancelledError as exc:
                     raise (guard.absorb(exc)
                            or (_first_byte_timeout(self._host, self._first_byte_ms) if first
-                               else _idle_timeout(self._host, (self._idle_s or 0) * 1000))) from None
+                               else _idle_timeout(self._host, (idle_s or 0) * 1000))) from None
                 except httpx.HTTPError as exc:
                     raise _map_transport_error(exc, self._host, True, self._secrets) from None
                 finally:
-                    guard.leave()
+                    guard.blocked = False  # guard.leave(), inlined on the per-chunk path
                 if chunk:
                     yield chunk
         finally:

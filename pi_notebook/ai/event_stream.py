@@ -99,18 +99,21 @@ class EventStream(Generic[T, R]):
         return self._iterate()
 
     async def _iterate(self) -> AsyncIterator[T]:
+        # The per-event path: one deque test and popleft; the queue is never replaced (see
+        # take_queued), so it is looked up once.
+        queue = self._queue
+        popleft = queue.popleft
+        loop = asyncio.get_running_loop()
         while True:
-            if self._queue:
-                yield self._queue.popleft()
-                continue
+            while queue:
+                yield popleft()
             if self._done:
                 if self._error is not None:
                     raise self._error
                 return
-            loop = asyncio.get_running_loop()
-            self._waiter = loop.create_future()
+            waiter = self._waiter = loop.create_future()
             try:
-                await self._waiter
+                await waiter
             finally:
                 self._waiter = None
 
@@ -135,8 +138,9 @@ class EventStream(Generic[T, R]):
         queue = self._queue
         if not queue or not self._plain_iteration:
             return ()
-        self._queue = deque()
-        return queue
+        ready = tuple(queue)
+        queue.clear()  # cleared in place: an iteration in progress holds this deque
+        return ready
 
     @property
     def done(self) -> bool:
@@ -176,6 +180,23 @@ class AssistantMessageEventStream(EventStream[Any, Any]):
 
     def __init__(self) -> None:
         super().__init__(_assistant_complete, _assistant_result)
+
+    def push_many(self, events: list[Any]) -> None:
+        """``EventStream.push_many`` with the completion test inlined (once per streamed delta)."""
+        if self._done or not events:
+            return
+        queue = self._queue
+        for event in events:
+            if event.type in _TERMINAL:
+                self._done = True
+                self._set_result(_assistant_result(event))
+                queue.append(event)
+                break
+            queue.append(event)
+        self._wake()
+
+
+_TERMINAL = frozenset(("done", "error"))
 
 
 def create_assistant_message_event_stream() -> AssistantMessageEventStream:

@@ -30,9 +30,13 @@ Each chunk item is one of:
 builds a plain JSON reply (e.g. error bodies). Every request is recorded as ``RecordedRequest``
 (``method``, ``path``, ``headers`` with lower-cased names, ``body`` bytes, ``json`` or None).
 ``server.connections`` counts accepted TCP connections (keep-alive reuse checks).
+``server.on_request = callback`` calls ``callback(request)`` on the server's thread as soon as
+a request is recorded, before any reply byte (abort tests: the client is then waiting for the
+headers, whatever the machine's load).
 
 Run ``python sse_server.py FILE0 FILE1 ...`` to serve file *i* at every path under ``/<i>/``
-until killed; the first stdout line is the base URL (the benchmark uses this so that the
+until killed (``paced:FILE``: one SSE event per write, 0.5 ms apart); the first stdout line
+is the base URL (the benchmark uses this so that the
 server's CPU time is not counted in the client's process).
 """
 
@@ -201,6 +205,7 @@ class ScriptedServer:
         self.routes: dict[str, Reply] = {}   # path prefix -> reply served every time (benchmarks)
         self.requests: list[RecordedRequest] = []
         self.connections = 0
+        self.on_request: Any = None  # callback(RecordedRequest), on the server thread
         self.stopping = threading.Event()
         self._httpd = _Server((host, port), _Handler)
         self._httpd.owner = self
@@ -232,6 +237,8 @@ class ScriptedServer:
     def _record(self, request: RecordedRequest) -> None:
         with self.lock:
             self.requests.append(request)
+        if self.on_request is not None:
+            self.on_request(request)
 
     def close(self) -> None:
         self.stopping.set()
@@ -258,14 +265,27 @@ except ImportError:  # the benchmark runs this file without pytest
     pass
 
 
+PACED = "paced:"
+
+
 def _serve_files_forever(paths: list[str]) -> None:
-    """Serve file i at every path starting with ``/<i>/`` (for the benchmark)."""
+    """Serve file i at every path starting with ``/<i>/`` (for the benchmark); a path given
+    as ``paced:FILE`` is served one SSE event per write, 0.5 ms apart."""
     server = ScriptedServer()
     for i, path in enumerate(paths):
-        with open(path, "rb") as f:
+        paced = path.startswith(PACED)
+        with open(path[len(PACED):] if paced else path, "rb") as f:
             body = f.read()
-        # Large writes: the network, not the script, decides how the client's reads are chunked.
-        server.routes[f"/{i}/"] = Reply(chunks=chunked(body, 1 << 16))
+        if paced:
+            # One write per SSE event, 0.5 ms apart: a model server producing tokens, where
+            # every event is its own network read on the client (per-read costs show).
+            chunks: list[Any] = []
+            for event in body.split(b"\n\n")[:-1]:
+                chunks += [event + b"\n\n", (DELAY, 0.0005)]
+            server.routes[f"/{i}/"] = Reply(chunks=chunks)
+        else:
+            # Large writes: the network, not the script, decides how the client's reads are chunked.
+            server.routes[f"/{i}/"] = Reply(chunks=chunked(body, 1 << 16))
     print(server.url, flush=True)
     try:
         while True:

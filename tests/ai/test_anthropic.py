@@ -10,6 +10,7 @@ import asyncio
 import json
 
 import pytest
+from retry_wait import abort_in_retry_wait
 from sse_server import HANG, RESET, Reply, ScriptedServer, chunked, sse_event
 
 from pi_notebook.ai.abort import AbortController
@@ -638,17 +639,15 @@ async def test_second_turn_replays_thinking_signature_and_tool_call(server):
     assert sent[2]["content"][-1]["cache_control"] == {"type": "ephemeral"}
 
 
-async def test_abort_during_retry_wait(server):
+async def test_abort_during_retry_wait(server, monkeypatch):
     server.push(Reply.json(529, {"type": "error", "error": {"type": "overloaded_error", "message": "busy"}},
                            headers={"retry-after": "30"}))
     controller = AbortController()
+    delays = abort_in_retry_wait(monkeypatch, controller)  # aborts once the 30 s wait has begun
     stream = stream_anthropic_messages(make_model(server.url), ctx(),
                                        {"api_key": KEY, "signal": controller.signal, "max_retries": 3})
-    while not server.requests:  # the first attempt has failed once the server saw it
-        await asyncio.sleep(0.01)
-    await asyncio.sleep(0.05)
-    controller.abort()
-    events, msg = await collect(stream)
+    events, msg = await asyncio.wait_for(collect(stream), 20)
+    assert delays == [30_000]
     assert [e.type for e in events] == ["error"]
     assert msg.stop_reason == "aborted" and msg.error_message == "Request was aborted"
     assert len(server.requests) == 1

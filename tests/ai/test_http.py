@@ -129,9 +129,10 @@ async def test_abort_before_request_sends_nothing(scripted_server):
 async def test_abort_while_waiting_for_headers(scripted_server):
     scripted_server.push(Reply(header_delay=30, chunks=[b"late"]))
     controller = AbortController()
-    asyncio.get_running_loop().call_later(0.1, controller.abort)
+    scripted_server.on_request = lambda request: controller.abort()  # the client waits for headers
     with pytest.raises(RequestAborted):
         await open_stream("GET", scripted_server.url, signal=controller.signal)
+    assert len(scripted_server.requests) == 1
     assert getattr(asyncio.current_task(), "cancelling", lambda: 0)() == 0
 
 

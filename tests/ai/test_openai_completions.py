@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from retry_wait import abort_in_retry_wait
 from sse_server import DELAY, HANG, RESET, Reply, chunked, scripted_server, sse_body  # noqa: F401
 
 from pi_notebook.ai.abort import AbortController
@@ -903,12 +904,14 @@ async def test_abort_during_the_stream_keeps_partial(scripted_server):
     assert message.usage.input == 0 and message.usage.output == 0  # usage only comes at the end
 
 
-async def test_abort_during_a_retry_wait(scripted_server):
+async def test_abort_during_a_retry_wait(scripted_server, monkeypatch):
     scripted_server.push(Reply.json(429, {"error": "later"}, headers={"retry-after": "30"}))
     controller = AbortController()
-    asyncio.get_running_loop().call_later(0.2, controller.abort)
-    events, message = await run_stream(make_model(scripted_server), ctx(),
-                                       {"signal": controller.signal, "max_retries": 3})
+    delays = abort_in_retry_wait(monkeypatch, controller)  # aborts once the 30 s wait has begun
+    events, message = await asyncio.wait_for(
+        run_stream(make_model(scripted_server), ctx(), {"signal": controller.signal, "max_retries": 3}),
+        20)
+    assert delays == [30_000]
     assert types_of(events) == ["error"] and message.stop_reason == "aborted"
     assert message.error_message == "Request was aborted"
     assert len(scripted_server.requests) == 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from retry_wait import abort_in_retry_wait
 from sse_server import HANG, RESET, Reply, ScriptedServer, chunked, sse_event
 
 from pi_notebook.ai.abort import AbortController
@@ -492,17 +493,15 @@ async def test_second_turn_replays_reasoning_text_and_call(server):
     assert sent[5] == {"type": "function_call_output", "call_id": "call_7", "output": "data"}
 
 
-async def test_abort_during_retry_wait(server):
+async def test_abort_during_retry_wait(server, monkeypatch):
     import asyncio
     server.push(Reply.json(429, {"error": {"message": "slow down"}}, headers={"retry-after": "30"}))
     controller = AbortController()
+    delays = abort_in_retry_wait(monkeypatch, controller)  # aborts once the 30 s wait has begun
     stream = stream_openai_responses(make_model(server.url), ctx(),
                                      {"api_key": KEY, "signal": controller.signal, "max_retries": 3})
-    while not server.requests:
-        await asyncio.sleep(0.01)
-    await asyncio.sleep(0.05)
-    controller.abort()
-    events, msg = await collect(stream)
+    events, msg = await asyncio.wait_for(collect(stream), 20)
+    assert delays == [30_000]
     assert [e.type for e in events] == ["error"] and msg.stop_reason == "aborted"
     assert len(server.requests) == 1
 
