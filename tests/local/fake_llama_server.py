@@ -21,6 +21,7 @@ import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 
 def _arg(argv: list[str], name: str, default: str | None = None) -> str | None:
@@ -31,7 +32,7 @@ ARGV = sys.argv[1:]
 PORT = int(_arg(ARGV, "--port", "0") or 0)
 SLOTS = int(_arg(ARGV, "-np", "1") or 1)
 KEY_FILE = _arg(ARGV, "--api-key-file")
-KEY = open(KEY_FILE).read().strip() if KEY_FILE else None
+KEY = Path(KEY_FILE).read_text().strip() if KEY_FILE else None
 STARTED = time.monotonic()
 HEALTH_DELAY = float(os.environ.get("FAKE_LLAMA_HEALTH_DELAY", "0"))
 FIRST_BYTE = float(os.environ.get("FAKE_LLAMA_FIRST_BYTE", "0"))
