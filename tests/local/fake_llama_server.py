@@ -11,6 +11,7 @@ Behaviour from the environment:
   FAKE_LLAMA_STREAM_S      seconds the answer then takes, spread over 5 chunks (default 0)
   FAKE_LLAMA_RECORD        a file: one JSON line per request (path, auth header, body)
   FAKE_LLAMA_ARGV          a file: the command line, as JSON
+  FAKE_LLAMA_PID           a file: the process id
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ HEALTH_DELAY = float(os.environ.get("FAKE_LLAMA_HEALTH_DELAY", "0"))
 FIRST_BYTE = float(os.environ.get("FAKE_LLAMA_FIRST_BYTE", "0"))
 STREAM_S = float(os.environ.get("FAKE_LLAMA_STREAM_S", "0"))
 RECORD = os.environ.get("FAKE_LLAMA_RECORD")
+if os.environ.get("FAKE_LLAMA_PID"):
+    Path(os.environ["FAKE_LLAMA_PID"]).write_text(str(os.getpid()))
 if os.environ.get("FAKE_LLAMA_ARGV"):
     with open(os.environ["FAKE_LLAMA_ARGV"], "w") as f:
         json.dump(sys.argv, f)

@@ -106,6 +106,16 @@ def _spawn(cmd: list[str], log: Any) -> subprocess.Popen[bytes]:
     return subprocess.Popen(wrapper, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.PIPE)
 
 
+def _leased(lease_fd: int) -> bool:
+    """Some kernel holds a (shared) lease: our exclusive try fails."""
+    try:
+        fcntl.flock(lease_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    fcntl.flock(lease_fd, fcntl.LOCK_UN)
+    return False
+
+
 def supervise(spec: dict[str, Any]) -> int:
     info_path, lease_path = Path(spec["info"]), Path(spec["lease"])
     error_path = Path(spec["error"])
@@ -131,12 +141,21 @@ def supervise(spec: dict[str, Any]) -> int:
         signal.signal(signal.SIGTERM, stop)
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a kernel's interrupt is not meant for us
         deadline = time.monotonic() + float(spec.get("health_timeout_s", 120))
+        lease_fd = os.open(lease_path, os.O_RDWR | os.O_CREAT, 0o600)
+        unused_since: float | None = None
         while not _healthy(port):
             if proc.poll() is not None or time.monotonic() > deadline:
                 reason = (f"llama-server exited with code {proc.returncode}" if proc.poll() is not None
                           else "llama-server did not become healthy in time")
                 _write_atomic(error_path, reason)
                 stop()
+            if not _leased(lease_fd):  # the kernel that asked for it is gone (killed, aborted and exited)
+                unused_since = unused_since if unused_since is not None else time.monotonic()
+                if time.monotonic() - unused_since >= linger:
+                    print("supervisor: no kernel waits for the server any more; stopping it", flush=True)
+                    stop()
+            else:
+                unused_since = None
             time.sleep(0.1)
         _write_atomic(info_path, {"port": port, "pid": proc.pid, "supervisor": os.getpid(),
                                   "model": spec["model"], "threads": spec["threads"],
@@ -146,7 +165,6 @@ def supervise(spec: dict[str, Any]) -> int:
         key_path = Path(spec["key"]) if spec.get("key") else None
         threading.Thread(target=_warm, args=(port, Path(spec["warm"]), spec["model"], key_path),
                          daemon=True).start()
-        lease_fd = os.open(lease_path, os.O_RDWR | os.O_CREAT, 0o600)
         idle_since: float | None = None
         while proc.poll() is None:
             time.sleep(POLL_S)
