@@ -358,3 +358,21 @@ def test_requests_waiting_reads_the_servers_queue(fake):
         assert local_server.requests_waiting(server.port, "wrong key") is None  # refused: unknown
     finally:
         server.stop()
+
+
+async def test_a_key_others_may_read_is_refused_and_an_old_port_file_is_replaced(fake):
+    private_dir(servers_dir())
+    port_file = servers_dir() / f"{server_key(fake.model_id)}.json"
+    port_file.write_text(json.dumps({"port": 1, "pid": os.getpid()}))  # an earlier version's file
+    port_file.chmod(0o644)
+    answer = await _ask(fake.model)
+    assert answer.stop_reason == "stop", answer.error_message  # not adopted: a server of ours replaced it
+    assert stat.S_IMODE(port_file.stat().st_mode) == 0o600 and fake.info()["port"] != 1
+
+    key_file = servers_dir() / f"{server_key(fake.model_id)}.key"
+    key_file.chmod(0o644)
+    other_kernel = LlamaServer(fake.model_id)  # joins the running server: reads the files
+    with pytest.raises(LocalSetupError, match="Refusing") as refused:
+        other_kernel.start_blocking()
+    assert str(key_file) in str(refused.value)
+    assert other_kernel._lease_fd is None  # no lease left behind

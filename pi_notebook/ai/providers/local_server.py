@@ -89,9 +89,10 @@ def private_dir(path: Path) -> Path:
     return path
 
 
-def read_private(path: Path) -> str | None:
-    """The text of one of our 0600 files; ``None`` when it does not exist. A file that is a
-    link, belongs to someone else or that others may read or write is refused."""
+def read_private(path: Path, secret: bool = False) -> str | None:
+    """The text of one of our files; ``None`` when it does not exist. A file that is a link,
+    belongs to someone else or that others may write is refused; a ``secret`` one also when
+    others may read it. (Files of earlier versions were 0644: still read, then rewritten 0600.)"""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except FileNotFoundError:
@@ -100,9 +101,11 @@ def read_private(path: Path) -> str | None:
         raise LocalSetupError(f"Refusing {path}: {exc.strerror or exc} (a link?)") from None
     with os.fdopen(fd, "r", encoding="utf-8", errors="replace") as f:
         info = os.fstat(f.fileno())
-        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
+        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid() or \
+                info.st_mode & (0o077 if secret else 0o022):
             raise LocalSetupError(
-                f"Refusing {path}: it must be a file of yours that only you can read and write "
+                f"Refusing {path}: it must be a file of yours that only you can "
+                f"{'read and write' if secret else 'write'} "
                 f"(it is owned by user id {info.st_uid}, mode {stat.S_IMODE(info.st_mode):o}); remove it")
         return f.read()
 
@@ -326,7 +329,7 @@ class LlamaServer:
                 and binary is not None and _is_our_server(info["pid"], info["port"], str(binary))
                 and _healthy(info["port"])):
             return None
-        key = (read_private(self._path(".key")) or "").strip()
+        key = (read_private(self._path(".key"), secret=True) or "").strip()
         if not key or not _authorized(info["port"], key):
             return None
         return {**info, "api_key": key}
