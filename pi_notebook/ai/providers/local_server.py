@@ -385,11 +385,11 @@ class LlamaServer:
             self._path(stale).unlink(missing_ok=True)
         key_path = self._path(".key")
         write_private(key_path, secrets.token_hex(32) + "\n")  # a new key per server
-        # Each slot gets the whole window (-c is shared by the slots); metrics tell clients how
-        # many requests wait for a slot.
+        # Each slot gets the whole window (-c is shared by the slots); /metrics tells clients how
+        # many requests wait for a slot; /slots (every slot's prompt text) is not needed: off.
         cmd = [str(binary), "-m", str(gguf), "-a", self.model_id, "--host", "127.0.0.1",
                "--port", str(port), "-c", str(CONTEXT_WINDOW * slots), "-np", str(slots), "--no-kv-unified",
-               "-t", str(threads), "-tb", str(threads), "--api-key-file", str(key_path), "--metrics"]
+               "-t", str(threads), "-tb", str(threads), "--api-key-file", str(key_path), "--metrics", "--no-slots"]
         if template is not None:
             cmd += ["--jinja", "--chat-template-file", str(template)]
         spec = {"cmd": cmd, "port": port, "model": self.model_id, "threads": threads, "slots": slots,
