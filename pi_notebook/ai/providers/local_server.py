@@ -305,6 +305,7 @@ class LlamaServer:
         self.log_path: Path | None = None
         self._lease_fd: int | None = None
         self._lock = threading.Lock()
+        self._cancel = threading.Event()  # stop() while a start waits: the start gives up
 
     def _path(self, suffix: str) -> Path:
         return servers_dir() / f"{self.key}{suffix}"
@@ -356,7 +357,7 @@ class LlamaServer:
                 self._lease_fd = fd
             start_fd = os.open(self._path(".start"), os.O_RDWR | os.O_CREAT, 0o600)
             try:
-                fcntl.flock(start_fd, fcntl.LOCK_EX)
+                self._wait_for_lock(start_fd)  # another kernel may be starting the server
                 info = self._read_info()
                 if info is None:
                     info = self._launch()
@@ -366,6 +367,19 @@ class LlamaServer:
                 raise
             finally:
                 os.close(start_fd)
+
+    def _check_cancel(self) -> None:
+        if self._cancel.is_set():
+            raise LocalSetupError("The embedded model server's start was cancelled (the kernel let go of it).")
+
+    def _wait_for_lock(self, fd: int) -> None:
+        while True:
+            self._check_cancel()
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                time.sleep(0.1)
 
     def _launch(self) -> dict[str, Any]:
         binary = find_llama_server()
@@ -410,6 +424,9 @@ class LlamaServer:
             )
         deadline = time.monotonic() + HEALTH_TIMEOUT_S + 5
         while time.monotonic() < deadline:
+            if self._cancel.is_set():
+                supervisor.terminate()  # it would stop anyway once our lease is gone
+                self._check_cancel()
             info = self._read_info()
             if info is not None:
                 return info
@@ -439,7 +456,12 @@ class LlamaServer:
                 os.close(fd)  # closing drops the flock
 
     def stop(self) -> None:
-        """Drop this kernel's lease; the supervisor stops the server when it was the last."""
-        with self._lock:
-            self._release()
-            self.pid = None
+        """Drop this kernel's lease; the supervisor stops the server when it was the last.
+        A start still waiting (after an Abort) gives up first, so this returns at once."""
+        self._cancel.set()
+        try:
+            with self._lock:
+                self._release()
+                self.pid = None
+        finally:
+            self._cancel.clear()
