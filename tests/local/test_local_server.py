@@ -38,6 +38,18 @@ def test_threads_follow_cores_and_load(monkeypatch):
     assert choose_threads(cpus=2, load=6.0) == 3       # the user's choice wins
 
 
+def test_slots_default_to_four_and_follow_the_environment(monkeypatch):
+    from pi_notebook.ai.providers.local_server import choose_slots
+
+    monkeypatch.delenv("PI_NOTEBOOK_LLAMA_SLOTS", raising=False)
+    assert choose_slots() == 4
+    monkeypatch.setenv("PI_NOTEBOOK_LLAMA_SLOTS", "2")
+    assert choose_slots() == 2
+    for bad in ("0", "-1", "many"):
+        monkeypatch.setenv("PI_NOTEBOOK_LLAMA_SLOTS", bad)
+        assert choose_slots() == 4
+
+
 def test_compile_prints_a_line_per_build_step():
     script = textwrap.dedent("""
         import time
