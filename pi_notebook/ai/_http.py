@@ -132,15 +132,17 @@ def _seconds(ms: float) -> str:
 def _first_byte_timeout(host: str, ms: float) -> RequestTimeout:
     return RequestTimeout(
         f"The model server sent nothing for {_seconds(ms)} (first-byte timeout): {host} accepted "
-        "the request but did not start answering. Try again later, or raise "
-        "first_byte_timeout_ms if this model is slow to start.", host, "first_byte")
+        "the request but did not start answering. Try again later, or raise the limit if this "
+        "model is slow to start: `%config AgentMagics.first_byte_timeout = <seconds>` in a "
+        "notebook (0: no limit), the first_byte_timeout_ms option in Python.", host, "first_byte")
 
 
 def _idle_timeout(host: str, ms: float) -> RequestTimeout:
     return RequestTimeout(
         f"The model server stopped sending for {_seconds(ms)} in the middle of its answer (idle "
-        f"timeout): {host} went quiet and the stream was ended. Try again, or raise "
-        "idle_timeout_ms if this model pauses that long.", host, "idle")
+        f"timeout): {host} went quiet and the stream was ended. Try again, or raise the limit if "
+        "this model pauses that long: `%config AgentMagics.idle_timeout = <seconds>` in a "
+        "notebook (0: no limit), the idle_timeout_ms option in Python.", host, "idle")
 
 
 def _bound(ms: int | float | None, default: int) -> float | None:

@@ -68,10 +68,7 @@ def update_python_tool_settings(target: PythonToolSettings, magics: AgentMagics)
 
 
 def stream_timeouts(settings: RunSettings) -> dict[str, float]:
-    """The HTTP layer's stream options for a stalled server (0 disables a limit)."""
-    out: dict[str, float] = {}
-    if settings.first_byte_timeout > 0:
-        out["first_byte_timeout_ms"] = settings.first_byte_timeout * 1000
-    if settings.idle_timeout > 0:
-        out["idle_timeout_ms"] = settings.idle_timeout * 1000
-    return out
+    """The HTTP layer's stream options for a stalled server. 0 disables a limit, so it is
+    passed as 0 (left out, the transport's 60 s / 120 s defaults applied instead)."""
+    return {"first_byte_timeout_ms": max(0.0, settings.first_byte_timeout) * 1000,
+            "idle_timeout_ms": max(0.0, settings.idle_timeout) * 1000}

@@ -105,7 +105,8 @@ async def test_stream_requests_carry_the_first_byte_and_idle_timeouts(shell, fau
     shell.run_line_magic("config", "AgentMagics.idle_timeout = 0")  # 0: no limit
     await run_cell(shell, "%%agent\nagain\n")
     await settle()
-    assert seen == [(60000, 120000), (5000, None)]
+    # 0 travels as 0 (the transport's 'off'); left out, the transport's default would apply
+    assert seen == [(60000, 120000), (5000, 0)]
 
 
 async def test_automatic_model_choice_runs_off_the_loop_thread(shell, faux, monkeypatch):

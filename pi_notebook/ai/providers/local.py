@@ -6,7 +6,18 @@
 to it through the openai-completions wire API, with each request reshaped for the
 small model's tool calls (local_tools.py). Leases are dropped at interpreter exit and
 on ``stop_local_servers()`` (called by ``%unload_ext``). Nothing here blocks the event
-loop: joining or starting the server runs in a worker thread.
+loop: joining or starting the server runs in a worker thread, and an abort ends the wait
+for it at once (the start goes on in the background; the next request joins it). A start
+that fails ends the request with one error line: what, where, the log's last lines.
+
+Sharing: the server works on several requests at once (local_server.choose_slots); when
+they are all taken a request waits in the server's queue. The first-byte timeout counts
+only while nothing waits there (``/metrics``), so a kernel is not failed because another
+one is busy; it is checked here, not in the transport.
+
+Decoding is deterministic unless asked otherwise: temperature 0 and a fixed seed (so a
+sampled retry, local_tools.py, is reproducible too); an explicit ``temperature`` or
+``sampling_params`` option wins.
 """
 
 from __future__ import annotations
@@ -14,13 +25,15 @@ from __future__ import annotations
 import asyncio
 import atexit
 import json
+import logging
 import os
 import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from ..abort import AbortSignal
+from .._http import DEFAULT_FIRST_BYTE_TIMEOUT_MS
+from ..abort import AbortController, AbortSignal
 from ..event_stream import AssistantMessageEventStream
 from ..types import AssistantMessage, AssistantMessageEvent, Context, ErrorEvent, Model, ModelCost, Usage
 from .local_server import CONTEXT_WINDOW, LlamaServer, remember_prefix
@@ -40,6 +53,10 @@ __all__ = [
 
 LOCAL_API = "llama-server"
 LOCAL_PROVIDER = "local"
+LOCAL_SEED = 42  # fixed: the same request gives the same answer, sampled retries included
+QUEUE_POLL_S = 1.0  # how often a request still waiting for its first byte asks the server's queue
+
+_log = logging.getLogger(__name__)
 
 # What llama-server's OpenAI endpoint accepts (local-model.md): no developer role,
 # no reasoning_effort, no store, no strict tools; greedy decoding suits a 0.5B model.
@@ -59,7 +76,7 @@ def local_model(model_id: str = DEFAULT_LOCAL_MODEL) -> Model:
     return Model(
         id=model_id, name=name, api=LOCAL_API, provider=LOCAL_PROVIDER, base_url="",
         reasoning=False, input=["text"], cost=ModelCost(), context_window=CONTEXT_WINDOW,
-        max_tokens=2048, compat=dict(LOCAL_COMPAT), sampling_params={"temperature": 0},
+        max_tokens=2048, compat=dict(LOCAL_COMPAT), sampling_params={"temperature": 0, "seed": LOCAL_SEED},
     )
 
 
@@ -103,42 +120,162 @@ def _setup_error(model: Model, message: str, aborted: bool) -> AssistantMessage:
     )
 
 
+def _start_failure(exc: BaseException, server: LlamaServer | None) -> str:
+    """One clear line (plus the server log's tail when there is one) for a failed start."""
+    if isinstance(exc, LocalSetupError):
+        return str(exc)
+    where = getattr(exc, "filename", None)
+    what = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+    text = f"The embedded model server could not start: {what}" + (f" ({where})" if where else "")
+    tail = server.log_tail() if server is not None else ""
+    return text + (f"\nlog: {server.log_path}\n{tail}" if tail and server is not None else "")
+
+
+async def _start_or_abort(server: LlamaServer, signal: AbortSignal | None) -> str | None:
+    """``server.start_blocking()`` in a worker thread; ``None`` as soon as ``signal`` fires.
+
+    The thread is not interrupted (it may be waiting for another kernel's start lock or for
+    /health): it finishes in the background and holds this kernel's lease, which the next
+    request reuses."""
+    start = asyncio.ensure_future(asyncio.to_thread(server.start_blocking))
+    if signal is None:
+        return await start
+    loop = asyncio.get_running_loop()
+    aborted = asyncio.Event()
+
+    def on_abort() -> None:
+        try:
+            loop.call_soon_threadsafe(aborted.set)
+        except RuntimeError:  # the loop is closed
+            pass
+
+    remove = signal.add_listener(on_abort)
+    waiter = asyncio.ensure_future(aborted.wait())
+    try:
+        await asyncio.wait({start, waiter}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        remove()
+        waiter.cancel()
+    if start.done():
+        return start.result()
+    start.add_done_callback(lambda f: f.cancelled() or f.exception())  # retrieved: no "never retrieved" noise
+    return None
+
+
+def _first_byte_message(seconds: float) -> str:
+    return (f"The embedded model server did not start answering within {seconds:g} s of taking the "
+            "request (first-byte timeout; time spent queued behind other kernels' requests is not "
+            "counted). Raise it with `%config AgentMagics.first_byte_timeout = <seconds>` (0: no limit), "
+            "or the first_byte_timeout_ms option outside a notebook.")
+
+
+async def _first_byte_guarded(events: AsyncIterator[AssistantMessageEvent], server: LlamaServer,
+                              bound_s: float | None, inner: AbortController
+                              ) -> AsyncIterator[AssistantMessageEvent]:
+    """``events``, with the first-byte bound counted only while no request waits in the
+    server's queue (when one does, it may be this one). Poll failures count: a server that
+    does not answer its metrics is not busy, it is stuck."""
+    if bound_s is None:
+        async for event in events:
+            yield event
+        return
+    loop = asyncio.get_running_loop()
+    timed_out = False
+
+    async def watch() -> None:
+        nonlocal timed_out
+        charged, last = 0.0, loop.time()
+        interval = max(0.05, min(QUEUE_POLL_S, bound_s / 4))
+        while True:
+            await asyncio.sleep(interval)
+            waiting = await asyncio.to_thread(server.requests_waiting)
+            now = loop.time()
+            if not waiting:  # 0 (nobody queued: ours is being worked on) or None (unknown)
+                charged += now - last
+            last = now
+            if charged >= bound_s:
+                timed_out = True
+                inner.abort()
+                return
+
+    watcher = asyncio.ensure_future(watch())
+    try:
+        async for event in events:
+            if not watcher.done():
+                watcher.cancel()
+            if timed_out and event.type == "error":
+                event.error.stop_reason = "error"
+                event.error.error_message = _first_byte_message(bound_s)
+                event = ErrorEvent(reason="error", error=event.error)
+            yield event
+    finally:
+        watcher.cancel()
+
+
 def _stream(model: Model, context: Context, options: dict[str, Any], simple: bool
             ) -> AssistantMessageEventStream:
     out = AssistantMessageEventStream()
     signal: AbortSignal | None = options.get("signal")
 
-    async def run() -> None:
-        from ..stream import get_api_provider
+    def aborted_end() -> None:
+        out.push(ErrorEvent(reason="aborted", error=_setup_error(model, "Request was aborted", True)))
+        out.end()
 
+    async def run() -> None:
+        server: LlamaServer | None = None
         try:
             server = get_local_server(model.id)
-            base_url = await asyncio.to_thread(server.start_blocking)
-        except LocalSetupError as exc:
-            out.push(ErrorEvent(reason="error", error=_setup_error(model, str(exc), False)))
+            base_url = await _start_or_abort(server, signal)
+        except Exception as exc:  # every failure ends the request: never a run that hangs
+            message = _start_failure(exc, server)
+            _log.warning("pi_notebook: %s", message)
+            out.push(ErrorEvent(reason="error", error=_setup_error(model, message, False)))
             out.end()
             return
-        if signal is not None and signal.aborted:
-            out.push(ErrorEvent(reason="aborted", error=_setup_error(model, "Request was aborted", True)))
-            out.end()
+        if base_url is None or (signal is not None and signal.aborted):
+            aborted_end()
             return
+        try:
+            await relay(server, base_url)
+        except Exception as exc:  # a bug here must still end the stream
+            _log.exception("pi_notebook: the local provider failed")
+            out.push(ErrorEvent(reason="error", error=_setup_error(model, f"{type(exc).__name__}: {exc}", False)))
+            out.end()
+
+    async def relay(server: LlamaServer, base_url: str) -> None:
+        from ..stream import get_api_provider
+
         wire = get_api_provider("openai-completions")
         assert wire is not None, "the openai-completions provider is built in"
-        inner_model = model.model_copy(update={"api": "openai-completions", "base_url": base_url})
+        sampling = dict(model.sampling_params or {})
+        if options.get("temperature") is not None:
+            sampling.pop("temperature", None)  # the caller asked for one
+        inner_model = model.model_copy(update={"api": "openai-completions", "base_url": base_url,
+                                               "sampling_params": sampling})
         mode = tool_call_mode() if model.id in PACKAGED_MODELS else "server"
-        inner_options = {**options, "api_key": options.get("api_key") or "local",
+        first_byte_ms = options.get("first_byte_timeout_ms")
+        first_byte_ms = DEFAULT_FIRST_BYTE_TIMEOUT_MS if first_byte_ms is None else first_byte_ms
+        bound_s = first_byte_ms / 1000 if first_byte_ms > 0 else None
+        inner = AbortController()
+        remove = signal.add_listener(inner.abort) if signal is not None else (lambda: None)
+        inner_options = {**options, "api_key": server.api_key or "local", "signal": inner.signal,
+                         "first_byte_timeout_ms": 0,  # counted here, without the queue wait
                          "on_payload": _payload_hook(model.id, mode, options.get("on_payload"),
                                                      _last_result_failed(context))}
         fn = wire.stream_simple if simple else wire.stream
         converter = TextToolCallStream(list(context.tools or []))
-        async for event in converter.convert(_aiter(fn(inner_model, context, inner_options))):
-            if event.type == "start":
-                # Messages belong to the model the user chose (api "llama-server"),
-                # so that replaying them to the same model keeps thinking etc.
-                event.partial.api = model.api
-            elif event.type in ("done", "error"):
-                (event.message if event.type == "done" else event.error).api = model.api
-            out.push(event)
+        events = _first_byte_guarded(_aiter(fn(inner_model, context, inner_options)), server, bound_s, inner)
+        try:
+            async for event in converter.convert(events):
+                if event.type == "start":
+                    # Messages belong to the model the user chose (api "llama-server"),
+                    # so that replaying them to the same model keeps thinking etc.
+                    event.partial.api = model.api
+                elif event.type in ("done", "error"):
+                    (event.message if event.type == "done" else event.error).api = model.api
+                out.push(event)
+        finally:
+            remove()
         out.end()
 
     task = asyncio.get_running_loop().create_task(run())

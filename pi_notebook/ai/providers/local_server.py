@@ -12,7 +12,16 @@
 
 ``stop()`` drops the lease (the server stops when it was the last one). The number of
 threads is chosen when the server starts, from the machine's cores and load
-(``choose_threads``) unless ``PI_NOTEBOOK_LLAMA_THREADS`` says otherwise.
+(``choose_threads``) unless ``PI_NOTEBOOK_LLAMA_THREADS`` says otherwise; the number of
+slots (requests it works on at once, each with a full context window) is
+``PI_NOTEBOOK_LLAMA_SLOTS`` or 4, so kernels sharing it do not wait for each other.
+
+Trust (docs/design/local-model.md, "Who may talk to the server"): the folders holding these
+files are private (0700, ours, refused when another user owns them or may write them), every
+file is 0600, a port file is adopted only when its pid is the llama-server it names (same user,
+same binary, same port), and the server takes requests only with its own API key
+(``servers/<key>.key``, given to llama-server as ``--api-key-file``, so it is never on a
+command line), which kernels send.
 """
 
 from __future__ import annotations
@@ -24,7 +33,9 @@ import json
 import math
 import os
 import re
+import secrets
 import socket
+import stat
 import subprocess
 import sys
 import threading
@@ -33,7 +44,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from .local_setup import (
+from .local_setup import (build_time_estimate,
     PACKAGED_MODELS,
     SETUP_HINT,
     LocalSetupError,
@@ -42,15 +53,71 @@ from .local_setup import (
     resolve_model_path,
 )
 
-__all__ = ["CONTEXT_WINDOW", "LlamaServer", "choose_threads", "server_key", "servers_dir", "remember_prefix"]
+__all__ = ["CONTEXT_WINDOW", "DEFAULT_SLOTS", "LlamaServer", "choose_slots", "choose_threads", "private_dir",
+           "read_private", "server_key", "servers_dir", "remember_prefix", "write_private"]
 
 HEALTH_TIMEOUT_S = 120.0
-CONTEXT_WINDOW = 8192  # tokens of the server's one slot; local.py's Model says the same
+CONTEXT_WINDOW = 8192  # tokens of each slot; local.py's Model says the same
+DEFAULT_SLOTS = 4
 SUPERVISOR = Path(__file__).with_name("local_supervisor.py")
 
 
 def servers_dir() -> Path:
     return cache_dir() / "servers"
+
+
+def private_dir(path: Path) -> Path:
+    """``path`` as a folder only this user can use: created 0700, tightened to 0700 when it is
+    ours but readable by others (folders made by earlier versions), refused otherwise."""
+    try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        info = os.lstat(path)
+    except OSError as exc:  # e.g. a file where the folder (or one of its parents) should be
+        raise LocalSetupError(f"Cannot use {path} for the embedded model's server files: "
+                              f"{exc.strerror or exc}") from None
+    if not stat.S_ISDIR(info.st_mode):
+        raise LocalSetupError(f"Refusing {path} for the embedded model's server files: it is not a folder "
+                              "(a symbolic link or a file)")
+    if info.st_uid != os.getuid():
+        raise LocalSetupError(f"Refusing {path} for the embedded model's server files: it belongs to "
+                              f"user id {info.st_uid}, not to you")
+    if info.st_mode & 0o022:
+        raise LocalSetupError(f"Refusing {path} for the embedded model's server files: other users may write "
+                              f"to it (mode {stat.S_IMODE(info.st_mode):o}); remove it or `chmod 700` it")
+    if info.st_mode & 0o077:
+        os.chmod(path, 0o700)
+    return path
+
+
+def read_private(path: Path, secret: bool = False) -> str | None:
+    """The text of one of our files; ``None`` when it does not exist. A file that is a link,
+    belongs to someone else or that others may write is refused; a ``secret`` one also when
+    others may read it. (Files of earlier versions were 0644: still read, then rewritten 0600.)"""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise LocalSetupError(f"Refusing {path}: {exc.strerror or exc} (a link?)") from None
+    with os.fdopen(fd, "r", encoding="utf-8", errors="replace") as f:
+        info = os.fstat(f.fileno())
+        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid() or \
+                info.st_mode & (0o077 if secret else 0o022):
+            raise LocalSetupError(
+                f"Refusing {path}: it must be a file of yours that only you can "
+                f"{'read and write' if secret else 'write'} "
+                f"(it is owned by user id {info.st_uid}, mode {stat.S_IMODE(info.st_mode):o}); remove it")
+        return f.read()
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` atomically as a 0600 file."""
+    staged = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    fd = os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        os.fchmod(f.fileno(), 0o600)
+        f.write(text)
+    staged.replace(path)
 
 
 def server_key(model_id: str) -> str:
@@ -85,6 +152,20 @@ def choose_threads(cpus: int | None = None, load: float | None = None) -> int:
     return max(1, min(cpus, math.floor(cpus - load + 0.5)))
 
 
+def choose_slots() -> int:
+    """Requests the server works on at once: ``PI_NOTEBOOK_LLAMA_SLOTS``, else 4.
+
+    With one slot a second kernel's request waited behind a 134 s answer of the first (and
+    failed on the first-byte timeout). Each slot has a full context window of its own (KV
+    cache, measured in docs/design/local-model.md); a fifth concurrent request waits in the
+    server's queue, and the client does not count that wait (local.py).
+    """
+    explicit = os.environ.get("PI_NOTEBOOK_LLAMA_SLOTS", "").strip()
+    if explicit.isdigit() and int(explicit) > 0:
+        return int(explicit)
+    return DEFAULT_SLOTS
+
+
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -103,6 +184,91 @@ def _pid_alive(pid: Any) -> bool:
     return True
 
 
+def _is_our_server(pid: int, port: int, binary: str) -> bool:
+    """``pid`` is a process of ours running ``binary`` with ``--port port``: a pid reused by an
+    unrelated process after the server died is not adopted. Without /proc (macOS) the private
+    folder and the API key are the guard."""
+    proc = Path(f"/proc/{pid}")
+    if not Path("/proc/self").exists():
+        return True
+    try:
+        if proc.stat().st_uid != os.getuid():
+            return False
+        args = [a.decode(errors="replace") for a in (proc / "cmdline").read_bytes().split(b"\0") if a]
+    except OSError:
+        return False
+    if "--port" not in args or args.index("--port") + 1 >= len(args) or args[args.index("--port") + 1] != str(port):
+        return False
+    want = os.path.realpath(binary)
+    try:
+        exe = os.path.realpath(os.readlink(proc / "exe"))
+    except OSError:
+        exe = ""
+    # argv[1]: a server that is a script (the tests' fake llama-server) runs under its interpreter
+    if exe != want and not any(os.path.realpath(a) == want for a in args[:2]):
+        return False
+    return _listens_on(pid, port)
+
+
+def _listens_on(pid: int, port: int) -> bool:
+    """The listening socket of 127.0.0.1:``port`` is one of ``pid``'s open files (so nobody
+    who bound the port first, while our server was loading, answers in its name)."""
+    inodes: set[str] = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            rows = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            fields = row.split()
+            if len(fields) > 9 and fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                inodes.add(fields[9])
+    if not inodes:
+        return False
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:[") and target[8:-1] in inodes:
+            return True
+    return False
+
+
+def _authorized(port: int, api_key: str) -> bool:
+    """The server at ``port`` takes our key (``/v1/models`` needs it)."""
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/v1/models",
+                                     headers={"Authorization": f"Bearer {api_key}"})
+    try:
+        with urllib.request.urlopen(request, timeout=2) as resp:
+            return bool(resp.status == 200)
+    except (OSError, ValueError):
+        return False
+
+
+def requests_waiting(port: int, api_key: str | None, timeout: float = 2.0) -> int | None:
+    """How many requests wait in the server's queue for a free slot (``/metrics``,
+    ``llamacpp:requests_deferred``); ``None`` when the server does not say."""
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/metrics", headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as resp:
+            text = resp.read(1 << 20).decode("utf-8", "replace")
+    except (OSError, ValueError):
+        return None
+    for line in text.splitlines():
+        if line.startswith("llamacpp:requests_deferred "):
+            try:
+                return int(float(line.split()[1]))
+            except (IndexError, ValueError):
+                return None
+    return None
+
+
 def _healthy(port: int) -> bool:
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as resp:
@@ -117,13 +283,11 @@ def remember_prefix(model_id: str, messages: list[dict[str, Any]], tools: list[A
     system = [m for m in messages[:1] if m.get("role") == "system"]
     data = json.dumps({"messages": system, "tools": tools}, sort_keys=True)
     path = servers_dir() / f"{server_key(model_id)}.warm.json"
-    with contextlib.suppress(OSError):
-        if path.is_file() and path.read_text() == data:
+    with contextlib.suppress(OSError, LocalSetupError):
+        private_dir(path.parent)
+        if read_private(path) == data:
             return
-        path.parent.mkdir(parents=True, exist_ok=True)
-        staged = path.with_suffix(f".{os.getpid()}.tmp")
-        staged.write_text(data)
-        staged.replace(path)
+        write_private(path, data)
 
 
 class LlamaServer:
@@ -136,9 +300,12 @@ class LlamaServer:
         self.port: int | None = None
         self.pid: int | None = None
         self.threads: int | None = None
+        self.slots: int | None = None
+        self.api_key: str | None = None
         self.log_path: Path | None = None
         self._lease_fd: int | None = None
         self._lock = threading.Lock()
+        self._cancel = threading.Event()  # stop() while a start waits: the start gives up
 
     def _path(self, suffix: str) -> Path:
         return servers_dir() / f"{self.key}{suffix}"
@@ -152,32 +319,45 @@ class LlamaServer:
         return self._lease_fd is not None and _pid_alive(self.pid)
 
     def _read_info(self) -> dict[str, Any] | None:
+        """The running server of the port file, with its API key; ``None`` when there is none
+        (no file, a dead or foreign pid, an unhealthy port, a key it does not take)."""
         try:
-            info = json.loads(self._path(".json").read_text())
-        except (OSError, ValueError):
+            info = json.loads(read_private(self._path(".json")) or "null")
+        except ValueError:
             return None
-        ok = (isinstance(info, dict) and _pid_alive(info.get("pid")) and isinstance(info.get("port"), int)
-              and _healthy(info["port"]))
-        return info if ok else None
+        binary = find_llama_server()  # what we would run, not what the file claims
+        if not (isinstance(info, dict) and isinstance(info.get("port"), int) and _pid_alive(info.get("pid"))
+                and binary is not None and _is_our_server(info["pid"], info["port"], str(binary))
+                and _healthy(info["port"])):
+            return None
+        key = (read_private(self._path(".key"), secret=True) or "").strip()
+        if not key or not _authorized(info["port"], key):
+            return None
+        return {**info, "api_key": key}
 
     def _adopt(self, info: dict[str, Any]) -> str:
         self.port, self.pid, self.threads = info["port"], info["pid"], info.get("threads")
+        self.slots, self.api_key = info.get("slots"), info["api_key"]
         self.log_path = Path(info["log"]) if info.get("log") else None
         return self.base_url
+
+    def requests_waiting(self) -> int | None:
+        """Requests queued in the server for a free slot (None: unknown)."""
+        return None if self.port is None else requests_waiting(self.port, self.api_key)
 
     def start_blocking(self) -> str:
         """Join the running server or start it; raises LocalSetupError with a clear message."""
         with self._lock:
             if self.running() and self.port is not None and _healthy(self.port):
                 return self.base_url
-            servers_dir().mkdir(parents=True, exist_ok=True)
+            private_dir(servers_dir())
             if self._lease_fd is None:
                 fd = os.open(self._path(".lease"), os.O_RDWR | os.O_CREAT, 0o600)
                 fcntl.flock(fd, fcntl.LOCK_SH)  # waits only while a supervisor is deciding to stop
                 self._lease_fd = fd
             start_fd = os.open(self._path(".start"), os.O_RDWR | os.O_CREAT, 0o600)
             try:
-                fcntl.flock(start_fd, fcntl.LOCK_EX)
+                self._wait_for_lock(start_fd)  # another kernel may be starting the server
                 info = self._read_info()
                 if info is None:
                     info = self._launch()
@@ -188,33 +368,54 @@ class LlamaServer:
             finally:
                 os.close(start_fd)
 
+    def _check_cancel(self) -> None:
+        if self._cancel.is_set():
+            raise LocalSetupError("The embedded model server's start was cancelled (the kernel let go of it).")
+
+    def _wait_for_lock(self, fd: int) -> None:
+        while True:
+            self._check_cancel()
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                time.sleep(0.1)
+
     def _launch(self) -> dict[str, Any]:
         binary = find_llama_server()
         if binary is None:
             raise LocalSetupError(
-                "llama-server is not installed. Build it once with "
-                f"`{SETUP_HINT} binary` (about 8 minutes), put llama-server on PATH, "
-                "or set PI_NOTEBOOK_LLAMA_SERVER to its path."
+                "llama-server is not built yet. Build it once with "
+                f"`{SETUP_HINT} binary` ({build_time_estimate(max(1, os.cpu_count() or 1))}), "
+                "put llama-server on PATH, or set PI_NOTEBOOK_LLAMA_SERVER to its path."
             )
         gguf, template = resolve_model_path(self.model_id)
         port = _free_port()
         threads = self.requested_threads or choose_threads()
-        logs = cache_dir() / "logs"
-        logs.mkdir(parents=True, exist_ok=True)
+        slots = choose_slots()
+        logs = private_dir(cache_dir() / "logs")
         log = logs / f"llama-server-{self.key}.log"
+        for stale in (".json", ".error", ".key"):
+            self._path(stale).unlink(missing_ok=True)
+        key_path = self._path(".key")
+        write_private(key_path, secrets.token_hex(32) + "\n")  # a new key per server
+        # Each slot gets the whole window (-c is shared by the slots); /metrics tells clients how
+        # many requests wait for a slot; /slots (every slot's prompt text) is not needed: off.
         cmd = [str(binary), "-m", str(gguf), "-a", self.model_id, "--host", "127.0.0.1",
-               "--port", str(port), "-c", str(CONTEXT_WINDOW), "-np", "1", "-t", str(threads), "-tb", str(threads)]
+               "--port", str(port), "-c", str(CONTEXT_WINDOW * slots), "-np", str(slots), "--no-kv-unified",
+               "-t", str(threads), "-tb", str(threads), "--api-key-file", str(key_path), "--metrics", "--no-slots"]
         if template is not None:
             cmd += ["--jinja", "--chat-template-file", str(template)]
-        for stale in (".json", ".error"):
-            self._path(stale).unlink(missing_ok=True)
-        spec = {"cmd": cmd, "port": port, "model": self.model_id, "threads": threads, "log": str(log),
+        spec = {"cmd": cmd, "port": port, "model": self.model_id, "threads": threads, "slots": slots,
+                "binary": str(binary), "log": str(log), "key": str(key_path),
                 "info": str(self._path(".json")), "lease": str(self._path(".lease")),
                 "error": str(self._path(".error")), "warm": str(self._path(".warm.json")),
                 "health_timeout_s": HEALTH_TIMEOUT_S}
         spec_path = self._path(".spec.json")
-        spec_path.write_text(json.dumps(spec))
-        with open(log, "ab") as out:
+        write_private(spec_path, json.dumps(spec))
+        fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        os.fchmod(fd, 0o600)  # logs of earlier versions were 0644
+        with os.fdopen(fd, "ab") as out:
             out.write(f"\n--- {time.strftime('%Y-%m-%d %H:%M:%S')} {' '.join(cmd)}\n".encode())
             supervisor = subprocess.Popen(
                 [sys.executable, str(SUPERVISOR), str(spec_path)], stdout=out, stderr=subprocess.STDOUT,
@@ -223,16 +424,20 @@ class LlamaServer:
             )
         deadline = time.monotonic() + HEALTH_TIMEOUT_S + 5
         while time.monotonic() < deadline:
+            if self._cancel.is_set():
+                supervisor.terminate()  # it would stop anyway once our lease is gone
+                self._check_cancel()
             info = self._read_info()
             if info is not None:
                 return info
             if supervisor.poll() is not None:
-                reason = self._path(".error").read_text() if self._path(".error").exists() else \
+                reason = read_private(self._path(".error")) or \
                     f"the supervisor exited with code {supervisor.returncode}"
-                raise LocalSetupError(f"{reason}:\n{self._log_tail(log)}")
+                raise LocalSetupError(f"{reason} (log: {log}):\n{self._log_tail(log)}")
             time.sleep(0.1)
         supervisor.terminate()
-        raise LocalSetupError(f"llama-server did not become healthy in {HEALTH_TIMEOUT_S:.0f} s")
+        raise LocalSetupError(f"llama-server did not become healthy in {HEALTH_TIMEOUT_S:.0f} s "
+                              f"(log: {log}):\n{self._log_tail(log)}")
 
     @staticmethod
     def _log_tail(path: Path, lines: int = 15) -> str:
@@ -251,7 +456,12 @@ class LlamaServer:
                 os.close(fd)  # closing drops the flock
 
     def stop(self) -> None:
-        """Drop this kernel's lease; the supervisor stops the server when it was the last."""
-        with self._lock:
-            self._release()
-            self.pid = None
+        """Drop this kernel's lease; the supervisor stops the server when it was the last.
+        A start still waiting (after an Abort) gives up first, so this returns at once."""
+        self._cancel.set()
+        try:
+            with self._lock:
+                self._release()
+                self.pid = None
+        finally:
+            self._cancel.clear()

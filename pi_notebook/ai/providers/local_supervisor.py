@@ -14,9 +14,10 @@ under the other kernels' feet) nor outlive all of them (690 MB per model left ru
 * llama-server dies with the supervisor: ``PR_SET_PDEATHSIG`` on Linux; elsewhere a watchdog
   pipe (a tiny ``sh`` wrapper that kills the server when the supervisor's end of its stdin
   pipe closes, which also happens on SIGKILL).
-* Once healthy it writes the port file (atomically) that kernels read, then warms the
+* Once healthy it writes the port file (atomically, 0600) that kernels read, then warms the
   prompt cache in the background with the system prompt + tools prefix the provider last
-  sent for this model (the warm file), so a new kernel's first answer skips reading it.
+  sent for this model (the warm file), so a new kernel's first answer skips reading it. Its
+  requests carry the server's API key (the spec's ``key`` file).
 """
 
 from __future__ import annotations
@@ -52,19 +53,32 @@ def _healthy(port: int) -> bool:
         return False
 
 
-def _warm(port: int, warm_path: Path, model: str) -> None:
+def _read_own(path: Path) -> str:
+    """A file of ours that nobody else may read or write (local_server.read_private, reduced)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    with os.fdopen(fd, "r", encoding="utf-8", errors="replace") as f:
+        info = os.fstat(f.fileno())
+        if info.st_uid != os.getuid() or info.st_mode & 0o077:
+            raise OSError(f"{path} is not a private file of ours")
+        return f.read()
+
+
+def _warm(port: int, warm_path: Path, model: str, key_path: Path | None) -> None:
     """One request with the remembered system prompt + tools and a 1-token answer."""
     try:
-        prefix = json.loads(warm_path.read_text())
+        prefix = json.loads(_read_own(warm_path))
+        key = _read_own(key_path).strip() if key_path is not None else ""
     except (OSError, ValueError):
         return
     body = {"model": model, "messages": [*prefix.get("messages", []), {"role": "user", "content": "hi"}],
             "max_tokens": 1, "temperature": 0, "stream": False}
     if prefix.get("tools"):
         body.update(tools=prefix["tools"], tool_choice="none")
+    headers = {"Content-Type": "application/json"}
+    if key:
+        headers["Authorization"] = f"Bearer {key}"
     request = urllib.request.Request(f"http://127.0.0.1:{port}/v1/chat/completions",
-                                     data=json.dumps(body).encode(), method="POST",
-                                     headers={"Content-Type": "application/json"})
+                                     data=json.dumps(body).encode(), method="POST", headers=headers)
     started = time.monotonic()
     try:
         with urllib.request.urlopen(request, timeout=300) as resp:
@@ -74,9 +88,12 @@ def _warm(port: int, warm_path: Path, model: str) -> None:
         print(f"supervisor: warm-up failed: {exc}", flush=True)
 
 
-def _write_atomic(path: Path, data: dict[str, Any]) -> None:
-    staged = path.with_suffix(".tmp")
-    staged.write_text(json.dumps(data))
+def _write_atomic(path: Path, data: Any) -> None:
+    """``data`` (JSON, or text as is) into ``path`` as a 0600 file, atomically."""
+    staged = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(data if isinstance(data, str) else json.dumps(data))
     staged.replace(path)
 
 
@@ -87,6 +104,16 @@ def _spawn(cmd: list[str], log: Any) -> subprocess.Popen[bytes]:
     # watchdog pipe: `cat` returns when our end of its stdin closes, then the wrapper kills the server
     wrapper = ['sh', '-c', '"$@" </dev/null & pid=$!; cat >/dev/null; kill $pid 2>/dev/null', "sh", *cmd]
     return subprocess.Popen(wrapper, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.PIPE)
+
+
+def _leased(lease_fd: int) -> bool:
+    """Some kernel holds a (shared) lease: our exclusive try fails."""
+    try:
+        fcntl.flock(lease_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    fcntl.flock(lease_fd, fcntl.LOCK_UN)
+    return False
 
 
 def supervise(spec: dict[str, Any]) -> int:
@@ -114,19 +141,30 @@ def supervise(spec: dict[str, Any]) -> int:
         signal.signal(signal.SIGTERM, stop)
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a kernel's interrupt is not meant for us
         deadline = time.monotonic() + float(spec.get("health_timeout_s", 120))
+        lease_fd = os.open(lease_path, os.O_RDWR | os.O_CREAT, 0o600)
+        unused_since: float | None = None
         while not _healthy(port):
             if proc.poll() is not None or time.monotonic() > deadline:
                 reason = (f"llama-server exited with code {proc.returncode}" if proc.poll() is not None
                           else "llama-server did not become healthy in time")
-                error_path.write_text(reason)
+                _write_atomic(error_path, reason)
                 stop()
+            if not _leased(lease_fd):  # the kernel that asked for it is gone (killed, aborted and exited)
+                unused_since = unused_since if unused_since is not None else time.monotonic()
+                if time.monotonic() - unused_since >= linger:
+                    print("supervisor: no kernel waits for the server any more; stopping it", flush=True)
+                    stop()
+            else:
+                unused_since = None
             time.sleep(0.1)
         _write_atomic(info_path, {"port": port, "pid": proc.pid, "supervisor": os.getpid(),
-                                  "model": spec["model"], "threads": spec["threads"], "log": spec["log"]})
+                                  "model": spec["model"], "threads": spec["threads"],
+                                  "slots": spec.get("slots"), "binary": spec.get("binary"), "log": spec["log"]})
         print(f"supervisor: llama-server {spec['model']} ready on port {port} "
-              f"({spec['threads']} threads)", flush=True)
-        threading.Thread(target=_warm, args=(port, Path(spec["warm"]), spec["model"]), daemon=True).start()
-        lease_fd = os.open(lease_path, os.O_RDWR | os.O_CREAT, 0o600)
+              f"({spec['threads']} threads, {spec.get('slots')} slots)", flush=True)
+        key_path = Path(spec["key"]) if spec.get("key") else None
+        threading.Thread(target=_warm, args=(port, Path(spec["warm"]), spec["model"], key_path),
+                         daemon=True).start()
         idle_since: float | None = None
         while proc.poll() is None:
             time.sleep(POLL_S)
@@ -147,4 +185,4 @@ def supervise(spec: dict[str, Any]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(supervise(json.loads(Path(sys.argv[1]).read_text())))
+    sys.exit(supervise(json.loads(_read_own(Path(sys.argv[1])))))
