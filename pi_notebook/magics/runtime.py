@@ -130,6 +130,9 @@ class Runtime:
         run = self._serving or self.run
         if run is None:
             return False
+        if getattr(self.shell, "kernel", None) is None:
+            # terminal IPython: its text view asks with input(), if a person types there
+            return _stdin_is_a_terminal()
         if not run.interactive:
             # the first run of a kernel starts before any frontend evidence (its own view is
             # the first widget shown): its view rendering since then counts (frontend.py)
@@ -452,7 +455,8 @@ class Runtime:
         """For a cell that waited for ``run``: fail the cell when the run ended in error
         (``AgentMagics.raise_on_error``). Its transcript is already in the cell."""
         if self.settings.raise_on_error:
-            run.raise_if_failed()
+            # at a terminal the error was just printed in the run's text: not again
+            run.raise_if_failed(shown=getattr(self.shell, "kernel", None) is None)
 
     def _reset_conversation(self) -> None:
         self.get_agent().reset()
@@ -564,3 +568,11 @@ class Runtime:
         if log is not None:
             log.warning(text)
 
+
+def _stdin_is_a_terminal() -> bool:
+    import sys
+
+    try:
+        return bool(sys.stdin is not None and sys.stdin.isatty())
+    except (AttributeError, ValueError):  # replaced or closed
+        return False

@@ -190,3 +190,42 @@ def test_a_notebook_saved_mid_run_holds_the_transcript_so_far():
     md = _markdown_outputs(nb.cells[1])
     assert "talk slowly" in md and "slowly slowly" in md
     assert "writing" in md and "idle" not in md
+
+
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+
+
+def _bundle_updates(kernel, since=0.0):
+    return [m["content"]["data"] for m in kernel.messages(since)
+            if m["msg_type"] == "update_display_data" and WIDGET_MIME in m["content"]["data"]]
+
+
+def test_a_live_view_nobody_renders_republishes_its_fallback_until_a_frontend_renders_it():
+    """A client that allows stdin gets the widget view; while no frontend renders it, the
+    static fallback it carries is republished (throttled) with the transcript so far. Once a
+    frontend renders it, never again (JupyterLab re-creates the view for every update)."""
+    from kernel_helpers import Kernel
+
+    kernel = Kernel()
+    try:
+        kernel.ok(SLOW_SETUP)
+        cell = kernel.start("%%agent -m faux/faux-1 --no-wait\ntalk slowly\n")
+        kernel.wait_reply(cell, timeout=30)
+        deadline = time.monotonic() + 30
+        while not any("slowly slowly" in u["text/markdown"] for u in _bundle_updates(kernel)):
+            assert time.monotonic() < deadline, "the fallback was never republished"
+            time.sleep(0.1)
+        updates = _bundle_updates(kernel)
+        assert "talk slowly" in updates[-1]["text/markdown"]
+        assert "writing" in updates[-1]["text/markdown"]
+        # a frontend renders the view: ipywidgets' view count comes back on the view's comm
+        model_id = updates[-1][WIDGET_MIME]["model_id"]
+        kernel.send_comm_msg(model_id, {"method": "update", "state": {"_view_count": 1},
+                                        "buffer_paths": []})
+        time.sleep(1.0)  # let the count arrive
+        rendered = time.monotonic()
+        time.sleep(5.0)  # several refresh intervals
+        assert _bundle_updates(kernel, since=rendered) == []
+        kernel.ok("%agent abort")
+    finally:
+        kernel.shutdown()
