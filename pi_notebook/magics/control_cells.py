@@ -29,14 +29,24 @@ __all__ = ["is_control_cell", "install_control_bypass", "uninstall_control_bypas
 CONTROL_PREFIXES = ("%agent", "%steer", "%followup")
 
 
+# ``%agent`` commands that start a run like a ``%%agent`` cell: prompts, not control cells.
+RUN_COMMANDS = ("fix",)
+
+
+def starts_run(line: str) -> bool:
+    """``line`` (stripped) is an ``%agent`` command that starts a run (``%agent fix``)."""
+    words = line.split()
+    return len(words) == 2 and words[0] == "%agent" and words[1] in RUN_COMMANDS
+
+
 def is_control_cell(code: str) -> bool:
     """A cell whose first non-blank line is ``%agent …``, ``%steer …`` or ``%followup …``
-    (``%%agent`` is a prompt, not a control cell)."""
+    (``%%agent`` and ``%agent fix`` are prompts, not control cells)."""
     for line in code.splitlines():
         stripped = line.strip()
         if not stripped:
             continue
-        return stripped.startswith(CONTROL_PREFIXES)
+        return stripped.startswith(CONTROL_PREFIXES) and not starts_run(stripped)
     return False
 
 

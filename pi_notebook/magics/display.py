@@ -10,6 +10,11 @@ publishes as a reply to its ``%%agent`` cell. ipykernel 6 has one global parent,
 *latest* request, which would attach the transcript to whatever cell ran last; there
 the display publisher's parent is swapped for the one synchronous ``update_display``
 call (on the loop thread, so no other output can slip in between).
+
+A client nobody sits at (``frontend.is_headless``) gets a
+:class:`~pi_notebook.widgets.static_view.StaticView`: no widget, one Markdown output that
+this class republishes while the run goes on, and the run's figures as ``image/*``
+outputs after the final transcript.
 """
 
 from __future__ import annotations
@@ -43,12 +48,17 @@ class DisplayedView:
     @classmethod
     def for_shell(cls, shell: Any, log: Log, label: str, loop: asyncio.AbstractEventLoop | None,
                   on_abort: Callable[[], None], on_remove_queued: Callable[[object], None],
-                  context_window: int) -> DisplayedView:
-        """The view this shell can show: the widget view under a kernel, else text."""
+                  context_window: int, *, headless: bool = False) -> DisplayedView:
+        """The view this shell can show: the widget view under a kernel, Markdown only for
+        a headless client, else text."""
         if getattr(shell, "kernel", None) is None:
             from ..widgets.text_view import TextView
 
             return cls(TextView(label), shell, log, displayed=False)  # it prints itself
+        if headless:
+            from ..widgets.static_view import StaticView
+
+            return cls(StaticView(label, loop, context_window=context_window or None), shell, log)
         from ..widgets.view import AgentView
 
         if loop is None:
@@ -65,6 +75,21 @@ class DisplayedView:
         self.display_id = uuid.uuid4().hex
         self._parent = _current_parent(self._shell)
         display(self.view, display_id=self.display_id)
+        attach = getattr(self.view, "attach", None)
+        if callable(attach):  # a view that asks for its output to be republished
+            attach(self._republish)
+
+    def _republish(self, bundle: dict[str, Any]) -> None:
+        """Replace the shown output with ``bundle`` (the transcript so far)."""
+        if self.frozen or self.display_id is None:
+            return
+        from IPython.display import update_display
+
+        try:
+            with _parent_of(self._shell, self._parent):
+                update_display(bundle, raw=True, display_id=self.display_id)
+        except Exception as exc:
+            self._log(f"pi_notebook transcript update failed: {exc!r}")
 
     def freeze(self, status: RunStatus) -> None:
         """End the view: final status, static transcript in place of the widget, close.
@@ -90,10 +115,28 @@ class DisplayedView:
             except Exception as exc:  # the live view stays; the run still ends cleanly
                 self._log(f"pi_notebook final transcript failed: {exc!r}")
                 return  # keep the widget models: they are what the cell still shows
+            self._write_figures()
         try:
             self.view.close()
         except Exception as exc:
             self._log(f"pi_notebook view.close failed: {exc!r}")
+
+
+    def _write_figures(self) -> None:
+        """The run's figures as outputs of their own, after the transcript (views that
+        offer them: the headless one)."""
+        figures = getattr(self.view, "figure_bundles", None)
+        if not callable(figures):
+            return
+        from IPython.display import display
+
+        try:
+            bundles = figures()
+            with _parent_of(self._shell, self._parent):
+                for bundle in bundles:
+                    display(bundle, raw=True)
+        except Exception as exc:
+            self._log(f"pi_notebook figures failed: {exc!r}")
 
 
 def current_cell_number(shell: Any) -> int | None:

@@ -12,6 +12,12 @@ and would look interactive. The evidence (see docs/design/waiting.md):
 
 The evidence is sticky for the kernel's lifetime: a frontend that rendered one view renders
 the next one too.
+
+The opposite evidence, *no* widget frontend (:func:`is_headless`), comes from the request
+itself: a client that sent the cell with ``allow_stdin = False`` cannot answer ``input()``,
+so nobody sits at it. nbclient (so ``jupyter execute``, papermill, ``nbconvert --execute``)
+does that; JupyterLab, Notebook 7 and VS Code allow stdin. A run for such a client creates
+no widget at all: nbclient stores every widget model it sees in the saved notebook.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ import sys
 import weakref
 from typing import Any
 
-__all__ = ["has_widget_frontend", "frontend_seen", "track_view", "view_rendered", "count_new_views",
+__all__ = ["has_widget_frontend", "is_headless", "frontend_seen", "track_view", "view_rendered", "count_new_views",
            "close_views", "install_shutdown_close", "uninstall_shutdown_close"]
 
 _tracked: weakref.WeakSet[Any] = weakref.WeakSet()
@@ -34,6 +40,23 @@ def has_widget_frontend(shell: Any) -> bool:
     if getattr(shell, "kernel", None) is None:
         return False
     return frontend_seen()
+
+
+def is_headless(shell: Any) -> bool:
+    """Is the cell running now from a client nobody sits at (module docstring)? False in
+    terminal IPython (it has its own text view) and once a widget frontend was seen."""
+    kernel = getattr(shell, "kernel", None)
+    if kernel is None or frontend_seen():
+        return False
+    try:
+        parent = kernel.get_parent("shell")
+    except Exception:
+        parent = None
+    content = parent.get("content") if isinstance(parent, dict) else None
+    if isinstance(content, dict) and "allow_stdin" in content:
+        return not content["allow_stdin"]
+    allow = getattr(kernel, "_allow_stdin", None)  # set by do_execute for the running request
+    return allow is False
 
 
 def frontend_seen() -> bool:

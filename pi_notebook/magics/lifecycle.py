@@ -107,9 +107,12 @@ class Run:
         "removed"."""
         self.removed = True
 
-    def raise_if_failed(self) -> None:
-        """Raise :class:`AgentRunError` (one line) if the run ended in ``error``."""
+    def raise_if_failed(self, *, shown: bool = False) -> None:
+        """Raise :class:`AgentRunError` (one line) if the run ended in ``error``; ``shown``:
+        the error was just printed right above, so the line does not repeat it."""
         if self.status == "error":
+            if shown:
+                raise AgentRunError("The agent run failed (the error is printed above).")
             detail = (self.error or "see the transcript above").replace("\n", " ")
             raise AgentRunError(f"The agent run failed: {detail}")
 

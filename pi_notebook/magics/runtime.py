@@ -130,6 +130,9 @@ class Runtime:
         run = self._serving or self.run
         if run is None:
             return False
+        if getattr(self.shell, "kernel", None) is None:
+            # terminal IPython: its text view asks with input(), if a person types there
+            return _stdin_is_a_terminal()
         if not run.interactive:
             # the first run of a kernel starts before any frontend evidence (its own view is
             # the first widget shown): its view rendering since then counts (frontend.py)
@@ -172,16 +175,17 @@ class Runtime:
         return self._serving
 
     # --- views ----------------------------------------------------------------------------
-    def _show_view(self, label: str, on_abort: Callable[[], None]) -> DisplayedView:
+    def _make_view(self, label: str, on_abort: Callable[[], None]) -> DisplayedView:
+        """The run's view, not shown yet (``DisplayedView.show``)."""
         loop = self.kernel_loop.loop
         if self.view_factory is not None:
             view = self.view_factory(label, loop, on_abort, self.remove_queued_threadsafe)
-            shown = DisplayedView(view, self.shell, self._log)
-        else:
-            shown = DisplayedView.for_shell(self.shell, self._log, label, loop, on_abort,
-                                            self.remove_queued_threadsafe, self._context_window())
-        shown.show()
-        return shown
+            return DisplayedView(view, self.shell, self._log)
+        from .frontend import is_headless
+
+        return DisplayedView.for_shell(self.shell, self._log, label, loop, on_abort,
+                                       self.remove_queued_threadsafe, self._context_window(),
+                                       headless=is_headless(self.shell))
 
     # --- starting and queueing ------------------------------------------------------------
     def is_running(self) -> bool:
@@ -266,7 +270,7 @@ class Runtime:
                  interactive: bool, queued: bool, chained: bool) -> Run:
         loop = self.attach_loop()
         holder: list[Run] = []
-        shown = self._show_view(label, lambda: self.call_on_loop(self._abort_from_view, holder[0]))
+        shown = self._make_view(label, lambda: self.call_on_loop(self._abort_from_view, holder[0]))
         policy = options.approve or self.settings.approval
         run = Run(text, kind, shown, options, policy, interactive, cell=current_cell_number(self.shell),
                   after=self.run if chained else None, needs_success=queued)
@@ -275,9 +279,12 @@ class Runtime:
             from .frontend import track_view
 
             track_view(getattr(run.active_view, "widget", None))
+        # the prompt before the first display: the static fallback shown with a live view
+        # (a notebook saved mid-run) has it from the start
         run.view.add_user_message(text, kind)
         if chained:
             run.view.set_status("queued")
+        shown.show()
         if queued:
             origin = (self._serving or self.run or run).view
             run.queue_token = self.queue.add("prompt", text, origin, run).token
@@ -307,16 +314,22 @@ class Runtime:
         agent = self.get_agent()
         if run.queue_token is not None:
             self.queue.take(run.queue_token)
+        resolved = await self._model_for(run)
+        self._try(lambda: run.view.set_model_label(resolved.label))
+        # a refused run changes nothing: not the conversation's model (a -m with no key must
+        # not stick), not its thinking level, not the conversation (--new)
+        model = resolved.model if resolved is not self.resolved else agent.state.model
+        refusal = unreachable_reason(model)
+        if refusal is not None:
+            raise RunRefused(refusal)
         if run.options.new:
             self._reset_conversation()
-        resolved = await self._model_for(run)
         if resolved is not self.resolved:  # else keep agent.state.model (get_agent() may set it)
             self.resolved = resolved
             self._configured_model = self.settings.model.strip() or None
             agent.state.model = resolved.model
             if resolved.warning and resolved is not run.options.model:
                 run.view.show_notice(resolved.warning, "warning")
-        self._try(lambda: run.view.set_model_label(resolved.label))
         if run.options.thinking:
             self._thinking_override = run.options.thinking
         settings = run_settings(self.settings)
@@ -329,9 +342,6 @@ class Runtime:
             self._approval.reset_run()  # "Always for this run" ends with the run
             self._approval.timeout_s = settings.approval_timeout or None
         self._try(lambda: run.view.set_policy(run.policy))
-        refusal = unreachable_reason(agent.state.model)
-        if refusal is not None:
-            raise RunRefused(refusal)
         for item in self.queue.items():
             if item.owner is run and item.message is not None:
                 self._hand_to_agent(item.kind, item.message)  # queued while it waited
@@ -445,7 +455,8 @@ class Runtime:
         """For a cell that waited for ``run``: fail the cell when the run ended in error
         (``AgentMagics.raise_on_error``). Its transcript is already in the cell."""
         if self.settings.raise_on_error:
-            run.raise_if_failed()
+            # at a terminal the error was just printed in the run's text: not again
+            run.raise_if_failed(shown=getattr(self.shell, "kernel", None) is None)
 
     def _reset_conversation(self) -> None:
         self.get_agent().reset()
@@ -557,3 +568,11 @@ class Runtime:
         if log is not None:
             log.warning(text)
 
+
+def _stdin_is_a_terminal() -> bool:
+    import sys
+
+    try:
+        return bool(sys.stdin is not None and sys.stdin.isatty())
+    except (AttributeError, ValueError):  # replaced or closed
+        return False

@@ -6,7 +6,8 @@ Two kinds of cells wait (docs/design/waiting.md has the whole design and what wa
   so Run All behaves like running the cells one by one (interactive frontends; off with
   ``AgentMagics.wait_for_runs = False``). Control cells (``%agent …``, ``%steer``,
   ``%followup``, ``%%agent`` which queues, ``%load_ext``/``%config``…) never wait.
-- *after*: a ``%%agent`` cell (or a one-line ``%steer``/``%followup`` that starts a run)
+- *after*: a ``%%agent`` cell (or ``%agent fix``, or a one-line ``%steer``/``%followup`` that
+  starts a run)
   blocks until its run ends when ``--wait`` / ``AgentMagics.wait`` say so, or in ``auto``
   mode until either the run ends or a widget frontend shows the run's view: headless
   executors (nbclient, papermill) never render it, so their cell blocks to the end and the
@@ -38,12 +39,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .control_cells import install_control_bypass, is_control_cell, uninstall_control_bypass
+from .control_cells import install_control_bypass, is_control_cell, starts_run, uninstall_control_bypass
 from .frontend import (
     count_new_views,
     frontend_seen,
     has_widget_frontend,
     install_shutdown_close,
+    is_headless,
     stop_counting_views,
     track_view,
     uninstall_shutdown_close,
@@ -65,6 +67,7 @@ WAITING_TEXT = ("waiting for the agent run above to finish — Abort it there or
 WAITING_MARKDOWN = ("*waiting for the agent run above to finish — Abort it there or with "
                     "`%agent abort`*")
 _POLL_S = 0.05  # how often a blocking cell looks for a frontend that rendered its view
+_END_GRACE_S = 5.0  # how long an interrupted cell lets its aborted run end (see _let_it_end)
 
 WaitMode = Literal["run", "run_or_frontend"]
 
@@ -101,7 +104,11 @@ def wait_mode(explicit: bool | None, setting: str, shell: Any) -> WaitMode | Non
         return "run"
     if setting == "never":
         return None
-    return None if has_widget_frontend(shell) else "run_or_frontend"
+    if has_widget_frontend(shell):
+        return None
+    # a client nobody sits at shows no widget (frontend.is_headless): nothing to wait for but
+    # the run's end
+    return "run" if is_headless(shell) else "run_or_frontend"
 
 
 def _runtime() -> Any:
@@ -148,6 +155,10 @@ def plan_cell(raw_cell: str, runtime: Any = None) -> CellPlan | None:
             return None  # the magic itself reports the UsageError
         return _after_plan(wait_mode(args.wait, runtime.settings.wait, runtime.shell))
     code_lines = [line for line in lines if line.strip()]
+    if len(code_lines) == 1 and starts_run(first):
+        # %agent fix is a %%agent cell whose prompt is made for it: it blocks, or queues and
+        # blocks, exactly like one
+        return _after_plan(wait_mode(None, runtime.settings.wait, runtime.shell))
     if len(code_lines) == 1 and (_is_magic(first, "%steer") or _is_magic(first, "%followup")):
         # it starts a run when none is active: block like %%agent would; queueing never blocks
         if runtime.is_running():
@@ -302,10 +313,33 @@ async def _wait_for_run(runtime: Any, task: asyncio.Task[Any], message: str,
                 if task.done():
                     break
                 runtime.abort()  # Stop pressed: the run stops with the cell
+                await _let_it_end(runtime, task)
                 raise WaitInterrupted(message) from None
         return True
     finally:
         _cells.waiting -= 1
+
+
+async def _let_it_end(runtime: Any, task: asyncio.Task[Any]) -> None:
+    """After an interrupt: give the aborted run a moment to end, so its final transcript is
+    written while this cell is still the one running (an executor such as nbclient keeps
+    only the output that arrives before the cell's reply). If it does not end in time, the
+    views publish the transcript so far instead."""
+    try:
+        await asyncio.wait({task}, timeout=_END_GRACE_S)
+    except asyncio.CancelledError:
+        pass  # a second interrupt: go at once
+    if task.done():
+        return
+    from .lifecycle import Run
+
+    for run in Run.chain(runtime.run):
+        flush = getattr(run.view, "flush", None)
+        if callable(flush):
+            try:
+                flush()
+            except Exception:
+                pass  # the cell still ends with its one line
 
 
 async def wait_before_cell() -> None:

@@ -29,6 +29,21 @@ def _indent(text: str, prefix: str = "    ") -> str:
     return "\n".join(prefix + line for line in text.splitlines())
 
 
+def _record_text(record: DisplayOutput | ResultOutput | ErrorOutput) -> str | None:
+    """One output record as terminal text (images by their type only)."""
+    if isinstance(record, ErrorOutput):
+        summary, _folded = fold_traceback("\n".join(record.traceback) or f"{record.ename}: {record.evalue}")
+        return strip_control(summary) + "\n"
+    data = record.data
+    for mime in ("image/png", "image/jpeg", "image/gif"):
+        if mime in data:
+            return f"[{mime} output]\n"
+    plain = data.get("text/plain")
+    if isinstance(plain, list):
+        plain = "".join(plain)
+    return strip_control(plain) + "\n" if isinstance(plain, str) and plain else None
+
+
 def render_event_text(event: Any, *, user_kind: str | None = None) -> str | None:
     """Text to print for one AgentEvent, or None if the event prints nothing.
 
@@ -79,26 +94,21 @@ def render_event_text(event: Any, *, user_kind: str | None = None) -> str | None
         match read_output(field(field(event, "partial_result"), "details")):
             case StreamOutput(text=text):
                 return strip_control(text) or None
-            case DisplayOutput(data=data) | ResultOutput(data=data):
-                for mime in ("image/png", "image/jpeg", "image/gif"):
-                    if mime in data:
-                        return f"[{mime} output]\n"
-                plain = data.get("text/plain")
-                if isinstance(plain, list):
-                    plain = "".join(plain)
-                return strip_control(plain) + "\n" if isinstance(plain, str) and plain else None
-            case ErrorOutput(ename=ename, evalue=evalue, traceback=tb):
-                summary, _folded = fold_traceback("\n".join(tb) or f"{ename}: {evalue}")
-                return summary + "\n"
+            case DisplayOutput() | ResultOutput() | ErrorOutput() as record:
+                return _record_text(record)
         return None
     if etype == "tool_execution_end":
         name = strip_control(str(field(event, "tool_name", "") or "tool"))
         is_error = bool(field(event, "is_error", False))
         result = field(event, "result")
-        if parse_call_details(field(result, "details")) is not None:
-            # A typed python call: its output was printed as it came; the result text
-            # is the model's copy (with its markers), not for the user.
-            return f"[{name} {'failed' if is_error else 'done'}]\n"
+        details = parse_call_details(field(result, "details"))
+        if details is not None:
+            # A typed python call: its streams and displays were printed as they came; the
+            # value of its last expression and its exception come only with the result (the
+            # result text is the model's copy, with its markers, not for the user).
+            tail = "".join(_record_text(o) or "" for o in details.outputs
+                           if isinstance(o, (ResultOutput, ErrorOutput)))
+            return f"{tail}[{name} {'failed' if is_error else 'done'}]\n"
         text = strip_control(content_text(field(result, "content"))).strip()
         if len(text) > _MAX_RESULT:
             text = text[:_MAX_RESULT] + f"\n… {len(text) - _MAX_RESULT:,} more characters"

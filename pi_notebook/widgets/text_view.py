@@ -3,14 +3,19 @@
 It implements ``RunView`` like ``AgentView``. User messages print when the agent
 emits them, labelled with the kind the runtime told us: each ``add_user_message`` /
 ``deliver_queued`` call labels the next user message, in order (never by text).
+
+Approvals are asked at the terminal (``input()``: y / N / a), since the cell blocks while
+its run goes on; Ctrl-D or Ctrl-C at the question skips the call. An error is printed once:
+the final status line does not repeat it.
 """
 
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from ._util import field
+from ._util import field, strip_control
 from .protocol import ApprovalChoice, NoticeLevel, QueueKind, RunStatus
 from .text import render_event_text
 
@@ -21,13 +26,20 @@ if TYPE_CHECKING:
 __all__ = ["TextView"]
 
 
+_ANSWERS: dict[str, ApprovalChoice] = {"y": "run", "yes": "run", "": "skip", "n": "skip", "no": "skip",
+                                       "a": "always", "always": "always"}
+
+
 class TextView:
-    def __init__(self, model_label: str) -> None:
+    def __init__(self, model_label: str, *, ask: Callable[[str], str] = input) -> None:
         self.model_label = model_label
         self.status: RunStatus = "idle"
         self.policy: str | None = None
+        self._ask = ask
         self._kinds: deque[QueueKind] = deque()
         self._parts: list[str] = []
+        self._error_shown = False  # an error line was printed: the status line does not repeat it
+        self._skipped: set[str] = set()  # tool calls declined at the question
         self._write(f"[agent: {model_label}]\n")
 
     def set_model_label(self, label: str) -> None:
@@ -47,7 +59,15 @@ class TextView:
             kind = self._kinds.popleft() if self._kinds else "prompt"
         elif etype == "agent_end":
             self._kinds.clear()  # labels the agent never used must not label a later message
-        self._write(render_event_text(event, user_kind=kind))
+        if etype == "tool_execution_end" and field(event, "tool_call_id") in self._skipped:
+            # declined here: its result text is advice to the model, "skipped" says it all
+            name = strip_control(str(field(event, "tool_name", "") or "tool"))
+            self._write(f"[{name} skipped]\n")
+            return
+        text = render_event_text(event, user_kind=kind)
+        if etype == "message_end" and text and text.startswith(("\n[error]", "\n[aborted]")):
+            self._error_shown = True
+        self._write(text)
 
     def add_user_message(self, text: str, kind: QueueKind = "prompt") -> None:
         self._kinds.append(kind)  # printed when the agent emits it
@@ -62,7 +82,22 @@ class TextView:
         pass
 
     async def request_approval(self, request: ApprovalRequest) -> ApprovalChoice:
-        return "skip"  # nobody can click here; the approval hook fails closed before this
+        """Ask at the terminal (the code was printed with the call). Blocking the loop is
+        what the cell does anyway: nothing else runs while the run waits for the answer."""
+        name = strip_control(str(field(request, "tool_name", "") or "tool"))
+        while True:
+            try:
+                answer = self._ask(f"Run this {name} call? [y]es / [N]o, skip / [a]lways for this run: ")
+            except (EOFError, KeyboardInterrupt):
+                self._write("\n")
+                self._skipped.add(str(field(request, "tool_call_id", "") or ""))
+                return "skip"
+            choice = _ANSWERS.get(answer.strip().lower())
+            if choice is not None:
+                if choice == "skip":
+                    self._skipped.add(str(field(request, "tool_call_id", "") or ""))
+                return choice
+            self._write("Please answer y, n or a.\n")
 
     def set_status(self, status: RunStatus, detail: str = "") -> None:
         self.status = status
@@ -73,6 +108,8 @@ class TextView:
             self._write(f"[approval: {policy}]\n")
 
     def show_notice(self, text: str, level: NoticeLevel = "info") -> None:
+        if level == "error":
+            self._error_shown = True
         self._write(f"\n[{level}] {text}\n")
 
     def set_context_usage(self, used: int | None, window: int | None = None) -> None:
@@ -80,6 +117,8 @@ class TextView:
 
     def finish(self, status: RunStatus | None = None) -> None:
         self.status = status or "done"
+        if self.status in ("error", "aborted") and self._error_shown:
+            return  # the line that said what went wrong was the status line
         self._write(f"\n[{self.status}]\n")
 
     def to_markdown(self) -> str:

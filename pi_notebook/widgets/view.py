@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -55,6 +56,7 @@ APPROVAL_CHOICES: tuple[ApprovalChoice, ...] = ("run", "skip", "always")
 WIDGET_VIEW_MIME = "application/vnd.jupyter.widget-view+json"
 FALLBACK_TEXT = "pi_notebook agent view (live only while its kernel runs)"
 _log = logging.getLogger(__name__)
+FALLBACK_REFRESH_S = 2.0  # at most this often, while no frontend renders the view
 
 
 class AgentView(W.VBox):
@@ -81,6 +83,8 @@ class AgentView(W.VBox):
         self._approvals: dict[str, asyncio.Future[ApprovalChoice]] = {}
         self._tick_handle: asyncio.TimerHandle | None = None
         self._closed = False
+        self._publish: Callable[[dict[str, Any]], None] | None = None  # see attach()
+        self._published = time.monotonic()  # the display itself carried the first fallback
 
         style = self._set.html(stylesheet(), "pi-hidden-style")
         self._header = self._set.html(self._header_html())
@@ -150,6 +154,25 @@ class AgentView(W.VBox):
             "text/plain": f"{FALLBACK_TEXT}\n\n{md}",
             "text/markdown": f"*{FALLBACK_TEXT}*\n\n{md}",
         }
+
+    def attach(self, publish: Callable[[dict[str, Any]], None]) -> None:
+        """How to replace the displayed bundle (the displayer's ``update_display``): the
+        fallback is republished, throttled, while no frontend renders the view (see
+        ``_refresh_fallback``)."""
+        self._publish = publish
+
+    def _refresh_fallback(self) -> None:
+        """Keep the static fallback current while nobody renders the view (a client without
+        widgets saves what it was sent). Once a frontend renders it, never: JupyterLab
+        re-creates a widget view for every update of its output ("Loading widget…", scroll
+        position lost), so a rendered view keeps the fallback it was displayed with."""
+        if self._publish is None or self._closed or self._view_count != 0:
+            return  # not tracked (a frontend is known to render it) or rendered already
+        now = time.monotonic()
+        if now - self._published < FALLBACK_REFRESH_S:
+            return
+        self._published = now
+        self._publish(self.display_bundle())
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any] | None:
         if self._closed or self.comm is None:
@@ -387,6 +410,7 @@ class AgentView(W.VBox):
             if self._header.value != value:
                 self._header.value = value
             t.header_dirty = False
+        self._refresh_fallback()
 
     @staticmethod
     def _sync(block: Block[Any]) -> None:

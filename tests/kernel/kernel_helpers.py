@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from jupyter_client import KernelManager
+from jupyter_client import AsyncKernelManager, KernelManager
 from jupyter_client.kernelspec import KernelSpecManager
 
 KERNEL_PYTHON = os.environ.get("PI_NOTEBOOK_KERNEL_PYTHON", sys.executable)
@@ -265,21 +265,34 @@ def faux_setup(tokens_per_second: float | None = None) -> str:
     return FAUX_SETUP.format(tps=repr(tokens_per_second))
 
 
-def execute_notebook(cells: list[str], env: dict[str, str] | None = None) -> Any:
+def execute_notebook(cells: list[str], env: dict[str, str] | None = None, *,
+                     expect: type[BaseException] | None = None, **client_options: Any) -> Any:
     """Run ``cells`` headless through nbclient (as ``jupyter execute`` does) in a fresh kernel;
-    errors are kept in the outputs. Returns the executed notebook."""
+    errors are kept in the outputs. Returns the executed notebook (also when nbclient raised
+    ``expect``, e.g. ``CellTimeoutError``: the notebook as the executor would save it then).
+    ``client_options`` go to ``NotebookClient`` (``timeout``, ``interrupt_on_timeout``...)."""
     import nbformat
     from nbclient import NotebookClient
 
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(src) for src in cells]
+    options: dict[str, Any] = {"timeout": 60, "allow_errors": True, **client_options}
     with tempfile.TemporaryDirectory() as tmp:
         name = make_kernelspec(Path(tmp), env=env)
-        km = KernelManager(kernel_name=name,
-                           kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(Path(tmp) / "kernels")]))
-        client = NotebookClient(nb, km=km, timeout=60, allow_errors=True,
-                                resources={"metadata": {"path": tmp}})
-        client.execute()
+        # the async manager, as `jupyter execute` and papermill use: with a blocking client
+        # nbclient reads iopub with blocking calls and its cell timeout never fires
+        km = AsyncKernelManager(kernel_name=name,
+                                kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(Path(tmp) / "kernels")]))
+        client = NotebookClient(nb, km=km, resources={"metadata": {"path": tmp}}, **options)
+        if expect is None:
+            client.execute()
+        else:
+            try:
+                client.execute()
+            except expect:
+                pass
+            else:
+                raise AssertionError(f"nbclient did not raise {expect.__name__}")
     return nb
 
 

@@ -27,6 +27,32 @@ async def test_missing_key_ends_run_with_error_and_leaves_no_messages(shell, fau
     assert rt.last_run is not None and "OPENAI_API_KEY" in (rt.last_run.error or "")
 
 
+async def test_a_refused_model_does_not_stick(shell, faux, monkeypatch, capsys):
+    """A -m refused for its missing key changes nothing: the next plain cell uses the model
+    it used before, %agent status does not name the refused one, --new reset nothing."""
+    faux.set_responses([faux_assistant_message("before")])
+    await run_cell(shell, "%%agent\nfirst\n")
+    await settle()
+    rt = runtime()
+    before_model, before_resolved = rt.agent.state.model, rt.resolved
+    before_messages = list(rt.agent.state.messages)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    await run_cell(shell, "%%agent -m openai/gpt-4.1 --new --thinking high\nhello\n")
+    await settle()
+    assert FakeView.instances[-1].kinds("finish") == [("finish", "error")]
+    assert rt.agent.state.model is before_model and rt.resolved is before_resolved
+    assert rt.agent.state.messages == before_messages  # --new did not reset the conversation
+    shell.run_line_magic("agent", "")
+    status = capsys.readouterr().out
+    assert "openai" not in status and "-m in the cell" not in status
+    faux.set_responses([faux_assistant_message("after")])
+    await run_cell(shell, "%%agent\nagain\n")
+    await settle()
+    assert FakeView.instances[-1].kinds("finish") == [("finish", "done")]
+    assert rt.agent.state.thinking_level != "high"
+    assert rt.agent.state.messages[-1].content[0].text == "after"
+
+
 async def test_unknown_model_is_a_one_line_usage_error(shell):
     result = await run_cell(shell, "%%agent -m opnai/gpt-4.1\nhello\n")
     assert isinstance(result.error_in_exec, UsageError)

@@ -12,6 +12,7 @@ from magics_helpers import FakeView, run_cell, runtime, settle
 from pi_notebook.ai.providers.faux import faux_assistant_message, register_faux_provider
 from pi_notebook.magics import frontend
 from pi_notebook.magics.runtime import IN_AGENT_RUN
+from pi_notebook.magics.control_cells import is_control_cell
 from pi_notebook.magics.wait import (
     WAITING_TEXT,
     CellPlan,
@@ -78,6 +79,12 @@ def test_agent_cell_plans_follow_flags_settings_and_evidence(shell):
     assert plan_cell("%%agent\nq\n") == CellPlan(after=True, until_rendered=True)
     assert plan_cell("%steer go\n") == CellPlan(after=True, until_rendered=True)
     assert plan_cell("%steer go\nx = 1\n") is None  # not a one-line submission
+    # %agent fix starts a run like %%agent: it plans like one and is no control cell
+    assert plan_cell("%agent fix\n") == CellPlan(after=True, until_rendered=True)
+    assert not is_control_cell("%agent fix") and is_control_cell("%agent status")
+    rt.settings.wait = "never"
+    assert plan_cell("%agent fix\n") is None
+    rt.settings.wait = "auto"
     # a bad line is left for the magic to report as a UsageError
     assert plan_cell("%%agent --bogus\nq\n") is None
 
@@ -184,6 +191,19 @@ async def test_auto_mode_blocks_until_a_frontend_shows_the_view(shell, slow):
     assert result.success and rt.is_running()  # returned while the run goes on
     assert rt.run.interactive is True  # approvals may now ask
     assert has_widget_frontend(shell)  # and later cells do not block
+
+
+def test_a_request_that_cannot_answer_input_is_headless(shell, monkeypatch):
+    """nbclient sends allow_stdin=False: no widget frontend is there, the cell blocks to the
+    end (no view to wait for) and the view is the static one."""
+    from pi_notebook.magics.frontend import is_headless
+
+    parent = {"content": {"allow_stdin": False}}
+    monkeypatch.setattr(shell.kernel, "get_parent", lambda channel="shell": parent, raising=False)
+    assert is_headless(shell) and wait_mode(None, "auto", shell) == "run"
+    parent["content"]["allow_stdin"] = True  # JupyterLab, Notebook 7, VS Code
+    assert not is_headless(shell) and wait_mode(None, "auto", shell) == "run_or_frontend"
+    assert not is_headless(types.SimpleNamespace(user_ns={}))  # terminal: its own text view
 
 
 def test_detection_ignores_inherited_session_variables(shell, monkeypatch):
