@@ -35,7 +35,8 @@ def _quickstart(args: argparse.Namespace) -> int:
         return code
 
     import nbformat
-    from jupyter_client import KernelManager
+    from jupyter_client import AsyncKernelManager
+    from jupyter_core.utils import run_sync
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError
 
@@ -44,8 +45,10 @@ def _quickstart(args: argparse.Namespace) -> int:
         # The kernel talks to us over Unix sockets in a private folder rather than TCP on
         # 127.0.0.1: nothing else on the machine can connect, and ipykernel has no reason to
         # warn that the channel is unencrypted.
-        km = KernelManager(kernel_name="python3", transport="ipc",
-                           ip=os.path.join(sockets, "kernel"))
+        # The async manager: with the blocking one nbclient's per-cell timeout never fires,
+        # so a cell that hangs would hang the quickstart (and --timeout would be a lie).
+        km = AsyncKernelManager(kernel_name="python3", transport="ipc",
+                                ip=os.path.join(sockets, "kernel"))
         client = NotebookClient(nb, km=km, timeout=args.timeout,
                                 resources={"metadata": {"path": str(source.parent.resolve())}})
         started = time.monotonic()
@@ -63,7 +66,7 @@ def _quickstart(args: argparse.Namespace) -> int:
             return 130
         finally:
             if km.has_kernel:
-                km.shutdown_kernel(now=False)
+                run_sync(km.shutdown_kernel)(now=False)
     nbformat.write(nb, output)
     print(f"pi_notebook: done in {time.monotonic() - started:.0f} s; executed notebook written to {output.resolve()}")
     return 0
