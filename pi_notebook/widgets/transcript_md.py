@@ -68,7 +68,9 @@ def transcript_markdown(t: Transcript) -> str:
 
 def header_markdown(t: Transcript) -> str:
     tin, tout, cost = t.usage_now()
-    bits = [f"**{markdown_for_transcript(t.model_label)}**", t.status, fmt_seconds(t.elapsed)]
+    bits = [f"**{markdown_for_transcript(t.model_label)}**", t.status]
+    if t.timed:
+        bits.append(fmt_seconds(t.elapsed))
     if t.policy:
         bits.append(f"approval: {markdown_for_transcript(t.policy)}")
     if tin or tout:
