@@ -142,8 +142,8 @@ class Transcript:
             return False
         if status == "queued" and self.status in ("idle", "queued") and self.ended is None:
             self.timed = False
-        elif not self.timed and status not in FINAL_STATUSES:
-            self.timed = True  # out of the queue: the run starts now
+        elif not self.timed and status not in (*FINAL_STATUSES, "aborting", "idle"):
+            self.timed = True  # out of the queue: the run starts now (not a Remove click)
             self.started = self.clock()
         self.status, self.status_detail = status, detail
         self.changed(header=True)

@@ -51,9 +51,12 @@ TRANSCRIPT_STYLE = """<style>
 .pi-transcript { border: 1px solid var(--jp-border-color2, #e1e4e8); border-radius: 8px;
   padding: 6px 10px 8px 10px; margin: 0; background: var(--jp-layout-color0, #fff); box-sizing: border-box;
   max-width: 100%; min-width: 0; }
+.jp-RenderedHTMLCommon:has(> .pi-transcript) { padding-right: 0; }
 .pi-transcript .pi-head { display: flex; align-items: center; gap: 10px; flex-wrap: wrap; font-size: 12px;
   color: var(--jp-content-font-color2, #57606a); padding: 2px 0 6px 0; margin: 0; line-height: 1.5;
-  font-family: var(--jp-ui-font-family, system-ui, sans-serif); }
+  font-family: var(--jp-ui-font-family, system-ui, sans-serif);
+  /* the live header row's height (it holds the Abort button) */
+  min-height: 31.5px; box-sizing: border-box; }
 .pi-transcript .pi-sep { display: none; }
 .pi-transcript .pi-model, .pi-transcript .pi-tool-name { font-weight: 600;
   color: var(--jp-content-font-color1, #1f2328);
@@ -64,7 +67,6 @@ TRANSCRIPT_STYLE = """<style>
 .pi-transcript .pi-scroll { display: flex; flex-direction: column-reverse; max-height: min(75vh, 900px);
   overflow-y: auto; overflow-x: hidden; }
 .pi-transcript .pi-scroll > div { flex: 0 0 auto; min-width: 0; max-width: 100%; }
-.pi-transcript .pi-scroll > div > :first-child { margin-top: 0; }
 .pi-transcript .pi-user { border-left: 3px solid #6b8afd; padding: 2px 0 2px 10px; margin: 6px 0 2px 0;
   background: var(--jp-layout-color1, #f8f9fb); border-radius: 0 6px 6px 0; line-height: 1.5;
   font-family: var(--jp-ui-font-family, system-ui, sans-serif); font-size: var(--jp-content-font-size1, 13px); }
@@ -105,6 +107,8 @@ TRANSCRIPT_STYLE = """<style>
 .pi-transcript .pi-thinking { font-size: 12px; font-style: italic; color: var(--jp-content-font-color3, #8c959f);
   border-left: 2px solid var(--jp-border-color2, #e1e4e8); padding-left: 8px; }
 .pi-transcript .pi-thinking > summary { padding: 3px 0; }
+body[data-jp-theme-light="false"] .pi-transcript pre { background: #0d1117; border-color: #30363d; }
+body[data-jp-theme-light="false"] .pi-transcript .pi-outbox pre { background: transparent; }
 body[data-jp-theme-light="false"] .pi-transcript .pi-err pre { background: #3b1f22; color: #ffb3b3; }
 body[data-jp-theme-light="false"] .pi-transcript .pi-notice.pi-warning { background: #3a3117; color: #f2dc8c; }
 body[data-jp-theme-light="false"] .pi-transcript .pi-notice.pi-error { background: #3b1f22; color: #ffb3b3; }

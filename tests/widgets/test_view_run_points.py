@@ -113,6 +113,15 @@ def test_a_removed_queued_run_has_no_run_time():
     assert transcript_text(transcript_markdown(t)) == "pi agent · faux/m · removed"
 
 
+async def test_remove_on_a_queued_cell_shows_no_run_time(view, comms: CommLog):
+    view.set_status("queued")
+    view.flush()
+    view.abort_button.click()  # "Remove": the view says aborting until the run layer ends it
+    await asyncio.sleep(0.01)
+    view.finish("removed")
+    assert transcript_text(view.to_markdown()).split("\n")[0] == "pi agent · faux/test-model · removed"
+
+
 async def test_a_queued_cells_button_says_remove(view, comms: CommLog):
     view.set_status("queued")
     view.flush()
