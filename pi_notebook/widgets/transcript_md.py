@@ -3,6 +3,9 @@
 It is saved in the notebook and rendered by JupyterLab (trusted Markdown allows raw
 HTML, unsanitised), nbconvert, GitHub and nbviewer, so:
 
+- it keeps the live view's frame (box, header line, "You" row, tool cards with a code box
+  and an output box, the scroll box and its height limit): our own escaped HTML blocks
+  around the items' Markdown, styled by one constant stylesheet (``TRANSCRIPT_STYLE``);
 - model text goes through ``markdown_for_transcript`` (no raw HTML, no remote image,
   no ``javascript:`` link; math as our own sanitised MathML);
 - each item is *sealed*: a code fence it left open is closed, so one item's text
@@ -29,8 +32,7 @@ from .theme import STATUS_COLOURS
 from .toolcall import ToolItem, fold_traceback
 from .transcript import Transcript
 
-__all__ = ["transcript_markdown", "seal", "fenced", "TRANSCRIPT_OUTPUT_CHARS", "TRANSCRIPT_STYLE",
-           "MONOSPACE_STYLE"]
+__all__ = ["transcript_markdown", "seal", "fenced", "TRANSCRIPT_OUTPUT_CHARS", "TRANSCRIPT_STYLE"]
 
 _log = logging.getLogger(__name__)
 # Per output run: head and tail, the middle elided.
@@ -114,8 +116,6 @@ body[data-jp-theme-light="false"] .pi-transcript .pi-notice.pi-warning { backgro
 body[data-jp-theme-light="false"] .pi-transcript .pi-notice.pi-error { background: #3b1f22; color: #ffb3b3; }
 body[data-jp-theme-light="false"] .pi-transcript .pi-pill { filter: saturate(.8) brightness(.92); }
 </style>"""
-# (the name of the earlier, code-font-only rule; kept for importers)
-MONOSPACE_STYLE = TRANSCRIPT_STYLE
 _ICONS = {"info": "ℹ", "warning": "⚠", "error": "✖"}
 _OPEN = '<div class="pi-scroll"><div>'
 _CLOSE = "</div></div></div>"
@@ -172,11 +172,6 @@ def header_html(t: Transcript) -> str:
     if t.context_used and t.context_window and t.context_used / t.context_window >= 0.01:
         bits.append(f'<span class="pi-metric">context {t.context_used / t.context_window:.0%}</span>')
     return safe_text(f'<div class="pi-head"><span class="pi-sep">pi agent · </span>{_SEP.join(bits)}</div>')
-
-
-def header_markdown(t: Transcript) -> str:
-    """(the header line; kept for importers)"""
-    return header_html(t)
 
 
 def item_markdown(item: Item) -> str | None:
