@@ -148,7 +148,7 @@ def _attr(text: str) -> str:
     return html.escape(text, quote=True).replace("$", "&#36;")
 
 
-def pill(status: str) -> str:
+def _pill(status: str) -> str:
     bg, fg = STATUS_COLOURS.get(status, ("#e8eaed", "#3c4043"))
     return f'<span class="pi-pill" style="background:{bg};color:{fg}">{_inert(status)}</span>'
 
@@ -160,7 +160,7 @@ def header_html(t: Transcript) -> str:
     """The live view's header line (model, status pill, metrics) as one line of HTML;
     its text reads "pi agent · model · done · 1.2s · …" where styles are dropped."""
     tin, tout, cost = t.usage_now()
-    bits = [f'<span class="pi-model">{_inert(strip_control(t.model_label))}</span>', pill(t.status)]
+    bits = [f'<span class="pi-model">{_inert(strip_control(t.model_label))}</span>', _pill(t.status)]
     if t.policy:
         bits.append(f'<span class="pi-metric">approval: {_inert(strip_control(t.policy))}</span>')
     if t.timed:
@@ -212,7 +212,7 @@ def tool_markdown(item: ToolItem) -> str:
     """A tool card: head line, the code (a fenced block in a box), and the outputs in a
     box of their own below it, as in the live card."""
     bits = [f'<span class="pi-tool-name">⚙ {_inert(strip_control(item.tool_name or "tool"))}</span>',
-            pill(item.status)]
+            _pill(item.status)]
     if item.duration is not None:
         bits.append(f'<span class="pi-metric">{fmt_seconds(item.duration)}</span>')
     error = " pi-tool-error" if item.is_error and item.frozen else ""
