@@ -129,7 +129,13 @@ class PiNotebookMagics(Magics):
         if not text:
             print(NO_CODE)
             return
-        self.runtime.shell.set_next_input(text, replace=False)
+        shell = self.runtime.shell
+        shell.set_next_input(text, replace=False)
+        # Said in this cell: the frontend inserts the new cell silently (and leaves the
+        # selection where it was: no kernel message can select a cell).
+        lines = len(text.rstrip("\n").split("\n"))
+        where = "in a new cell below" if getattr(shell, "kernel", None) is not None else "at the next prompt"
+        print(f"The code of the latest run ({lines} line{'s' if lines != 1 else ''}) is {where}.")
 
     def _messages(self) -> list[Any]:
         return list(self.runtime.get_agent().state.messages)

@@ -170,7 +170,7 @@ def close_views(views: list[Any]) -> int:
 
 
 def install_shutdown_close(shell: Any, live_views: Any) -> None:
-    """Before the kernel shuts down (also for a restart), close the widget models of the
+    """Before the kernel shuts down (not for a restart), close the widget models of the
     views ``live_views()`` returns, so the frontend does not show them as alive.
 
     ipykernel calls ``kernel.do_shutdown`` for a ``shutdown_request`` (on its control
@@ -181,10 +181,14 @@ def install_shutdown_close(shell: Any, live_views: Any) -> None:
         return
 
     def do_shutdown(restart: bool) -> Any:
-        try:
-            close_views(list(live_views()))
-        except Exception:
-            pass
+        # Not for a restart: the frontend has already dropped the old kernel's comms and
+        # marks their views disconnected itself; each close would only log "Comm not
+        # found" in the page's console (51 lines for two views).
+        if not restart:
+            try:
+                close_views(list(live_views()))
+            except Exception:
+                pass
         return original(restart)
 
     kernel._pi_original_do_shutdown = original

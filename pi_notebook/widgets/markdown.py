@@ -120,8 +120,9 @@ def _render_link_open(self: Any, tokens: Sequence[Token], idx: int, options: Opt
                       env: EnvType) -> str:
     token = tokens[idx]
     href = str(token.attrGet("href") or "")
-    if not is_safe_url(href):  # belt and braces: validateLink already refused these
-        token.attrs.pop("href", None)
+    if not is_safe_url(href):  # the text stays, inert: no href, nothing to click
+        token.attrs.clear()
+        token.attrSet("class", "pi-link-refused")
     else:
         token.attrSet("target", "_blank")
         token.attrSet("rel", "noopener noreferrer nofollow")
@@ -144,8 +145,10 @@ def _render_image(self: Any, tokens: Sequence[Token], idx: int, options: Options
 
 def _validate_link(url: str) -> bool:
     # Called by markdown-it for link, autolink and image destinations (after
-    # normalisation). Images are filtered again by _render_image with the stricter rule.
-    return is_safe_url(url) or is_safe_url(url, image=True)
+    # normalisation). Every destination forms its construct, so a refused link shows
+    # its text, as in the saved transcript (not its raw "[text](javascript:…)" source):
+    # _render_link_open drops a refused href, _render_image applies the image rule.
+    return True
 
 
 def _render_math_inline(self: Any, tokens: Sequence[Token], idx: int, options: OptionsDict,
@@ -207,6 +210,57 @@ def _escape_plain(segment: str) -> str:
     return _DANGEROUS_SCHEME_RE.sub(lambda m: f"{m.group(1)}{m.group(2)}\u200b:", segment)
 
 
+# An inline link or image on one line: [text](destination "title"), the destination
+# without spaces (one level of balanced parentheses) or in <…>.
+_LINK_RE = re.compile(r"(?P<bang>!?)\[(?P<text>(?:[^\[\]\\\n]|\\.)*)\]\(\s*"
+                      r"(?P<dest><[^<>\n]*>|(?:[^\s()\\]|\\.|\((?:[^\s()\\]|\\.)*\))*)"
+                      r"(?P<title>\s+(?:\"[^\"\n]*\"|'[^'\n]*'))?\s*\)")
+
+
+def _escape_url(url: str) -> str:
+    # entities decode inside a destination: "&" and "<" written as entities stay what
+    # they were, and nothing in it can open a tag should a renderer not take the link
+    return url.replace("&", "&amp;").replace("<", "&lt;").replace(" ", "%20")
+
+
+def _link_markdown(m: re.Match[str]) -> str:
+    """A link or image as the live view shows it (``_render_link_open`` /
+    ``_render_image``): a refused link as its text, a remote image as a link
+    "[image: alt]", an inline data image as the image."""
+    text, dest = m.group("text"), m.group("dest")
+    url = dest[1:-1] if dest.startswith("<") else dest
+    label = _escape_plain(text)
+    if m.group("bang"):
+        alt = _escape_plain(text or "image").replace("[", "\\[").replace("]", "\\]")
+        if is_safe_url(url, image=True):
+            return f"![{alt}]({''.join(url.split())})"
+        if url and is_safe_url(url):
+            return f"[\\[image: {alt}\\]]({_escape_url(url)})"
+        return f"\\[image: {alt}\\]"
+    if not is_safe_url(url):
+        return label
+    title = m.group("title") or ""
+    return f"[{label}]({_escape_url(url)}{_escape_plain(title)})"
+
+
+def _escape_prose(segment: str) -> str:
+    """``_escape_plain`` outside the links and images of ``segment``, which are
+    written by ``_link_markdown``."""
+    out: list[str] = []
+    pos = 0
+    for m in _LINK_RE.finditer(segment):
+        if m.start() > 0 and segment[m.start() - 1] == "\\":
+            continue  # "\[" is literal text, no link
+        before = _escape_plain(segment[pos:m.start()])
+        link = _link_markdown(m)
+        if link.startswith("[") and before.endswith("!"):
+            before = before[:-1] + "&#33;"  # "!" + our "[…](…)" would be an image
+        out += [before, link]
+        pos = m.end()
+    out.append(_escape_plain(segment[pos:]))
+    return "".join(out)
+
+
 def _code_html(content: str) -> str:
     # CommonMark strips one space on each side when both are present.
     if len(content) >= 2 and content[0] == " " and content[-1] == " " and content.strip():
@@ -244,14 +298,14 @@ def _neutralise_inline(line: str) -> str:
     while pos < len(line):
         m, is_math = _math_or_code(line, pos)
         if m is None:
-            out.append(_escape_plain(line[pos:]))
+            out.append(_escape_prose(line[pos:]))
             break
         if m.start() > 0 and line[m.start() - 1] == "\\":
             # An escaped backtick opens nothing: emit it as text and go on after it.
-            out.append(_escape_plain(line[pos:m.start() + 1]))
+            out.append(_escape_prose(line[pos:m.start() + 1]))
             pos = m.start() + 1
             continue
-        out.append(_escape_plain(line[pos:m.start()]))
+        out.append(_escape_prose(line[pos:m.start()]))
         if is_math:
             display = m.group("d") is not None
             out.append(_markdown_inert(math_html(m.group("d") if display else m.group("i"), display,

@@ -101,6 +101,7 @@ _BASE_CSS = """
 .pi-agent .pi-math-error { color: var(--jp-content-font-color2, #57606a); }
 .pi-agent .pi-md a { color: var(--jp-content-link-color, #0969da); text-decoration: none; }
 .pi-agent .pi-md a:hover { text-decoration: underline; }
+.pi-agent .pi-md a.pi-link-refused { color: inherit; text-decoration: none; }
 .pi-agent .pi-md-img { max-width: 100%; }
 .pi-agent code { font-family: var(--jp-code-font-family, ui-monospace, SFMono-Regular, Menlo, monospace);
   font-size: .92em; }
@@ -129,6 +130,9 @@ _BASE_CSS = """
   padding: 2px 10px 6px 10px; border: none; background: transparent; }
 .pi-agent .pi-thinking-box .jupyter-widget-Collapse, .pi-agent .pi-thinking-box .lm-Collapse,
 .pi-agent .pi-thinking-box .p-Collapse { border: none; }
+/* expanded, the full text shows: the preview of its last lines would repeat them */
+.pi-agent .pi-thinking-block:has(:is(.jupyter-widget-Collapse-open, .lm-Collapse-open, .p-Collapse-open))
+  .pi-thinking-preview { display: none; }
 /* the newest lines of the preview stay in view: aligned to the bottom, the top clipped */
 .pi-agent .pi-thinking-preview { margin: 0 0 2px 8px; max-height: 4.8em; overflow: hidden; display: flex;
   flex-direction: column; justify-content: flex-end; }
@@ -204,7 +208,10 @@ body[data-jp-theme-light="false"] .pi-agent .pi-pill { filter: saturate(.8) brig
   color: var(--jp-content-font-color2, #57606a); padding: 0 0 4px 0; align-self: auto; }
 .pi-agent.jupyter-widgets-disconnected :is(.pi-abort, .pi-approval, .pi-remove, .pi-dot, .pi-cursor) {
   display: none !important; }
-.pi-agent.jupyter-widgets-disconnected .pi-pill.pi-live { filter: grayscale(1); opacity: .7; }
+/* a live pill ("writing", "waiting for approval: python") would still claim work: it says
+   "not live" instead */
+.pi-agent.jupyter-widgets-disconnected .pi-pill.pi-live { filter: grayscale(1); opacity: .7; font-size: 0; }
+.pi-agent.jupyter-widgets-disconnected .pi-pill.pi-live::after { content: "not live"; font-size: 11px; }
 """
 
 

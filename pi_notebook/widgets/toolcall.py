@@ -67,6 +67,7 @@ class ToolItem(Item):
         self.result: Any = None
         self.details: PythonCallDetails | None = None
         self.is_error = False
+        self.live_kinds: set[type] = set()  # the output types that arrived as live updates
         self.args_version = 0  # bumped when what the card shows as code changes
 
     @property
@@ -112,6 +113,7 @@ class ToolItem(Item):
             text = content_text(field(partial, "content"))
             self.progress_text = strip_control(text) if text else None
             return
+        self.live_kinds.add(type(output))
         self._add_output(output)
 
     def _add_output(self, output: ToolOutput) -> None:
@@ -147,10 +149,12 @@ class ToolItem(Item):
         self.details = parse_call_details(field(result, "details"))
         details = self.details
         if details is not None:
-            if not self.outputs:
-                # No live updates reached us (e.g. a replayed session): the final
-                # details hold every output, in order.
-                for output in details.outputs:
+            # The final details hold every output, in order. The tool sends streams and
+            # displays live, but the last expression's value and the exception only here:
+            # what did not arrive live is added now (all of it for a replayed session), so
+            # code that prints and then raises shows its traceback too.
+            for output in details.outputs:
+                if type(output) not in self.live_kinds:
                     self._add_output(output)
             self.duration = details.elapsed_s
         elif self.started is not None and self.duration is None:

@@ -71,6 +71,9 @@ class Transcript:
         self.status_detail = ""
         self.policy: str | None = None
         self.started = clock()
+        # False while the run waits in the queue and has not started: the time spent
+        # there is not run time (the clock restarts when the run leaves the queue).
+        self.timed = True
         self.ended: float | None = None
         self.finished = False
         self.abort_requested = False
@@ -137,6 +140,11 @@ class Transcript:
         """False if ignored (a live status after the run finished)."""
         if self.finished and status not in FINAL_STATUSES:
             return False
+        if status == "queued" and self.status in ("idle", "queued") and self.ended is None:
+            self.timed = False
+        elif not self.timed and status not in (*FINAL_STATUSES, "aborting", "idle"):
+            self.timed = True  # out of the queue: the run starts now (not a Remove click)
+            self.started = self.clock()
         self.status, self.status_detail = status, detail
         self.changed(header=True)
         return True
@@ -191,6 +199,9 @@ class Transcript:
 
     @property
     def elapsed(self) -> float:
+        """Run time: 0 for a run that never left the queue."""
+        if not self.timed:
+            return 0.0
         end = self.ended if self.ended is not None else self.clock()
         return end - self.started
 
@@ -304,10 +315,24 @@ class Transcript:
             self._assistant = {}
         item = self._assistant.get(index)
         if item is None:
+            if cls is not ThinkingItem:
+                self._end_thinking()
             item = cls(now=self.clock())
             self._assistant[index] = item
             self.append(item)
         return item
+
+    def _end_thinking(self) -> None:
+        """The message's answer (text or a tool call) starts: its thinking is over, even
+        if the provider sends ``thinking_end`` only with the whole message. Its duration
+        stops here, and its live preview (with its cursor) goes."""
+        if not self._assistant:
+            return
+        now = self.clock()
+        for item in self._assistant.values():
+            if isinstance(item, ThinkingItem) and not item.frozen:
+                item.finish_at(now)
+                self.changed(item)
 
     def _on_message_update(self, event: MessageUpdateEvent) -> None:
         ame = event.assistant_message_event
@@ -360,6 +385,7 @@ class Transcript:
         args = field(call, "arguments")
         item = self._assistant.get(index)
         if not isinstance(item, ToolItem):
+            self._end_thinking()
             item = self.tools.get(tool_call_id) if tool_call_id else None
             if item is None:
                 item = ToolItem(tool_call_id, name, args)

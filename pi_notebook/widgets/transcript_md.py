@@ -3,6 +3,9 @@
 It is saved in the notebook and rendered by JupyterLab (trusted Markdown allows raw
 HTML, unsanitised), nbconvert, GitHub and nbviewer, so:
 
+- it keeps the live view's frame (box, header line, "You" row, tool cards with a code box
+  and an output box, the scroll box and its height limit): our own escaped HTML blocks
+  around the items' Markdown, styled by one constant stylesheet (``TRANSCRIPT_STYLE``);
 - model text goes through ``markdown_for_transcript`` (no raw HTML, no remote image,
   no ``javascript:`` link; math as our own sanitised MathML);
 - each item is *sealed*: a code fence it left open is closed, so one item's text
@@ -25,10 +28,11 @@ from markdown_it import MarkdownIt
 from ._util import B64_RE, fence_for, fmt_cost, fmt_seconds, reveal_invisible, safe_text, strip_control
 from .items import Item, NoticeItem, OtherItem, TextItem, ThinkingItem, UserItem
 from .markdown import markdown_for_transcript
+from .theme import STATUS_COLOURS
 from .toolcall import ToolItem, fold_traceback
 from .transcript import Transcript
 
-__all__ = ["transcript_markdown", "seal", "fenced", "TRANSCRIPT_OUTPUT_CHARS", "MONOSPACE_STYLE"]
+__all__ = ["transcript_markdown", "seal", "fenced", "TRANSCRIPT_OUTPUT_CHARS", "TRANSCRIPT_STYLE"]
 
 _log = logging.getLogger(__name__)
 # Per output run: head and tail, the middle elided.
@@ -36,23 +40,92 @@ TRANSCRIPT_OUTPUT_CHARS = 10_000
 _IMAGE_MIMES = ("image/png", "image/jpeg", "image/gif")
 _FENCE_RE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
 _SENTINEL = "pi-transcript-sentinel"
-_ANY_FENCE_RE = re.compile(r"^ {0,3}(`{3,}|~{3,})", re.M)
+# The transcript keeps the live view's frame: the same bordered box, header line, "You"
+# row, tool cards and scroll box with its height limit (column-reverse: the end of the
+# run in view, as it was live), and a wide table scrolls inside its own box. So the end of
+# a run does not jump. One constant stylesheet, ours, scoped to .pi-transcript; renderers
+# that sanitise (an untrusted notebook in Lab, GitHub) drop it with its text and keep the
+# plain structure.
 # nbconvert's HTML (so nbviewer) styles a <pre> in a Markdown *output* with
-# `.jp-OutputArea-output pre { font-family: inherit }`, which comes after the code-font rule:
-# fenced blocks in the transcript came out proportional there (DataFrame columns did not
-# line up). This one rule, ours and constant, restores what JupyterLab itself shows.
-# Sanitising renderers (an untrusted notebook in Lab, GitHub) drop a <style> with its text.
-# (nbconvert wraps a fence in div.highlight, JupyterLab does not: that rule only spaces the
-# blocks in nbconvert's page, which otherwise run into each other.)
-MONOSPACE_STYLE = ("<style>.jp-OutputArea-output.jp-RenderedMarkdown pre "
-                   "{ font-family: var(--jp-code-font-family, monospace); line-height: 1.4; } "
-                   ".jp-OutputArea-output.jp-RenderedMarkdown div.highlight { margin: 0 0 1em 0; }"
-                   "</style>")
+# `.jp-OutputArea-output pre { font-family: inherit }`, placed after the code-font rule:
+# the code rules below are more specific, so fenced blocks stay monospaced there too.
+TRANSCRIPT_STYLE = """<style>
+.pi-transcript { border: 1px solid var(--jp-border-color2, #e1e4e8); border-radius: 8px;
+  padding: 6px 10px 8px 10px; margin: 0; background: var(--jp-layout-color0, #fff); box-sizing: border-box;
+  max-width: 100%; min-width: 0; }
+.jp-RenderedHTMLCommon:has(> .pi-transcript) { padding-right: 0; }
+.pi-transcript .pi-head { display: flex; align-items: center; gap: 10px; flex-wrap: wrap; font-size: 12px;
+  color: var(--jp-content-font-color2, #57606a); padding: 2px 0 6px 0; margin: 0; line-height: 1.5;
+  font-family: var(--jp-ui-font-family, system-ui, sans-serif);
+  /* the live header row's height (it holds the Abort button) */
+  min-height: 31.5px; box-sizing: border-box; }
+.pi-transcript .pi-sep { display: none; }
+.pi-transcript .pi-model, .pi-transcript .pi-tool-name { font-weight: 600;
+  color: var(--jp-content-font-color1, #1f2328);
+  font-family: var(--jp-code-font-family, ui-monospace, SFMono-Regular, Menlo, monospace); }
+.pi-transcript .pi-pill { display: inline-block; border-radius: 999px; padding: 1px 9px; font-size: 11px;
+  font-weight: 600; letter-spacing: .02em; white-space: nowrap; line-height: 1.5; }
+.pi-transcript .pi-metric { white-space: nowrap; font-variant-numeric: tabular-nums; }
+.pi-transcript .pi-scroll { display: flex; flex-direction: column-reverse; max-height: min(75vh, 900px);
+  overflow-y: auto; overflow-x: hidden; }
+.pi-transcript .pi-scroll > div { flex: 0 0 auto; min-width: 0; max-width: 100%; }
+.pi-transcript .pi-user { border-left: 3px solid #6b8afd; padding: 2px 0 2px 10px; margin: 6px 0 2px 0;
+  background: var(--jp-layout-color1, #f8f9fb); border-radius: 0 6px 6px 0; line-height: 1.5;
+  font-family: var(--jp-ui-font-family, system-ui, sans-serif); font-size: var(--jp-content-font-size1, 13px); }
+.pi-transcript .pi-user.pi-steer { border-left-color: #f59e0b; }
+.pi-transcript .pi-user.pi-followup { border-left-color: #10b981; }
+.pi-transcript .pi-label { font-size: 10.5px; font-weight: 700; text-transform: uppercase; letter-spacing: .06em;
+  color: var(--jp-content-font-color2, #57606a); margin-right: 6px; }
+.pi-transcript .pi-user-text { white-space: pre-wrap; word-break: break-word; }
+.pi-transcript .pi-notice { font-size: 12px; padding: 3px 9px; border-radius: 6px; margin: 4px 0;
+  background: var(--jp-layout-color2, #f1f3f5); color: var(--jp-content-font-color2, #57606a); }
+.pi-transcript .pi-notice.pi-warning { background: #fff8e1; color: #7a5d00; }
+.pi-transcript .pi-notice.pi-error { background: #ffebee; color: #b71c1c; white-space: pre-wrap; }
+.pi-transcript table { display: block; max-width: 100%; overflow-x: auto; margin-left: 0; margin-right: 0; }
+.pi-transcript .pi-tool { border: 1px solid var(--jp-border-color2, #e1e4e8); border-radius: 7px;
+  padding: 5px 10px 6px 10px; margin: 6px 0; background: var(--jp-layout-color0, #fff); }
+.pi-transcript .pi-tool.pi-tool-error { border-color: #f3c4c4; }
+.pi-transcript .pi-tool-head { display: flex; align-items: center; gap: 8px; font-size: 12px; margin: 0 0 3px 0;
+  color: var(--jp-content-font-color2, #57606a); font-family: var(--jp-ui-font-family, system-ui, sans-serif); }
+.pi-transcript .pi-tool > :last-child { margin-bottom: 0; }
+.pi-transcript pre, .jp-RenderedHTMLCommon .pi-transcript pre { margin: 0 0 .6em 0; padding: 7px 10px;
+  border-radius: 6px; background: var(--jp-cell-editor-background, #f6f8fa);
+  border: 1px solid var(--jp-border-color3, #eaeef2);
+  font-family: var(--jp-code-font-family, ui-monospace, SFMono-Regular, Menlo, monospace);
+  font-size: var(--jp-code-font-size, 12.5px); line-height: 1.45; overflow-x: auto; white-space: pre; }
+.pi-transcript pre code { background: none; padding: 0; font-size: inherit; }
+.pi-transcript div.highlight { margin: 0 0 .6em 0; background: none; }
+.pi-transcript div.highlight pre { margin: 0; }
+.pi-transcript .pi-outbox { margin: 4px 0 0 0; border-radius: 6px; border: 1px solid var(--jp-border-color3, #eaeef2);
+  background: var(--jp-layout-color1, #fbfbfc); padding: 2px 0; }
+.pi-transcript .pi-outbox pre, .jp-RenderedHTMLCommon .pi-transcript .pi-outbox pre { margin: 0; border: none;
+  border-radius: 0; background: transparent; padding: 1px 10px; white-space: pre-wrap; word-break: break-word; }
+.pi-transcript .pi-outbox div.highlight { margin: 0; }
+.pi-transcript .pi-outbox img { margin: 4px 10px; max-width: calc(100% - 20px); height: auto; display: block; }
+.pi-transcript .pi-outbox p { margin: 0; }
+.pi-transcript .pi-err pre, .jp-RenderedHTMLCommon .pi-transcript .pi-err pre { background: #fff5f5; color: #9a2c2c; }
+.pi-transcript details > summary { font-size: 11.5px; cursor: pointer; color: var(--jp-content-font-color3, #8c959f); }
+.pi-transcript .pi-outbox details > summary { padding: 2px 10px; }
+.pi-transcript .pi-thinking { font-size: 12px; font-style: italic; color: var(--jp-content-font-color3, #8c959f);
+  border-left: 2px solid var(--jp-border-color2, #e1e4e8); padding-left: 8px; }
+.pi-transcript .pi-thinking > summary { padding: 3px 0; }
+body[data-jp-theme-light="false"] .pi-transcript pre { background: #0d1117; border-color: #30363d; }
+body[data-jp-theme-light="false"] .pi-transcript .pi-outbox pre { background: transparent; }
+body[data-jp-theme-light="false"] .pi-transcript .pi-err pre { background: #3b1f22; color: #ffb3b3; }
+body[data-jp-theme-light="false"] .pi-transcript .pi-notice.pi-warning { background: #3a3117; color: #f2dc8c; }
+body[data-jp-theme-light="false"] .pi-transcript .pi-notice.pi-error { background: #3b1f22; color: #ffb3b3; }
+body[data-jp-theme-light="false"] .pi-transcript .pi-pill { filter: saturate(.8) brightness(.92); }
+</style>"""
 _ICONS = {"info": "ℹ", "warning": "⚠", "error": "✖"}
+_OPEN = '<div class="pi-scroll"><div>'
+_CLOSE = "</div></div></div>"
 
 
 def transcript_markdown(t: Transcript) -> str:
-    parts = [header_markdown(t)]
+    """The transcript: one HTML frame (header line, scroll box) around the items'
+    Markdown; each HTML block stands alone (blank lines around it), so CommonMark
+    renderers read the Markdown between them as Markdown."""
+    parts = []
     for item in t.items:
         try:
             md = item_markdown(item)
@@ -61,36 +134,59 @@ def transcript_markdown(t: Transcript) -> str:
             md = "*(this item could not be written)*"
         if md:
             parts.append(seal(safe_text(md)))
-    if any(_ANY_FENCE_RE.search(part) for part in parts):
-        parts.append(MONOSPACE_STYLE)
-    return "\n\n".join(parts) + "\n"
+    head = f'<div class="pi-transcript">\n{header_html(t)}\n{_OPEN}'
+    body = "\n\n".join(parts) if parts else "<!-- -->"
+    return f"{head}\n\n{body}\n\n{_CLOSE}\n\n{TRANSCRIPT_STYLE}\n"
 
 
-def header_markdown(t: Transcript) -> str:
+def _inert(text: str, br: str = "<br>\n") -> str:
+    """Escaped text for inside our own HTML block: no Markdown or TeX pass touches it."""
+    return html.escape(text, quote=False).replace("$", "&#36;").replace("\n", br)
+
+
+def _attr(text: str) -> str:
+    return html.escape(text, quote=True).replace("$", "&#36;")
+
+
+def _pill(status: str) -> str:
+    bg, fg = STATUS_COLOURS.get(status, ("#e8eaed", "#3c4043"))
+    return f'<span class="pi-pill" style="background:{bg};color:{fg}">{_inert(status)}</span>'
+
+
+_SEP = '<span class="pi-sep"> · </span>'
+
+
+def header_html(t: Transcript) -> str:
+    """The live view's header line (model, status pill, metrics) as one line of HTML;
+    its text reads "pi agent · model · done · 1.2s · …" where styles are dropped."""
     tin, tout, cost = t.usage_now()
-    bits = [f"**{markdown_for_transcript(t.model_label)}**", t.status, fmt_seconds(t.elapsed)]
+    bits = [f'<span class="pi-model">{_inert(strip_control(t.model_label))}</span>', _pill(t.status)]
     if t.policy:
-        bits.append(f"approval: {markdown_for_transcript(t.policy)}")
+        bits.append(f'<span class="pi-metric">approval: {_inert(strip_control(t.policy))}</span>')
+    if t.timed:
+        bits.append(f'<span class="pi-metric">{fmt_seconds(t.elapsed)}</span>')
     if tin or tout:
-        bits.append(f"{tin:,} tokens in / {tout:,} out")
+        bits.append(f'<span class="pi-metric">{tin:,} tokens in / {tout:,} out</span>')
     if cost > 0:
-        bits.append(fmt_cost(cost))
+        bits.append(f'<span class="pi-metric">{_inert(fmt_cost(cost))}</span>')
     if t.context_used and t.context_window and t.context_used / t.context_window >= 0.01:
-        bits.append(f"context {t.context_used / t.context_window:.0%}")
-    return safe_text("pi agent · " + " · ".join(bits))
+        bits.append(f'<span class="pi-metric">context {t.context_used / t.context_window:.0%}</span>')
+    return safe_text(f'<div class="pi-head"><span class="pi-sep">pi agent · </span>{_SEP.join(bits)}</div>')
 
 
 def item_markdown(item: Item) -> str | None:
     match item:
         case UserItem():
-            body = markdown_for_transcript(item.text.strip() or " ")
-            quoted = "\n".join("> " + line if line else ">" for line in body.split("\n"))
-            extra = f"\n> *[{item.images} image(s)]*" if item.images else ""
-            return f"> **{item.label}:**\n{quoted}{extra}"
+            extra = (f' <span class="pi-note">[{item.images} image(s)]</span>' if item.images else "")
+            text = _inert(strip_control(item.text.strip()) or " ", br="<br>")
+            return (f'<div class="pi-msg pi-user pi-{item.kind}"><span class="pi-label">{item.label}</span>'
+                    f'<span class="pi-sep">: </span><span class="pi-user-text">{text}</span>{extra}</div>')
         case NoticeItem():
-            return f"> {_ICONS[item.level]} " + markdown_for_transcript(item.text).replace("\n", "\n> ")
+            return (f'<div class="pi-notice pi-{item.level}">{_ICONS[item.level]} '
+                    f"{_inert(strip_control(item.text), br='<br>')}</div>")
         case OtherItem():
-            return f"*{markdown_for_transcript(item.role)}:* " + markdown_for_transcript(item.text)
+            return (f'<div class="pi-msg pi-other"><span class="pi-label">{_inert(item.role)}</span> '
+                    f"{_inert(strip_control(item.text), br='<br>')}</div>")
         case ThinkingItem():
             return _thinking_markdown(item)
         case TextItem():
@@ -101,11 +197,6 @@ def item_markdown(item: Item) -> str | None:
     return None
 
 
-def _inert(text: str) -> str:
-    """Escaped text for inside our own HTML block: no Markdown or TeX pass touches it."""
-    return html.escape(text, quote=False).replace("$", "&#36;").replace("\n", "<br>\n")
-
-
 def _thinking_markdown(item: ThinkingItem) -> str | None:
     text = item.text.strip()
     if not text:
@@ -114,32 +205,41 @@ def _thinking_markdown(item: ThinkingItem) -> str | None:
     # an HTML block of its own (no blank line inside one), its text escaped.
     paragraphs = [p.strip() for p in re.split(r"\n\s*\n", strip_control(text)) if p.strip()]
     body = "\n\n".join(f"<p>{_inert(p)}</p>" for p in paragraphs)
-    return (f"<details><summary>{html.escape(item.title)}</summary>\n\n{body}\n\n</details>")
+    return (f'<details class="pi-thinking"><summary>{html.escape(item.title)}</summary>\n\n{body}\n\n</details>')
 
 
 def tool_markdown(item: ToolItem) -> str:
-    name = markdown_for_transcript(item.tool_name or "tool")
-    head = f"**⚙ {name}** · {item.status}"
+    """A tool card: head line, the code (a fenced block in a box), and the outputs in a
+    box of their own below it, as in the live card."""
+    bits = [f'<span class="pi-tool-name">⚙ {_inert(strip_control(item.tool_name or "tool"))}</span>',
+            _pill(item.status)]
     if item.duration is not None:
-        head += f" · {fmt_seconds(item.duration)}"
-    parts = [head]
+        bits.append(f'<span class="pi-metric">{fmt_seconds(item.duration)}</span>')
+    error = " pi-tool-error" if item.is_error and item.frozen else ""
+    parts = [f'<div class="pi-tool{error}">', f'<div class="pi-tool-head">{_SEP.join(bits)}</div>']
     code, lang = item.code()
     if code:
         parts.append(fenced(reveal_invisible(code), lang))
+    outputs: list[str] = []
     for out in item.outputs:
         if out.kind == "stream" and out.stream is not None:
-            parts.append(fenced(_head_tail(out.stream.text, TRANSCRIPT_OUTPUT_CHARS), "text"))
+            md = fenced(_head_tail(out.stream.text, TRANSCRIPT_OUTPUT_CHARS), "text")
+            outputs.append(f'<div class="pi-err">\n\n{md}\n\n</div>' if out.name == "stderr" else md)
         elif out.kind == "display":
-            md = display_markdown(out.data)
-            if md:
-                parts.append(md)
+            shown = display_markdown(out.data)
+            if shown:
+                outputs.append(shown)
         elif out.kind == "error" and out.error is not None:
-            parts.append(error_markdown(out.error.ename, out.error.evalue, "\n".join(out.error.traceback)))
-    if item.dropped_chars:
-        parts.append(f"*… {item.dropped_chars:,} more characters of output not shown*")
+            outputs.append(error_markdown(out.error.ename, out.error.evalue, "\n".join(out.error.traceback)))
     text = item.result_text
     if text and (not item.outputs or item.is_error):
-        parts.append(fenced(_head_tail(text, TRANSCRIPT_OUTPUT_CHARS), "text"))
+        md = fenced(_head_tail(text, TRANSCRIPT_OUTPUT_CHARS), "text")
+        outputs.append(f'<div class="pi-err">\n\n{md}\n\n</div>' if item.is_error else md)
+    if outputs:
+        parts += ['<div class="pi-outbox">', *outputs, "</div>"]
+    if item.dropped_chars:
+        parts.append(f"*… {item.dropped_chars:,} more characters of output not shown*")
+    parts.append("</div>")
     return "\n\n".join(parts)
 
 
@@ -166,7 +266,8 @@ def error_markdown(ename: str, evalue: str, traceback: str) -> str:
     if folded:
         md += ("\n\n<details><summary>Full traceback</summary>\n\n"
                f"{fenced(_head_tail(strip_control(text), TRANSCRIPT_OUTPUT_CHARS), 'text')}\n\n</details>")
-    return md
+    return f'<div class="pi-err">\n\n{md}\n\n</div>'
+
 
 
 def fenced(text: str, lang: str) -> str:

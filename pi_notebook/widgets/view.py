@@ -409,8 +409,19 @@ class AgentView(W.VBox):
             value = self._header_html()
             if self._header.value != value:
                 self._header.value = value
+            self._label_abort()
             t.header_dirty = False
         self._refresh_fallback()
+
+    def _label_abort(self) -> None:
+        # A queued cell's button takes it out of the queue: it says so.
+        queued = self.transcript.status == "queued"
+        description, tooltip = (("Remove", "Remove this cell from the queue (it is not sent)") if queued
+                                else ("Abort", "Stop the agent (the transcript stays valid)"))
+        if self._abort_button.description != description:
+            self._abort_button.description = description
+            self._abort_button.tooltip = tooltip
+            self._abort_button.icon = "times" if queued else "stop"
 
     @staticmethod
     def _sync(block: Block[Any]) -> None:
@@ -451,8 +462,9 @@ class AgentView(W.VBox):
         if t.policy:
             bits.append(f'<span class="pi-metric pi-policy" title="approval policy for this run">'
                         f"approval: {escape_text(t.policy)}</span>")
-        bits.append(f'<span class="pi-metric" title="elapsed">{fmt_seconds(t.elapsed, precise=not t.running)}'
-                    "</span>")
+        if t.timed:  # (a run still in the queue, or removed from it, has no run time)
+            bits.append(f'<span class="pi-metric" title="elapsed">{fmt_seconds(t.elapsed, precise=not t.running)}'
+                        "</span>")
         tin, tout, cost = t.usage_now()
         if tin or tout:
             bits.append(f'<span class="pi-metric" title="tokens in / out">↑{fmt_tokens(tin)} '

@@ -61,11 +61,17 @@ def write_notebook(path: Path, cells: list[str]) -> None:
 class Lab:
     base: str
     root: Path
+    app: str = "jupyterlab"  # or "notebook" (Jupyter Notebook 7, the same page harness)
+
+
+_EXPOSE = {"jupyterlab": "--LabApp.expose_app_in_browser=True",
+           "notebook": "--JupyterNotebookApp.expose_app_in_browser=True"}
 
 
 @contextlib.contextmanager
-def lab_server(root: Path, env_extra: dict[str, str] | None = None) -> Iterator[Lab]:
-    """A JupyterLab server serving ``root``; a server that exits early fails at once, with its log."""
+def lab_server(root: Path, env_extra: dict[str, str] | None = None, app: str = "jupyterlab") -> Iterator[Lab]:
+    """A JupyterLab (or, ``app="notebook"``, Notebook 7) server serving ``root``; a server
+    that exits early fails at once, with its log."""
     if not Path(CHROMIUM).exists():
         pytest.fail(f"Chromium not found at {CHROMIUM} (apt-get install chromium)")
     (root / "cfg" / "labconfig").mkdir(parents=True, exist_ok=True)
@@ -77,9 +83,9 @@ def lab_server(root: Path, env_extra: dict[str, str] | None = None) -> Iterator[
     log_path = root / "lab.log"
     with open(log_path, "w") as log:  # the server keeps its own copy of the descriptor
         proc = subprocess.Popen(
-            [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
+            [sys.executable, "-m", app, "--no-browser", "--ip=127.0.0.1", f"--port={port}",
              f"--IdentityProvider.token={TOKEN}", f"--ServerApp.root_dir={root}",
-             "--LabApp.expose_app_in_browser=True", "--allow-root"],
+             _EXPOSE[app], "--allow-root"],
             stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
@@ -93,9 +99,9 @@ def lab_server(root: Path, env_extra: dict[str, str] | None = None) -> Iterator[
                     pytest.fail(f"JupyterLab exited with code {proc.returncode} before answering:\n"
                                 + log_path.read_text()[-2000:])
                 if time.monotonic() > deadline:
-                    pytest.fail("JupyterLab did not start in 60 s:\n" + log_path.read_text()[-2000:])
+                    pytest.fail(f"{app} did not start in 60 s:\n" + log_path.read_text()[-2000:])
                 time.sleep(0.3)
-        yield Lab(base, root)
+        yield Lab(base, root, app)
     finally:
         proc.terminate()
         try:
@@ -109,7 +115,8 @@ def launch(pw: Any) -> Any:
 
 
 class Notebook:
-    """A notebook opened in a fresh JupyterLab workspace, with a ready kernel."""
+    """A notebook opened in a fresh JupyterLab workspace (or its Notebook 7 page), with a
+    ready kernel."""
 
     def __init__(self, browser: Any, lab: Lab, name: str, width: int = WIDTHS[0]) -> None:
         global LAST_PAGE
@@ -117,8 +124,11 @@ class Notebook:
         self.errors: list[str] = []
         self.page.on("pageerror", lambda e: self.errors.append(str(e)))
         self.theme = "light"
-        self.page.goto(f"{lab.base}/lab/workspaces/ws-{int(time.time() * 1000)}/tree/{name}"
-                       f"?reset&token={TOKEN}")
+        if lab.app == "notebook":  # Notebook 7: one page per notebook, no workspace to restore
+            self.page.goto(f"{lab.base}/notebooks/{name}?token={TOKEN}")
+        else:
+            self.page.goto(f"{lab.base}/lab/workspaces/ws-{int(time.time() * 1000)}/tree/{name}"
+                           f"?reset&token={TOKEN}")
         self.wait_kernel_idle()
         self.root = self.page.locator("#" + self.page.evaluate("() => window.jupyterapp.shell.currentWidget.id"))
         self.cells = self.root.locator(".jp-Cell")

@@ -3,7 +3,7 @@
 The agent (a scripted faux model) runs three ``python`` calls, the middle one fails; then a
 cell with ``%agent code`` runs, and JupyterLab inserts the ``set_next_input`` payload as a
 new cell right below it: the two calls that ran to the end, in order, the failed one left
-out. Screenshot: ``tests/browser/artifacts/agent-code-new-cell.png``.
+out; the ``%agent code`` cell says so in its own output. Screenshot: ``tests/browser/artifacts/agent-code-new-cell.png``.
 """
 
 from __future__ import annotations
@@ -90,6 +90,8 @@ def test_agent_code_creates_the_new_cell_below(lab):  # noqa: F811
         page.wait_for_function(
             "() => window.jupyterapp.shell.currentWidget.content.model.cells.length === 4", timeout=15_000)
         assert _source(page, 2) == "%agent code"  # the new cell is below, the cell itself kept
+        said = cells.nth(2).locator(".jp-OutputArea").inner_text().strip()
+        assert said.startswith("The code of the latest run (") and said.endswith("is in a new cell below."), said
         code = _source(page, 3)
         assert "answer_base = 6 * 7" in code and "answer = answer_base + 1\nprint(answer)" in code
         assert code.index("answer_base = 6 * 7") < code.index("answer = answer_base + 1")

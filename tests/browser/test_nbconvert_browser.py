@@ -29,18 +29,22 @@ ANSWER = ("The table is above.\n\n"
           "<script>window.__pwned = 'script'</script>\n\n"
           "<img src=x onerror=\"window.__pwned = 'img'\">\n\n"
           "<b onmouseover=\"window.__pwned = 'b'\">bold?</b> and [a link](javascript:window.__pwned='a')\n")
+RAISES = "print('printed first')\nratio = 1 / 0\n"
 SETUP = f"""\
 %load_ext pi_notebook
 from pi_notebook.ai.providers.faux import register_faux_provider, faux_assistant_message, faux_tool_call
 faux = register_faux_provider()
 faux.set_responses([
     faux_assistant_message([faux_tool_call('python', {{'code': {CODE!r}}})], stop_reason='toolUse'),
+    faux_assistant_message([faux_tool_call('python', {{'code': {RAISES!r}}})], stop_reason='toolUse'),
     faux_assistant_message({ANSWER!r}),
 ])
 """
 
 _FONTS = """(root) => [...root.querySelectorAll('pre')].map((p) => ({
-  text: p.innerText, font: getComputedStyle(p).fontFamily, space: getComputedStyle(p).whiteSpace }))"""
+  text: p.innerText, font: getComputedStyle(p).fontFamily, space: getComputedStyle(p).whiteSpace,
+  border: getComputedStyle(p).borderTopWidth, bg: getComputedStyle(p).backgroundColor,
+  output: !!p.closest('.pi-outbox') }))"""
 
 
 def test_exported_transcript_is_static_and_monospaced(tmp_path):
@@ -73,7 +77,7 @@ def test_exported_transcript_is_static_and_monospaced(tmp_path):
         page = browser.new_page(viewport={"width": 1000, "height": 900})
         page.goto(html_path.as_uri())
         out = page.locator(".jp-Cell").nth(1).locator(".jp-OutputArea")
-        out.get_by_text("pi agent ·").wait_for(timeout=10_000)
+        out.locator(".pi-transcript").wait_for(timeout=10_000)
         text = out.inner_text()
         pres = out.evaluate(_FONTS)
         code = [p for p in pres if "pd.DataFrame" in p["text"]]
@@ -82,6 +86,11 @@ def test_exported_transcript_is_static_and_monospaced(tmp_path):
         for block in code + table:
             assert "mono" in block["font"].lower(), block  # fenced: monospaced
             assert block["space"].startswith("pre"), block  # line breaks and spaces kept
+        # the code has a box of its own; its output sits in the output box below it
+        assert code[0]["border"] == "1px" and code[0]["bg"] not in ("rgba(0, 0, 0, 0)", "transparent"), code
+        assert table[0]["output"] and not code[0]["output"], (code, table)
+        # code that printed and then raised: the print and the trimmed traceback
+        assert "printed first" in text and "ZeroDivisionError" in text and "ratio = 1 / 0" in text
         rows = [line for line in table[0]["text"].splitlines() if line.strip()]
         assert len({len(r) for r in rows}) == 1, rows  # the DataFrame's columns line up
         for broken in ("Error displaying widget", "model not found", "Loading widget"):

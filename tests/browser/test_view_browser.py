@@ -99,7 +99,7 @@ def _wait_transcript(nb: Notebook, index: int) -> Any:
     """The final Markdown transcript that replaces the live view."""
     out = nb.output(index)
     out.locator(".pi-agent").wait_for(state="detached", timeout=30_000)
-    out.get_by_text("pi agent ·").wait_for(timeout=10_000)
+    out.locator(".pi-transcript").wait_for(timeout=10_000)
     return out
 
 

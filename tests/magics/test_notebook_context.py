@@ -314,9 +314,13 @@ async def test_code_puts_the_latest_runs_successful_code_in_the_next_input(shell
     await settle()
     await run_cell(shell, "%%agent\nsecond\n")
     await settle()
+    capsys.readouterr()
     shell.run_line_magic("agent", "code")
     assert len(payloads) == 1
     text, replace = payloads[0]
+    lines = len(text.rstrip("\n").split("\n"))
+    confirmation = capsys.readouterr().out.strip()  # said in the cell itself
+    assert confirmation == f"The code of the latest run ({lines} lines) is in a new cell below.", confirmation
     assert replace is False
     assert "a = 1" in text and "b = a + 1" in text and text.index("a = 1") < text.index("b = a + 1")
     assert "boom" not in text and "old_run" not in text

@@ -36,6 +36,8 @@ from pi_notebook.widgets.toolcall import fold_traceback
 from pi_notebook.widgets.transcript import Transcript
 from pi_notebook.widgets.transcript_md import seal, transcript_markdown
 
+from widget_helpers import transcript_text
+
 TRACEBACK = (Path(__file__).parent / "data" / "pandas_keyerror_traceback.txt").read_text()
 GFM = MarkdownIt("commonmark", {"html": True}).enable(["table", "strikethrough"])
 
@@ -160,7 +162,7 @@ def test_aborted_call_says_aborted_and_shows_stdout_once():
     md = transcript_markdown(t)
     assert md.count("tick") == 1
     assert "Do not retry" not in md
-    assert "· aborted · 1.5s" in md
+    assert "⚙ python · aborted · 1.5s" in transcript_text(md)
 
 
 def test_outputs_come_from_the_final_details_when_no_live_update_arrived():
@@ -228,7 +230,7 @@ def test_an_unclosed_fence_cannot_swallow_the_rest():
     md = transcript_markdown(t)
     tokens = GFM.parse(md)
     assert not any("after the reply" in tok.content for tok in tokens if tok.type in ("fence", "code_block"))
-    assert any(tok.type == "inline" and "after the reply" in tok.content for tok in tokens)
+    assert any(tok.type == "html_block" and "after the reply" in tok.content for tok in tokens)
     assert '{"a": 1,' in [tok.content.strip() for tok in tokens if tok.type == "fence"]
 
 
@@ -282,7 +284,7 @@ def test_math_in_the_transcript_is_mathml_and_money_stays_text():
 def test_policy_is_in_the_header():
     t, _ = _transcript()
     t.set_policy("auto")
-    assert "approval: auto" in transcript_markdown(t).split("\n")[0]
+    assert "approval: auto" in transcript_markdown(t).split("\n")[1]  # the header line
 
 
 

@@ -12,9 +12,9 @@ from pi_notebook.agent.types import (AgentEndEvent, AgentStartEvent, AgentToolRe
                                      ToolExecutionUpdateEvent)
 from pi_notebook.ai.types import TextContent, TextDeltaEvent, ToolCall, UserMessage
 from pi_notebook.widgets.text import render_event_text
-from pi_notebook.widgets.transcript_md import MONOSPACE_STYLE
+from pi_notebook.widgets.transcript_md import TRANSCRIPT_STYLE
 
-from widget_helpers import AssistantStream, CommLog, html_problems
+from widget_helpers import AssistantStream, CommLog, html_problems, transcript_text
 
 HOSTILE = (
     "Here is **bold**.\n\n<img src=x onerror=alert(1)>\n\n<script>alert(2)</script>\n\n"
@@ -93,19 +93,25 @@ async def test_transcript_is_safe_and_complete(view, comms: CommLog):
     _hostile_run(view)
     md = view.to_markdown()
     html = _PERMISSIVE.render(md)
-    # our one constant rule (monospaced fences in nbconvert HTML) is the only <style>
-    assert md.count("<style") == 1 and md.rstrip().endswith(MONOSPACE_STYLE)
-    assert html_problems(html.replace(MONOSPACE_STYLE, "")) == [], html
+    # our one constant stylesheet (the frame, the code boxes) is the only <style>
+    assert md.count("<style") == 1 and md.rstrip().endswith(TRANSCRIPT_STYLE)
+    assert TRANSCRIPT_STYLE.count("<") == 2  # <style> ... </style>, nothing else
+    assert html_problems(html.replace(TRANSCRIPT_STYLE, "")) == [], html
     assert "<script" not in html.lower() and "<iframe" not in html.lower()
     # content is all there, readable
-    assert md.startswith("pi agent · **") and " · done · " in md.splitlines()[0]
-    assert "> **You:**" in md and "plot df" in md
+    text = transcript_text(md)
+    assert text.split("\n")[0].startswith("pi agent · ")
+    assert " · done · " in text.split("\n")[0]
+    assert "You: <img src=x onerror=alert('user')> plot df" in text
     assert "Here is **bold**." in md
     assert "```python\nprint('</code></pre><img src=x onerror=alert(6)>')\n```" in md  # code verbatim
     assert "```text\n<script>alert(8)</script>\n```" in md  # tool output in a fence
-    assert "<details><summary>Thinking</summary>" in md
+    assert '<details class="pi-thinking"><summary>Thinking</summary>' in md
     assert f"![output](data:image/png;base64,{PNG})" in md
-    assert "· error ·" in md  # the tool card's status
+    assert "· error ·" in text  # the tool card's status
+    # the same link rendering as the live view: a refused link is its text, a remote
+    # image a link "[image: …]" (no stray "!")
+    assert "click and" in text and "[image: leak]" in text and "!" not in text.split("[image: leak]")[0][-2:]
 
 
 async def test_transcript_of_a_plain_run(view, comms: CommLog):
@@ -129,51 +135,17 @@ async def test_transcript_of_a_plain_run(view, comms: CommLog):
     view.set_context_usage(6_400, 128_000)
     view.finish()
     md = view.to_markdown()
-    lines = md.split("\n\n")
-    assert lines[0].startswith("pi agent · **faux/test-model** · done · ")
+    lines = transcript_text(md).split("\n")
+    assert lines[0].startswith("pi agent · faux/test-model · done · ")
     assert "240 tokens in / 60 out" in lines[0] and "$0.0042" in lines[0] and "context 5%" in lines[0]
-    assert lines[1] == "> **You:**\n> What is 2+2?"
-    assert lines[2].startswith("**⚙ python** · done · ")
-    assert lines[3] == "```python\nprint(2 + 2)\n```"
-    assert lines[4] == "```text\n4\n```"
-    assert lines[5] == "It is **4**."
-    assert lines[6] == MONOSPACE_STYLE + "\n" and md.endswith(MONOSPACE_STYLE + "\n")
-
-
-async def test_context_meter_in_header(view, comms: CommLog):
-    view.set_context_usage(96_000, 128_000)
-    view.flush()
-    header = comms.last_value(view._header)
-    assert "75%" in header and "pi-warn" in header and "96,000 of 128,000" in header
-
-
-def test_render_event_text_plain_mode():
-    from pi_notebook.agent.types import MessageEndEvent, MessageUpdateEvent
-    from pi_notebook.ai.types import AssistantMessage, ToolCallEndEvent
-
-    partial = AssistantMessage()
-    delta = MessageUpdateEvent(message=partial, assistant_message_event=TextDeltaEvent(
-        content_index=0, delta="Hi \x1b]0;pwned\x07there\x1b[2J", partial=partial))
-    assert render_event_text(delta) == "Hi there"
-    call = ToolCall(id="c", name="python", arguments={"code": "x = 1\nprint(x)"})
-    end = MessageUpdateEvent(message=partial, assistant_message_event=ToolCallEndEvent(
-        content_index=0, tool_call=call, partial=partial))
-    assert render_event_text(end) == "\n[python]\n    x = 1\n    print(x)\n"
-    upd = ToolExecutionUpdateEvent(tool_call_id="c", tool_name="python", args={}, partial_result=AgentToolResult(
-        details={"kind": "stream", "name": "stdout", "text": "1\n"}))
-    assert render_event_text(upd) == "1\n"
-    img = ToolExecutionUpdateEvent(tool_call_id="c", tool_name="python", args={}, partial_result=AgentToolResult(
-        details={"kind": "display", "data": {"image/png": PNG, "text/html": "<b>x</b>"}}))
-    assert render_event_text(img) == "[image/png output]\n"
-    failed = ToolExecutionEndEvent(tool_call_id="c", tool_name="python", is_error=True,
-                                   result=AgentToolResult(content=[TextContent(text="NameError: y")]))
-    assert render_event_text(failed) == "[python failed]\n    NameError: y\n"
-    ok = ToolExecutionEndEvent(tool_call_id="c", tool_name="python", is_error=False,
-                               result=AgentToolResult(content=[TextContent(text="1")]))
-    assert render_event_text(ok) == "[python done]\n"
-    error = AssistantMessage(stop_reason="error", error_message="Set OPENAI_API_KEY")
-    assert render_event_text(MessageEndEvent(message=error)) == "\n[error] Set OPENAI_API_KEY\n"
-    assert render_event_text(AgentStartEvent()) is None
+    assert lines[1] == "You: What is 2+2?"
+    assert lines[2].startswith("⚙ python · done · ")
+    assert lines[3:] == ["print(2 + 2)", "4", "It is 4."]
+    blocks = md.split("\n\n")
+    assert blocks[2] == '<div class="pi-tool">' and blocks[4] == "```python\nprint(2 + 2)\n```"
+    assert blocks[5:8] == ['<div class="pi-outbox">', "```text\n4\n```", "</div>"]  # the output in its box
+    assert "It is **4**." in blocks
+    assert md.endswith(TRANSCRIPT_STYLE + "\n")
 
 
 async def test_transcript_elides_the_middle_of_huge_output(view, comms: CommLog):
@@ -189,7 +161,7 @@ async def test_transcript_elides_the_middle_of_huge_output(view, comms: CommLog)
     md = view.to_markdown()
     assert "```text\n0\n1\n2\n" in md and "19999\n```" in md
     assert "characters not shown] …" in md
-    assert len(md) < 12_000
+    assert len(md.replace(TRANSCRIPT_STYLE, "")) < 12_000
 
 
 def test_plain_text_fallback_is_short_and_readable():

@@ -226,7 +226,7 @@ async def test_header_shows_the_policy_in_force(view, comms: CommLog):
     view.set_policy("auto")
     view.flush()
     assert "approval: auto" in comms.last_value(view._header)
-    assert "approval: auto" in view.to_markdown().split("\n")[0]
+    assert "approval: auto" in view.to_markdown().split("\n")[1]  # the header line
 
 
 async def test_close_leaves_no_widget_of_the_view_alive(comms: CommLog):

@@ -3,6 +3,7 @@ for agent events in pi's order."""
 
 from __future__ import annotations
 
+import html
 import re
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
@@ -207,3 +208,17 @@ def user_turn(view: AgentView, text: str) -> UserMessage:
     view.handle_event(MessageStartEvent(message=message))
     view.handle_event(MessageEndEvent(message=message))
     return message
+
+
+# --- the static transcript as text ------------------------------------------------------------
+
+def transcript_text(md: str) -> str:
+    """What a reader of the static transcript sees where styles are dropped (GitHub): the
+    rendered HTML's text, the stylesheet left out; one line per block."""
+    from markdown_it import MarkdownIt
+
+    rendered = MarkdownIt("commonmark", {"html": True}).enable(["table", "strikethrough"]).render(md)
+    rendered = re.sub(r"(?s)<style>.*?</style>", "", rendered)
+    rendered = re.sub(r"</(div|p|pre|li|tr|summary|h\d)>|<br>", "\n", rendered)
+    text = html.unescape(re.sub(r"<[^>]+>", "", rendered))
+    return "\n".join(line for line in text.split("\n") if line.strip())
