@@ -45,29 +45,93 @@ _OUTPUT_CHARS = 1200
 _TOTAL_CHARS = 12000
 _TRACEBACK_LINES = 4
 _MAX_FILE_BYTES = 256 * 2 ** 20  # past this the file is not parsed at all
-READ_TIMEOUT_S = 20.0  # the tool gives up waiting on the parse (it runs off the kernel's loop)
+_CHILD_BYTES = 2 * 2 ** 20  # files over this are parsed in a child process
+_WINDOW_CELLS = 400  # cells handed back per read (the text budget shows far fewer)
+READ_TIMEOUT_S = 30.0  # the parse is given up after this (the child is killed)
 
 
-def _load(path: Path) -> dict[str, Any]:
-    """The notebook as plain JSON: ``json.loads``, no nbformat validation (which took 7.6-11 s
-    on a 27 MB, 100,000-cell file; the JSON parse is ~0.3 s). Pre-v4 files go through
-    nbformat's converter."""
+def _select(nb: Any, start: Any, end: Any, cell_id: Any, limit: int) -> dict[str, Any]:
+    """The cells one read shows, from a parsed notebook: ``{"total", "first", "last", "cells"}``
+    (``first`` None: no cell with ``cell_id``). Self-contained (only builtins): a child process
+    runs its source for big files."""
+    if not isinstance(nb, dict):
+        raise ValueError("not a notebook (the JSON is not an object)")
+    major = nb.get("nbformat")
+    if not isinstance(major, int) or major < 4:
+        return {"old": True}
+    raw = nb.get("cells")
+    if not isinstance(raw, list):
+        raise ValueError("not a notebook (no 'cells' list)")
+    cells = [c for c in raw if isinstance(c, dict)]
+    total = len(cells)
+    if cell_id is not None:
+        found = [i for i, c in enumerate(cells) if c.get("id") == cell_id]
+        first = last = found[0] if found else None
+    else:
+        first = 0 if start is None else max(0, start if start >= 0 else total + start)
+        last = total - 1 if end is None else min(total - 1, end if end >= 0 else total + end)
+    window = [] if first is None or last is None or first > last else cells[first:min(last, first + limit - 1) + 1]
+
+    def bound(value: Any) -> Any:  # a 20 MB output is not handed back whole (head and tail)
+        if isinstance(value, str) and len(value) > 200_000:
+            return value[:130_000] + "\n[... cut on reading ...]\n" + value[-70_000:]
+        if isinstance(value, list):
+            if value and all(isinstance(v, str) for v in value) and sum(len(v) for v in value) > 200_000:
+                return bound("".join(value))
+            return [bound(v) for v in value[:2000]]
+        if isinstance(value, dict):
+            return {k: bound(v) for k, v in value.items()}
+        return value
+
+    return {"total": total, "first": first, "last": last, "cells": [bound(c) for c in window]}
+
+
+_CHILD = """
+import json, sys
+from typing import Any
+{source}
+args = json.loads(sys.argv[1])
+with open(args["path"], "rb") as f:
+    nb = json.load(f)
+sys.stdout.write(json.dumps(_select(nb, args["start"], args["end"], args["cell_id"], args["limit"])))
+"""
+
+
+def _window(path: Path, start: int | None, end: int | None, cell_id: str | None,
+            limit: int = _WINDOW_CELLS) -> dict[str, Any]:
+    """``_select`` on the file. The file is plain JSON to us (nbformat's validation took 7.6-11 s
+    on a 27 MB, 100,000-cell file); over ``_CHILD_BYTES`` it is parsed in a child process, since
+    ``json.loads`` holds the GIL for its whole run (1.6 s on that file) and the kernel would not
+    answer meanwhile. Pre-v4 files go through nbformat's converter."""
+    import subprocess
+    import sys
+
     size = path.stat().st_size
     if size > _MAX_FILE_BYTES:
         raise ValueError(f"the file is {size / 2 ** 20:.0f} MB, over the {_MAX_FILE_BYTES // 2 ** 20} MB "
                          "this tool reads")
-    nb = json.loads(path.read_bytes())
-    if not isinstance(nb, dict):
-        raise ValueError("not a notebook (the JSON is not an object)")
-    if not isinstance(nb.get("nbformat"), int) or nb["nbformat"] < 4:
+    if size <= _CHILD_BYTES:
+        window = _select(json.loads(path.read_bytes()), start, end, cell_id, limit)
+    else:
+        import inspect
+
+        args = json.dumps({"path": str(path), "start": start, "end": end, "cell_id": cell_id, "limit": limit})
+        code = _CHILD.format(source=inspect.getsource(_select))
+        try:
+            done = subprocess.run([sys.executable, "-I", "-c", code, args], capture_output=True,
+                                  timeout=READ_TIMEOUT_S, check=False)
+        except subprocess.TimeoutExpired:
+            raise ValueError(f"reading it took over {READ_TIMEOUT_S:g} s") from None
+        if done.returncode != 0:
+            last = (done.stderr.decode("utf-8", "replace").strip().splitlines() or ["?"])[-1]
+            raise ValueError(last[:300])
+        window = json.loads(done.stdout)
+    if window.get("old"):
         import nbformat
 
-        nb = dict(nbformat.reads(json.dumps(nb), as_version=4))
-    cells = nb.get("cells")
-    if not isinstance(cells, list):
-        raise ValueError("not a notebook (no 'cells' list)")
-    nb["cells"] = [c for c in cells if isinstance(c, dict)]
-    return nb
+        converted = nbformat.reads(path.read_text(encoding="utf-8"), as_version=4)
+        window = _select(json.loads(nbformat.writes(converted)), start, end, cell_id, limit)
+    return window
 
 
 @dataclass(frozen=True)
@@ -178,24 +242,19 @@ def render_notebook(path: str | os.PathLike[str], start: int | None = None, end:
     """The saved notebook as compact text: cells ``start``..``end`` (0-based, inclusive)."""
     path = Path(path)
     try:
-        nb = _load(path)
+        window = _window(path, start, end, cell_id)
     except FileNotFoundError:
         return f"No saved notebook at {path} (it may not have been saved yet)."
-    except Exception as exc:  # invalid JSON, an unknown format version...
+    except Exception as exc:  # invalid JSON, an unknown format version, too big or too slow...
         return f"The notebook {path} could not be read: {type(exc).__name__}: {redact(str(exc))[:300]}"
-    cells = list(nb["cells"])
-    total = len(cells)
+    total, first, last, cells = window["total"], window["first"], window["last"], window["cells"]
     saved = _dt.datetime.fromtimestamp(path.stat().st_mtime, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
     header = (f"Notebook {path.name}: {total} cells, saved {saved} (unsaved edits in the editor "
               "are not included).")
     if cell_id is not None:
-        indices = [i for i, c in enumerate(cells) if c.get("id") == cell_id]
-        if not indices:
+        if first is None:
             return f"{header}\nNo cell with id {clip(cell_id, 80)!r}."  # an argument is echoed cut
-        first = last = indices[0]
     else:
-        first = 0 if start is None else max(0, start if start >= 0 else total + start)
-        last = total - 1 if end is None else min(total - 1, end if end >= 0 else total + end)
         if total == 0:
             return f"{header}\nThe notebook has no cells."
         if first > last:
@@ -203,8 +262,9 @@ def render_notebook(path: str | os.PathLike[str], start: int | None = None, end:
     parts = [header]
     used = len(header)
     for index in range(first, last + 1):
-        text = _cell_text(index, cells[index], with_outputs)
-        if used + len(text) + 2 > max_chars and index > first:
+        offset = index - first
+        text = _cell_text(index, cells[offset], with_outputs) if offset < len(cells) else None
+        if text is None or (used + len(text) + 2 > max_chars and index > first):
             parts.append(f"[cells {index}..{last} not shown: over this tool's budget; "
                          f"call read_notebook with start={index}]")
             break
@@ -218,10 +278,10 @@ def markdown_cells(path: str | os.PathLike[str], max_chars: int = 800) -> str | 
     when over budget; None when the file cannot be read or has none. For a model that is not
     offered ``read_notebook`` (the small-model profile), in its prompt's context instead."""
     try:
-        nb = _load(Path(path))
+        cells = _window(Path(path), None, None, None, limit=100_000)["cells"]
     except Exception:  # missing, unsaved or invalid: the prompt goes without it
         return None
-    texts = [f"[{i}] {_text(c.get('source')).strip()}" for i, c in enumerate(nb["cells"])
+    texts = [f"[{i}] {_text(c.get('source')).strip()}" for i, c in enumerate(cells)
              if c.get("cell_type") == "markdown" and _text(c.get("source")).strip()]
     if not texts:
         return None

@@ -288,7 +288,12 @@ def markdown_for_transcript(text: str) -> str:
     Fenced and indented code blocks (found with markdown-it's own block parser) are
     kept verbatim: their content is never interpreted as HTML. A fence's opening line
     (with its info string) goes through the inline escaping like any other line.
+    Pathological text (``too_heavy``) becomes one fenced code block: inert, and no parse.
     """
+    if too_heavy(text):
+        longest = max((len(m.group(0)) for m in re.finditer("`+", text)), default=0)
+        fence = "`" * max(3, longest + 1)
+        return f"{fence}text\n{text}\n{fence}"
     lines = text.split("\n")
     verbatim = [False] * len(lines)
     math_blocks: dict[int, tuple[int, str]] = {}  # first line -> (end line, TeX)

@@ -32,3 +32,15 @@ def test_ordinary_markdown_is_still_rendered() -> None:
     # a long but ordinary answer stays Markdown
     assert not too_heavy(("A paragraph with *some* emphasis and a [x](https://e.com) link.\n\n") * 400)
     assert MAX_MARKUP_WEIGHT >= 2_000
+
+
+def test_the_saved_transcript_keeps_pathological_text_as_an_inert_code_block() -> None:
+    from pi_notebook.widgets.markdown import markdown_for_transcript
+
+    text = "[" * 200_000 + " <img src=x onerror=alert(1)> ```` $x$"
+    out = markdown_for_transcript(text)
+    fence = "`" * 5  # longer than the longest backtick run inside
+    assert out.startswith(fence + "text\n") and out.endswith("\n" + fence)
+    assert out[len(fence) + 5:-len(fence) - 1] == text
+    # ordinary text still goes through the usual neutralising
+    assert "<img" not in markdown_for_transcript("<img src=x onerror=alert(1)>")
