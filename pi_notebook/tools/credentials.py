@@ -68,6 +68,7 @@ _URL_PASSWORD = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]{0,30}://[^\s/:@]{0,200}:)(
 _PAIR = re.compile(
     r"(?i)\b([A-Za-z_][A-Za-z0-9_]{0,60})(\"?'?\]?\s*(?:=|:)\s*)(?:([\"'])([^\"'\n]{1,400})\3"
     r"|([^\s\"',;})\]]{4,400}))")
+_PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z_.]*")  # an identifier or attribute, no digits
 # values that are code, not a credential: literals, calls and lookups (``token = get()``)
 _STRUCTURAL = re.compile(r"^(?:True|False|None|null|true|false|\d+|[A-Za-z_][A-Za-z0-9_.]*[(\[].*)$")
 
@@ -136,6 +137,8 @@ def _pair(match: re.Match[str]) -> str:
     value = match.group(4) if match.group(4) is not None else match.group(5)
     if value is None or _STRUCTURAL.match(value) or value == REDACTED:
         return match.group(0)
+    if match.group(5) is not None and _PLAIN_NAME.fullmatch(value):
+        return match.group(0)  # code: ``sorted(x, key=len)``, ``token=tok``; not a literal
     quote = match.group(3) or ""
     return f"{name}{match.group(2)}{quote}{REDACTED}{quote}"
 

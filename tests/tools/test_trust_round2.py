@@ -75,6 +75,9 @@ def test_the_detector_knows_each_shape_and_leaves_ordinary_text_alone() -> None:
                          f"pw = '{PASSPHRASE}' and {GHP} {AWS} {SLACK} {SK}; basic statistics stay")
     assert _leaked(text) == [] and "basic statistics stay" in text
     assert "postgresql://bob:[redacted]@db/x" in text  # the shape stays readable, the password goes
+    code = "rows = sorted(items, key=len)\ntoken = get_token()\nauth = self.auth\nkey=df.columns"
+    assert redact_shapes(code) == code  # code that names a credential is not one
+    assert "hunter22x" not in redact_shapes("password: hunter22x")
 
 
 def test_namespace_summary_and_variable_tools_hide_credential_values() -> None:
