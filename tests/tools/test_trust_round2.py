@@ -228,3 +228,17 @@ def test_slow_user_objects_do_not_delay_the_summary() -> None:
     assert elapsed < 1.5, elapsed  # one slow call would be 2 s; each is generous to a busy machine
     assert all(f"{n}: test_trust_round2.{t}" in text for n, t in (("a", "SlowLen"), ("b", "SlowRepr"), ("c", "SlowClass")))
     assert "n: int = 3" in text
+
+
+def test_a_note_is_redacted_again_when_it_is_sent(monkeypatch) -> None:
+    from pi_notebook.ai.types import TextContent, UserMessage
+    from pi_notebook.session.prompt_notes import PromptNotes
+
+    token = "Tq8" + "Wm2Xn7Yb4Zc9Vd3Ue6"
+    notes = PromptNotes()
+    message = UserMessage(content=[TextContent(text="hi")], timestamp=5)
+    notes.attach(message, f"[note] printed {token}")
+    assert token in notes.apply([message])[0].content[0].text
+    monkeypatch.setenv("LATER_TOKEN", token)  # known only after the note was built
+    sent = notes.apply([message])[0].content[0].text
+    assert token[:8] not in sent and "[redacted]" in sent
