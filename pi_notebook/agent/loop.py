@@ -670,6 +670,8 @@ async def _prepare_tool_call(
                 return _Immediate(_error_result("Operation aborted"))
             if before is not None and get_field(before, "block"):
                 result = _error_result(get_field(before, "reason") or "Tool execution was blocked")
+                if get_field(before, "details") is not None:
+                    result.details = get_field(before, "details")
                 if get_field(before, "terminate") is True:
                     result.terminate = True
                 return _Immediate(result)

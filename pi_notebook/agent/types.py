@@ -197,6 +197,7 @@ class BeforeToolCallResult:
     block: bool = False
     reason: str | None = None
     terminate: bool | None = None
+    details: Any = None  # a blocked call's result details (e.g. the approval decision)
 
 
 @dataclass(eq=False)

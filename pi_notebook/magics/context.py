@@ -28,6 +28,16 @@ __all__ = ["FixRequest", "fix_request", "noted_message", "run_code_cell"]
 FIX_HEADER = "[The user ran %agent fix; their request in full:]"
 
 
+def fix_block(request: str) -> str:
+    """The ``%agent fix`` request as the model gets it: the marker carries the kernel's note
+    boundary (tools/prompt_context.py), and the request's data (the cell, its traceback) has
+    the boundary taken out, so printed output or an exception message that reads like this
+    marker cannot pass for it."""
+    from ..tools.prompt_context import NOTE_BOUNDARY, close_line, quote_data
+
+    return f"{FIX_HEADER} (boundary {NOTE_BOUNDARY})\n{quote_data(request)}\n{close_line()}"
+
+
 @dataclass(frozen=True)
 class FixRequest:
     visible: str  # what the view and the transcript show, e.g. "Fix the error in cell [7]."
@@ -55,7 +65,7 @@ def noted_message(shell: Any, notes: PromptNotes, text: str, settings: RunSettin
         if block:
             parts.append(block)
     if hidden_request:
-        parts.append(f"{FIX_HEADER}\n{hidden_request}")
+        parts.append(fix_block(hidden_request))
     if parts:
         notes.attach(message, "\n\n".join(parts))
     return message

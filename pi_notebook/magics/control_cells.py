@@ -23,7 +23,7 @@ import contextvars
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["is_control_cell", "install_control_bypass", "uninstall_control_bypass"]
+__all__ = ["is_control_cell", "is_control_line", "install_control_bypass", "uninstall_control_bypass"]
 
 # First line of a cell that never waits and may run next to a waiting cell.
 CONTROL_PREFIXES = ("%agent", "%steer", "%followup")
@@ -39,15 +39,31 @@ def starts_run(line: str) -> bool:
     return len(words) == 2 and words[0] == "%agent" and words[1] in RUN_COMMANDS
 
 
+def is_control_line(line: str) -> bool:
+    """``%agent``, ``%steer`` or ``%followup`` as a whole magic name, alone or with arguments
+    (``%agentlog`` is another magic; ``%%agent`` and ``%agent fix`` are prompts)."""
+    if starts_run(line):
+        return False
+    for magic in CONTROL_PREFIXES:
+        if line == magic or (line.startswith(magic) and line[len(magic)].isspace()):
+            return True
+    return False
+
+
 def is_control_cell(code: str) -> bool:
-    """A cell whose first non-blank line is ``%agent …``, ``%steer …`` or ``%followup …``
-    (``%%agent`` and ``%agent fix`` are prompts, not control cells)."""
+    """A cell made only of control lines (see :func:`is_control_line`), blank lines and
+    comments. Anything else in it (code after ``%agent status``, a user magic whose name merely
+    starts with ``agent``) makes it an ordinary cell, which waits its turn: running it next to
+    the waiting cell would run it out of order."""
+    found = False
     for line in code.splitlines():
         stripped = line.strip()
-        if not stripped:
+        if not stripped or stripped.startswith("#"):
             continue
-        return stripped.startswith(CONTROL_PREFIXES) and not starts_run(stripped)
-    return False
+        if not is_control_line(stripped):
+            return False
+        found = True
+    return found
 
 
 def _main_shell_stream(kernel: Any) -> Any:

@@ -87,6 +87,7 @@ def build_agent(settings: RunSettings, shell: Any, hooks: AgentHooks,
         stream_fn=stream,
         get_api_key=env_api_key,
         before_tool_call=approval,
+        after_tool_call=approval.after_tool_call,  # the decision joins the result's details
     )
     notes = PromptNotes()
     agent.transform_context = _Compaction(agent, hooks, notes).transform

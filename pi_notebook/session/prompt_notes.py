@@ -27,6 +27,7 @@ from collections import OrderedDict
 from typing import Any
 
 from ..ai.types import TextContent, get_field
+from ..tools.redact import redact
 
 __all__ = ["PromptNotes"]
 
@@ -75,7 +76,9 @@ class PromptNotes:
         out = []
         for message in messages:
             note = self.note_for(message)
-            out.append(message if note is None else _with_note(message, note))
+            # redacted as it is sent: a secret that became known after the note was built
+            # (a token put in os.environ by a later cell or by agent code) is not sent either
+            out.append(message if note is None else _with_note(message, redact(note)))
         return out
 
 

@@ -25,6 +25,14 @@ approval.
   away mid-wait ends the wait the same way. ``timeout_s`` (optional) bounds the wait; no
   answer in time blocks the call too. Never hangs.
 
+Every decision is recorded (:class:`ApprovalRecord`: clicked Run, Always for this run -- the
+click or an earlier one --, policy auto, policy deny, Skip, headless refusal, timeout, abort)
+and stored with the call's result as ``details["approval"]`` (``decision``, ``policy``,
+``ran``, ``waited_s``, ``line``): a refused call's result gets it from the block
+(``BeforeToolCallResult.details``), an executed one from ``hook.after_tool_call`` (wire it as
+the agent's ``after_tool_call``). The tool card shows ``line`` (``approval_line(details)``).
+Any tool gated here (``tools``; MCP tools routed through the same hook) gets the record.
+
 The policy names (``APPROVAL_POLICIES``, the ``Literal`` ``ApprovalPolicy``) and their
 environment default (``default_policy()`` reads ``APPROVAL_ENV``, ``PI_NOTEBOOK_APPROVAL``;
 ``ask`` when unset or invalid) are defined in the dependency-free ``policy.py`` and
@@ -36,11 +44,12 @@ from __future__ import annotations
 import asyncio
 import inspect
 import threading
+import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ..agent.types import BeforeToolCallResult
+from ..agent.types import AfterToolCallResult, BeforeToolCallResult
 from ..ai.types import get_field
 from .policy import APPROVAL_ENV, APPROVAL_POLICIES, ApprovalPolicy, default_policy
 
@@ -49,6 +58,7 @@ __all__ = [
     "APPROVAL_POLICIES",
     "ApprovalPolicy",
     "ApprovalHook",
+    "ApprovalRecord",
     "ApprovalRequest",
     "Decision",
     "default_policy",
@@ -78,6 +88,53 @@ TIMEOUT_REASON = (
 
 class _Headless(Exception):
     """The frontend went away while we waited for an answer."""
+
+
+# How each gate decision reads in the tool card and the session file: "why did this run
+# without asking?" always has an answer.
+_LINES = {
+    "clicked_run": "approval: clicked Run",
+    "clicked_always": "approval: clicked Always for this run",
+    "always": "approval: Always for this run (given at an earlier call)",
+    "auto": "approval: policy auto, ran without asking",
+    "skipped": "approval: clicked Skip, not run",
+    "deny": "approval: policy deny, not run",
+    "headless": "approval: no frontend to ask, refused, not run",
+    "timeout": "approval: no answer in time, not run",
+    "aborted": "approval: the run was aborted while asking",
+    "unknown_policy": "approval: unknown policy, not run",
+}
+
+
+@dataclass(frozen=True)
+class ApprovalRecord:
+    """One decision of the approval gate, as stored with the tool result
+    (``details["approval"]``: ``as_details()``)."""
+
+    decision: str  # a key of _LINES
+    policy: str
+    waited_s: float = 0.0
+
+    @property
+    def ran(self) -> bool:
+        return self.decision in ("clicked_run", "clicked_always", "always", "auto")
+
+    @property
+    def line(self) -> str:
+        return _LINES.get(self.decision, f"approval: {self.decision}")
+
+    def as_details(self) -> dict[str, Any]:
+        return {"decision": self.decision, "policy": self.policy, "ran": self.ran,
+                "waited_s": round(self.waited_s, 3), "line": self.line}
+
+
+def approval_line(details: Any) -> str | None:
+    """The card's one line for a tool result's ``details`` (None when the call was not gated)."""
+    record = details.get("approval") if isinstance(details, dict) else getattr(details, "approval", None)
+    if not isinstance(record, dict):
+        return None
+    line = record.get("line")
+    return line if isinstance(line, str) and line else None
 
 
 @dataclass
@@ -114,6 +171,8 @@ class ApprovalHook:
         self._notify = notify
         self._notified: set[str] = set()  # reasons already told to the user in this run
         self.always = False
+        # tool_call_id -> the gate's decision, until after_tool_call moves it into the result
+        self.records: dict[str, ApprovalRecord] = {}
 
     def reset_run(self) -> None:
         """Forget an "Always for this run" answer (call when a run starts)."""
@@ -125,22 +184,54 @@ class ApprovalHook:
         name = get_field(tool_call, "name", default="")
         if name not in self.tools:
             return None
+        call_id = get_field(tool_call, "id", default="") or ""
         policy = (self._get_policy() or "ask").strip().lower()
-        if policy == "auto":
+        started = time.monotonic()
+        result = await self._decide(ctx, signal, name, policy)
+        decision, answer = result
+        record = ApprovalRecord(decision, policy, time.monotonic() - started)
+        if len(self.records) > 1000:  # results that never came back (the run ended first)
+            self.records.clear()
+        self.records[call_id] = record
+        if answer is not None:
+            # a refused call never reaches after_tool_call: its details carry the record
+            return BeforeToolCallResult(block=answer.block, reason=answer.reason, terminate=answer.terminate,
+                                        details={"approval": record.as_details()})
+        return None
+
+    def after_tool_call(self, ctx: Any, signal: Any = None) -> AfterToolCallResult | None:
+        """``after_tool_call``: the gate's decision joins the executed call's ``details`` (so it
+        is in the session file and the card)."""
+        tool_call = get_field(ctx, "tool_call")
+        record = self.records.pop(get_field(tool_call, "id", default="") or "", None)
+        if record is None:
             return None
+        result = get_field(ctx, "result")
+        details = get_field(result, "details")
+        if details is None:
+            details = {}
+        if not isinstance(details, dict):
+            return None  # a tool's own typed details are left as they are
+        return AfterToolCallResult(details={**details, "approval": record.as_details()})
+
+    async def _decide(self, ctx: Any, signal: Any, name: str,
+                      policy: str) -> tuple[str, BeforeToolCallResult | None]:
+        if policy == "auto":
+            return "auto", None
         if policy == "deny":
-            return BeforeToolCallResult(block=True, reason=DENIED_REASON)
+            return "deny", BeforeToolCallResult(block=True, reason=DENIED_REASON)
         if policy != "ask":
             # Unknown policies fail closed.
-            return BeforeToolCallResult(
+            return "unknown_policy", BeforeToolCallResult(
                 block=True, reason=f"Unknown approval policy {policy!r}; the call was not executed."
             )
         if self.always:
-            return None
+            return "always", None
         if self._ask is None or not self._interactive():
-            return self._fail_closed(HEADLESS_REASON)
+            return "headless", self._fail_closed(HEADLESS_REASON)
         if signal is not None and signal.aborted:
-            return None
+            return "aborted", None
+        tool_call = get_field(ctx, "tool_call")
         args = get_field(ctx, "args")
         request = ApprovalRequest(
             tool_call_id=get_field(tool_call, "id", default=""),
@@ -151,17 +242,17 @@ class ApprovalHook:
         try:
             decision = await asyncio.wait_for(self._wait(request, signal), self.timeout_s)
         except _Headless:
-            return self._fail_closed(HEADLESS_REASON)
+            return "headless", self._fail_closed(HEADLESS_REASON)
         except asyncio.TimeoutError:
-            return self._fail_closed(TIMEOUT_REASON.format(seconds=self.timeout_s))
+            return "timeout", self._fail_closed(TIMEOUT_REASON.format(seconds=self.timeout_s))
         if decision is None:  # aborted while waiting: the loop reports "Operation aborted"
-            return None
+            return "aborted", None
         if decision == "always":
             self.always = True
-            return None
+            return "clicked_always", None
         if decision == "run":
-            return None
-        return BeforeToolCallResult(block=True, reason=SKIPPED_REASON)
+            return "clicked_run", None
+        return "skipped", BeforeToolCallResult(block=True, reason=SKIPPED_REASON)
 
     def _interactive(self) -> bool:
         try:

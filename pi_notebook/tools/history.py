@@ -22,8 +22,11 @@ recording costs no extra stream wrapper. Cells run through ``run_cell_async`` di
 (ipykernel does this for cells with top-level ``await``) are not teed: their printed output is
 unknown, and the record says so.
 
-Every text is redacted (tools/redact.py) *before* it is cut (head + tail), so a secret split by
-a cut cannot survive in pieces. API:
+Records are stored as they ran, unredacted (each text bounded to 50,000 characters, head and
+tail), and redacted -- known secrets and credential shapes, tools/credentials.py -- then cut to
+the budgets when they are read (``records()``, cached until the set of secrets changes): a
+secret that becomes known after the cell that printed it (print a token, then put it in
+``os.environ``) is still redacted, and a cut never comes before the redaction. API:
 
 - ``install_history(shell)`` / ``installed_history(shell)`` / ``uninstall_history(shell)``: the
   shell's one recorder (what the extension installs and the tools read);
@@ -44,13 +47,14 @@ import time
 import traceback
 import weakref
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from .capture import capture_active
 from .error_hints import key_error_hint
+from .credentials import redact_all as redact
 from .format import bundle_text, cut, dataframe_summary, series_summary, strip_ansi
-from .redact import redact
+from .redact import secrets_generation
 from .tracebacks import safe_str, trim_traceback
 
 __all__ = [
@@ -153,7 +157,11 @@ class ExecutionHistory:
         self.max_source_chars = max_source_chars
         self.max_output_chars = max_output_chars
         self.max_traceback_chars = max_traceback_chars
+        # the records as they ran, NOT redacted (bounded by _RAW_CHARS per text): a secret that
+        # becomes known later (a token printed, then put in os.environ) must still be redacted
+        # from them, so redaction and the budget cuts happen when a record is read
         self._records: deque[CellRecord] = deque(maxlen=max_cells)
+        self._shown: dict[int, tuple[int, CellRecord, CellRecord]] = {}  # id -> (generation, raw, shown)
         self._pending: _Pending | None = None
         self._lock = threading.Lock()
         self.shell: Any = None
@@ -193,14 +201,14 @@ class ExecutionHistory:
         pending, self._pending = self._pending, None
         # A hook must never break the user's cell: a recording failure only loses the record.
         try:
-            record = self._record(result, info, pending)
+            record = self._raw_record(result, info, pending)
         except Exception:
             return
         with self._lock:
             self._records.append(record)
 
     # --- building a record ----------------------------------------------------------------------
-    def _record(self, result: Any, info: Any, pending: _Pending | None) -> CellRecord:
+    def _raw_record(self, result: Any, info: Any, pending: _Pending | None) -> CellRecord:
         raw = getattr(info, "raw_cell", "") or ""
         elapsed = time.monotonic() - pending.started if pending is not None and pending.raw == raw else 0.0
         count = getattr(result, "execution_count", None)
@@ -220,9 +228,9 @@ class ExecutionHistory:
             if value is not None and (out_text is None or _is_pandas(value)):
                 out_text = bounded_value_text(value)
         return CellRecord(
-            execution_count=count, kind=kind, source=_clip(raw, self.max_source_chars),
+            execution_count=count, kind=kind, source=_raw(raw),
             cell_id=getattr(info, "cell_id", None),
-            result=_clip(out_text, self.max_output_chars) if out_text is not None else None,
+            result=_raw(out_text) if out_text is not None else None,
             stdout=stdout, stderr=stderr, error=error, interrupted=interrupted,
             elapsed_s=elapsed, assigned=_assigned_names(raw, self.shell) if kind == "code" else (),
         )
@@ -260,15 +268,14 @@ class ExecutionHistory:
             return True
 
     def _stream_text(self, parts: list[str]) -> str:
-        text = strip_ansi("".join(parts))
-        return _clip(text, self.max_output_chars)
+        return _raw(strip_ansi("".join(parts)))
 
     def _error(self, exc: BaseException, count: int | None, before: bool) -> CellError:
         ename = type(exc).__name__
         if isinstance(exc, SyntaxError):
             line = (exc.text or "").strip() or None
-            return CellError(ename=ename, evalue=_clip(exc.msg or "", 300), lineno=exc.lineno,
-                             line=_clip(line, 200) if line else None, before_exec=before)
+            return CellError(ename=ename, evalue=_raw(exc.msg or ""), lineno=exc.lineno,
+                             line=_raw(line) if line else None, before_exec=before)
         evalue = safe_str(exc)
         frames = traceback.extract_tb(exc.__traceback__) if exc.__traceback__ else []
         cell_files = self._cell_files()
@@ -279,9 +286,9 @@ class ExecutionHistory:
                 break
         tb_text = trim_traceback(frames, cell_files, exc)
         user_ns = getattr(self.shell, "user_ns", None) or {}
-        return CellError(ename=ename, evalue=_clip(evalue, 300), lineno=lineno,
-                         line=_clip(line, 200) if line else None,
-                         traceback=_clip(tb_text, self.max_traceback_chars), before_exec=before,
+        return CellError(ename=ename, evalue=_raw(evalue), lineno=lineno,
+                         line=_raw(line) if line else None,
+                         traceback=_raw(tb_text), before_exec=before,
                          hint=key_error_hint(ename, evalue, user_ns))
 
     def _cell_files(self) -> dict[str, int]:
@@ -291,12 +298,42 @@ class ExecutionHistory:
 
     # --- reading ----------------------------------------------------------------------------------
     def records(self) -> list[CellRecord]:
+        """The records as the model may read them: redacted with the secrets known *now*, then
+        cut to the budgets (cached until the set of secrets changes)."""
+        generation = secrets_generation()
         with self._lock:
-            return list(self._records)
+            raw = list(self._records)
+            cache = self._shown
+            out = []
+            for record in raw:
+                hit = cache.get(id(record))
+                if hit is None or hit[0] != generation or hit[1] is not record:
+                    hit = (generation, record, self._present(record))
+                    cache[id(record)] = hit
+                out.append(hit[2])
+            if len(cache) > 2 * len(raw) + 8:
+                live = {id(r) for r in raw}
+                self._shown = {k: v for k, v in cache.items() if k in live}
+            return out
+
+    def _present(self, record: CellRecord) -> CellRecord:
+        def opt(text: str | None, budget: int) -> str | None:
+            return _clip(text, budget) if text is not None else None
+
+        error = record.error
+        if error is not None:
+            error = replace(error, evalue=_clip(error.evalue, 300), line=opt(error.line, 200),
+                            traceback=_clip(error.traceback, self.max_traceback_chars),
+                            hint=opt(error.hint, 300))
+        return replace(record, source=_clip(record.source, self.max_source_chars),
+                       result=opt(record.result, self.max_output_chars),
+                       stdout=opt(record.stdout, self.max_output_chars),
+                       stderr=opt(record.stderr, self.max_output_chars), error=error)
 
     def clear(self) -> None:
         with self._lock:
             self._records.clear()
+            self._shown.clear()
 
     def get(self, execution_count: int) -> CellRecord | None:
         for record in reversed(self.records()):
@@ -405,6 +442,20 @@ def _clip(text: str | None, budget: int) -> str:
     if text is None:
         return ""
     return cut(redact(text), budget)
+
+
+_RAW_CHARS = 50_000  # what a record keeps of each text before redaction (head and tail)
+
+
+def _raw(text: str) -> str:
+    """``text`` bounded for storage, unredacted: head and tail of ``_RAW_CHARS`` with the cut
+    point in the middle, so the smaller head + tail a reader cuts to never shows the cut point
+    (a secret the raw cut split stays whole on both sides the reader sees)."""
+    if len(text) <= _RAW_CHARS:
+        return text
+    head = (_RAW_CHARS * 2) // 3
+    tail = _RAW_CHARS - head
+    return text[:head] + f"\n[... {len(text) - _RAW_CHARS} characters cut ...]\n" + text[-tail:]
 
 
 def _is_pandas(value: Any) -> bool:

@@ -30,21 +30,24 @@ from __future__ import annotations
 
 import datetime as _dt
 import re
+import time
 import types
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from ..ai.options import estimate_text_tokens
-from .redact import redact
+from .credentials import credential_name, hidden_value, looks_like_credential
+from .credentials import redact_all as redact
 
-__all__ = ["namespace_summary", "assigned_summary", "DEFAULT_TOKEN_BUDGET"]
+__all__ = ["namespace_summary", "assigned_summary", "DEFAULT_TIME_BUDGET_S", "DEFAULT_TOKEN_BUDGET"]
 
 DEFAULT_TOKEN_BUDGET = 400
+DEFAULT_TIME_BUDGET_S = 0.05  # the whole summary; a prompt must not wait on the user's objects
+_SLOW_S = 0.05  # one line slower than this: listed by name only from then on
+_slow: set[Any] = set()  # user types (or ids of library objects) that were slow to describe
 _INTERNAL = frozenset({"In", "Out", "exit", "quit", "get_ipython"})
 _ARRAY_MODULES = frozenset({"numpy", "pandas", "polars", "torch", "tensorflow", "jax", "jaxlib",
                             "xarray", "cupy", "dask", "scipy", "pyarrow"})
-_SECRET_NAME = re.compile(r"key|token|secret|passw|pwd|auth|credential|private|cookie|session",
-                          re.IGNORECASE)
 _TOKEN_LIKE = re.compile(r"[A-Za-z0-9_\-.+/=:]{16,}")
 _MAX_STR = 40
 _MAX_COLUMNS = 30
@@ -60,7 +63,8 @@ _FOOTER_RESERVE = 90  # room for the "... N more" line
 
 
 def namespace_summary(user_ns: Mapping[str, Any], token_budget: int = DEFAULT_TOKEN_BUDGET,
-                      recent: Iterable[str] = (), hidden: Mapping[str, Any] | None = None) -> str:
+                      recent: Iterable[str] = (), hidden: Mapping[str, Any] | None = None,
+                      time_budget_s: float = DEFAULT_TIME_BUDGET_S) -> str:
     """The budgeted summary text (``""`` when there is nothing to show)."""
     items = list(user_ns.items())  # a snapshot: agent code may assign while we read
     hidden = hidden or {}
@@ -93,7 +97,8 @@ def namespace_summary(user_ns: Mapping[str, Any], token_budget: int = DEFAULT_TO
     header = f"Notebook variables ({total}):"
     lines = [header]
     room = budget_chars - len(header) - 1
-    shown = _take(lines, (_line(n, v) for n, v in ordered), room)
+    clock = _Clock(time_budget_s)
+    shown = _take(lines, clock.lines(ordered), room)
     room -= sum(len(line) + 1 for line in lines[1:])
     code_shown = 0
     if code and shown == len(ordered):
@@ -145,11 +150,45 @@ def assigned_summary(code: str, user_ns: Mapping[str, Any], max_names: int = 3,
         if name not in user_ns:
             continue
         value = user_ns[name]
-        if _SECRET_NAME.search(name) or isinstance(value, (str, bytes)):
+        if credential_name(name) or issubclass(type(value), (str, bytes)):
             lines.append(redact(_line(name, value))[:400])  # a length, never the text
         else:
             lines.append(f"{name} =\n" + redact(bounded_value_text(value))[:max_chars])
     return lines
+
+
+class _Clock:
+    """The summary's time budget. Nothing here calls user code on purpose (no ``len``/``repr``
+    of subclasses that override them, ``type()`` instead of ``__class__``), but pandas/array
+    metadata of a subclass can still be a slow property: each line is timed, a type that took
+    longer than ``_SLOW_S`` is remembered and listed by name only from then on, and once the
+    total budget is spent no further line is formatted (the footer counts what is left)."""
+
+    def __init__(self, budget_s: float) -> None:
+        self.deadline = time.perf_counter() + budget_s
+
+    def lines(self, items: list[tuple[str, Any]]) -> Iterator[str]:
+        for name, value in items:
+            if time.perf_counter() > self.deadline:
+                return
+            cls = type(value)
+            # the library's own types are never slow as such: remember the object, not its type
+            key: Any = id(value) if _root(cls) in _ARRAY_MODULES else cls
+            if key in _slow:
+                yield f"{_short_name(name)}: {_type_name(value)} (slow to describe; skipped)"
+                continue
+            start = time.perf_counter()
+            line = _line(name, value)
+            if time.perf_counter() - start > _SLOW_S:
+                if len(_slow) > 1000:
+                    _slow.clear()
+                _slow.add(key)
+                line = f"{_short_name(name)}: {_type_name(value)} (slow to describe; skipped)"
+            yield line
+
+
+def _short_name(name: str) -> str:
+    return name if len(name) <= _MAX_NAME else name[:_MAX_NAME] + "..."
 
 
 def _take(out: list[str], candidates: Iterator[str], room: int, sep: int = 1) -> int:
@@ -191,12 +230,12 @@ def _classify(name: str, value: Any, hidden: Mapping[str, Any]) -> int | None:
         return None
     if type(value) in _PLAIN:  # the bulk of a big namespace: decided without attribute lookups
         return _OTHER
-    if isinstance(value, types.ModuleType):
+    if issubclass(type(value), types.ModuleType):
         return None
-    if isinstance(value, (types.FunctionType, type)):
+    if issubclass(type(value), (types.FunctionType, type)):
         # defined in a cell (module __main__) or imported: only the former is the user's
         return _CODE if getattr(value, "__module__", None) == "__main__" else None
-    if isinstance(value, (types.BuiltinFunctionType, types.MethodType)):
+    if issubclass(type(value), (types.BuiltinFunctionType, types.MethodType)):
         return None
     if _root(type(value)) in _ARRAY_MODULES:
         return _DATA
@@ -214,7 +253,7 @@ def _root(cls: type) -> str:
 
 def _code_label(name: str, value: Any) -> str:
     name = name[:_MAX_NAME]
-    if isinstance(value, type):
+    if issubclass(type(value), type):
         return f"class {name}"
     code = getattr(value, "__code__", None)
     if code is None:
@@ -253,7 +292,7 @@ def _describe(name: str, value: Any) -> str:
         return _pandas_frame(value)
     if root == "pandas" and cls.__name__ == "Series":
         rows = len(value.index)
-        series_name = f" name {str(value.name)[:40]!r}" if value.name is not None else ""
+        series_name = f" name {_label(value.name)!r}" if value.name is not None else ""
         return f"Series len {rows:,} {value.dtype}{series_name}"
     if root == "polars" and cls.__name__ == "DataFrame":
         rows, cols = value.shape
@@ -270,33 +309,61 @@ def _describe(name: str, value: Any) -> str:
         if dtype is not None:
             parts.append(str(dtype))
         return " ".join(parts)
-    if isinstance(value, _SCALARS):
+    if issubclass(cls, _SCALARS):
         return f"{type_name}{_scalar(name, value)}"
-    if isinstance(value, _DATES):
+    if issubclass(cls, _DATES):
         return f"{type_name} = {str(value)[:_MAX_STR]}"
-    if isinstance(value, str):
+    if issubclass(cls, str):
+        if not _builtin_method(cls, str, "__len__"):
+            return f"{type_name} (str subclass)"
+        if looks_like_credential(value, name):
+            return hidden_value(value) if cls is str else f"{type_name} ({_CREDENTIAL})"
         shown = _short_str(name, value)
         return f"str len {len(value)}" + (f" = {shown}" if shown else "")
-    if isinstance(value, _CONTAINERS):
+    if issubclass(cls, (bytes, bytearray)) and looks_like_credential(value, name):
+        return f"{type_name} ({_CREDENTIAL})"
+    if issubclass(cls, _CONTAINERS):
+        base = next(b for b in _CONTAINERS if issubclass(cls, b))
+        if not _builtin_method(cls, base, "__len__"):
+            return type_name  # a user-defined __len__ may compute, sleep or raise
         return f"{type_name} len {len(value):,}"
     return type_name
 
 
 def _scalar(name: str, value: Any) -> str:
-    if _SECRET_NAME.search(name):
+    if credential_name(name):
         return " (value hidden)"
-    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
-        return f" ({value.bit_length()} bits)"  # str() of a huge int is quadratic
+    cls = type(value)
+    base = next((b for b in _SCALARS if issubclass(cls, b)), None)
+    if base is not None and cls is not base and not _builtin_method(cls, base, "__repr__"):
+        return ""  # a subclass's own __repr__ is user code: not run for the summary
+    if issubclass(cls, int) and cls is not bool and int.bit_length(value) > 64:
+        return f" ({int.bit_length(value)} bits)"  # str() of a huge int is quadratic
     text = repr(value)
     return f" = {text}" if len(text) <= _MAX_STR else ""
 
 
 def _short_str(name: str, value: str) -> str | None:
-    if len(value) > _MAX_STR or _SECRET_NAME.search(name):
+    if len(value) > _MAX_STR or credential_name(name):
         return None
     if _TOKEN_LIKE.fullmatch(value) and any(c.isdigit() for c in value) and any(c.isalpha() for c in value):
         return None  # looks like an API key or a token
     return repr(value)
+
+
+_CREDENTIAL = "looks like a credential; value not shown"
+
+
+def _builtin_method(cls: type, base: type, method: str) -> bool:
+    """``cls`` inherits ``method`` from ``base`` unchanged (no user code runs when we call it)."""
+    return getattr(cls, method, None) is getattr(base, method, None)
+
+
+def _label(value: Any) -> str:
+    """A column/index/Series name as shown: redacted first, then cut to ``_MAX_STR``."""
+    from .format import clip
+
+    return clip(redact(str(value)), _MAX_STR)
 
 
 def _pandas_frame(df: Any) -> str:
@@ -308,12 +375,12 @@ def _pandas_frame(df: Any) -> str:
     if type(index).__name__ != "RangeIndex":
         text += f" index {type(index).__name__}"
         if index.name is not None:
-            text += f" {str(index.name)[:40]!r}"
+            text += f" {_label(index.name)!r}"
     return text
 
 
 def _columns(pairs: list[tuple[Any, Any]], total: int) -> str:
-    parts = [f"{str(col)[:40]}: {dtype}" for col, dtype in pairs[:_MAX_COLUMNS]]
+    parts = [f"{_label(col)}: {dtype}" for col, dtype in pairs[:_MAX_COLUMNS]]
     if total > len(parts):
         parts.append(f"+{total - len(parts)} more columns")
     return ", ".join(parts)

@@ -23,7 +23,9 @@ budget is spent and says which range to ask for next, rather than cutting cells 
 
 from __future__ import annotations
 
+import asyncio
 import datetime as _dt
+import json
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -32,8 +34,8 @@ from typing import Any
 
 from ..agent.types import AgentTool, AgentToolResult
 from ..ai.types import TextContent
-from .format import IMAGE_MIMES, bundle_text, cut, strip_ansi
-from .redact import redact
+from .credentials import redact_all as redact
+from .format import IMAGE_MIMES, bundle_text, clip, cut, strip_ansi
 
 __all__ = ["NotebookLocation", "locate_notebook", "make_notebook_file_tool", "markdown_cells",
            "render_notebook"]
@@ -42,6 +44,94 @@ _SOURCE_CHARS = 3000
 _OUTPUT_CHARS = 1200
 _TOTAL_CHARS = 12000
 _TRACEBACK_LINES = 4
+_MAX_FILE_BYTES = 256 * 2 ** 20  # past this the file is not parsed at all
+_CHILD_BYTES = 2 * 2 ** 20  # files over this are parsed in a child process
+_WINDOW_CELLS = 400  # cells handed back per read (the text budget shows far fewer)
+READ_TIMEOUT_S = 30.0  # the parse is given up after this (the child is killed)
+
+
+def _select(nb: Any, start: Any, end: Any, cell_id: Any, limit: int) -> dict[str, Any]:
+    """The cells one read shows, from a parsed notebook: ``{"total", "first", "last", "cells"}``
+    (``first`` None: no cell with ``cell_id``). Self-contained (only builtins): a child process
+    runs its source for big files."""
+    if not isinstance(nb, dict):
+        raise ValueError("not a notebook (the JSON is not an object)")
+    major = nb.get("nbformat")
+    if not isinstance(major, int) or major < 4:
+        return {"old": True}
+    raw = nb.get("cells")
+    if not isinstance(raw, list):
+        raise ValueError("not a notebook (no 'cells' list)")
+    cells = [c for c in raw if isinstance(c, dict)]
+    total = len(cells)
+    if cell_id is not None:
+        found = [i for i, c in enumerate(cells) if c.get("id") == cell_id]
+        first = last = found[0] if found else None
+    else:
+        first = 0 if start is None else max(0, start if start >= 0 else total + start)
+        last = total - 1 if end is None else min(total - 1, end if end >= 0 else total + end)
+    window = [] if first is None or last is None or first > last else cells[first:min(last, first + limit - 1) + 1]
+
+    def bound(value: Any) -> Any:  # a 20 MB output is not handed back whole (head and tail)
+        if isinstance(value, str) and len(value) > 200_000:
+            return value[:130_000] + "\n[... cut on reading ...]\n" + value[-70_000:]
+        if isinstance(value, list):
+            if value and all(isinstance(v, str) for v in value) and sum(len(v) for v in value) > 200_000:
+                return bound("".join(value))
+            return [bound(v) for v in value[:2000]]
+        if isinstance(value, dict):
+            return {k: bound(v) for k, v in value.items()}
+        return value
+
+    return {"total": total, "first": first, "last": last, "cells": [bound(c) for c in window]}
+
+
+_CHILD = """
+import json, sys
+from typing import Any
+{source}
+args = json.loads(sys.argv[1])
+with open(args["path"], "rb") as f:
+    nb = json.load(f)
+sys.stdout.write(json.dumps(_select(nb, args["start"], args["end"], args["cell_id"], args["limit"])))
+"""
+
+
+def _window(path: Path, start: int | None, end: int | None, cell_id: str | None,
+            limit: int = _WINDOW_CELLS) -> dict[str, Any]:
+    """``_select`` on the file. The file is plain JSON to us (nbformat's validation took 7.6-11 s
+    on a 27 MB, 100,000-cell file); over ``_CHILD_BYTES`` it is parsed in a child process, since
+    ``json.loads`` holds the GIL for its whole run (1.6 s on that file) and the kernel would not
+    answer meanwhile. Pre-v4 files go through nbformat's converter."""
+    import subprocess
+    import sys
+
+    size = path.stat().st_size
+    if size > _MAX_FILE_BYTES:
+        raise ValueError(f"the file is {size / 2 ** 20:.0f} MB, over the {_MAX_FILE_BYTES // 2 ** 20} MB "
+                         "this tool reads")
+    if size <= _CHILD_BYTES:
+        window = _select(json.loads(path.read_bytes()), start, end, cell_id, limit)
+    else:
+        import inspect
+
+        args = json.dumps({"path": str(path), "start": start, "end": end, "cell_id": cell_id, "limit": limit})
+        code = _CHILD.format(source=inspect.getsource(_select))
+        try:
+            done = subprocess.run([sys.executable, "-I", "-c", code, args], capture_output=True,
+                                  timeout=READ_TIMEOUT_S, check=False)
+        except subprocess.TimeoutExpired:
+            raise ValueError(f"reading it took over {READ_TIMEOUT_S:g} s") from None
+        if done.returncode != 0:
+            last = (done.stderr.decode("utf-8", "replace").strip().splitlines() or ["?"])[-1]
+            raise ValueError(last[:300])
+        window = json.loads(done.stdout)
+    if window.get("old"):
+        import nbformat
+
+        converted = nbformat.reads(path.read_text(encoding="utf-8"), as_version=4)
+        window = _select(json.loads(nbformat.writes(converted)), start, end, cell_id, limit)
+    return window
 
 
 @dataclass(frozen=True)
@@ -150,28 +240,21 @@ def render_notebook(path: str | os.PathLike[str], start: int | None = None, end:
                     cell_id: str | None = None, with_outputs: bool = True,
                     max_chars: int = _TOTAL_CHARS) -> str:
     """The saved notebook as compact text: cells ``start``..``end`` (0-based, inclusive)."""
-    import nbformat
-
     path = Path(path)
     try:
-        nb = nbformat.read(path, as_version=4)
+        window = _window(path, start, end, cell_id)
     except FileNotFoundError:
         return f"No saved notebook at {path} (it may not have been saved yet)."
-    except Exception as exc:  # invalid JSON, an unknown format version...
+    except Exception as exc:  # invalid JSON, an unknown format version, too big or too slow...
         return f"The notebook {path} could not be read: {type(exc).__name__}: {redact(str(exc))[:300]}"
-    cells = list(nb.cells)
-    total = len(cells)
+    total, first, last, cells = window["total"], window["first"], window["last"], window["cells"]
     saved = _dt.datetime.fromtimestamp(path.stat().st_mtime, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
     header = (f"Notebook {path.name}: {total} cells, saved {saved} (unsaved edits in the editor "
               "are not included).")
     if cell_id is not None:
-        indices = [i for i, c in enumerate(cells) if c.get("id") == cell_id]
-        if not indices:
-            return f"{header}\nNo cell with id {cell_id!r}."
-        first = last = indices[0]
+        if first is None:
+            return f"{header}\nNo cell with id {clip(cell_id, 80)!r}."  # an argument is echoed cut
     else:
-        first = 0 if start is None else max(0, start if start >= 0 else total + start)
-        last = total - 1 if end is None else min(total - 1, end if end >= 0 else total + end)
         if total == 0:
             return f"{header}\nThe notebook has no cells."
         if first > last:
@@ -179,8 +262,9 @@ def render_notebook(path: str | os.PathLike[str], start: int | None = None, end:
     parts = [header]
     used = len(header)
     for index in range(first, last + 1):
-        text = _cell_text(index, cells[index], with_outputs)
-        if used + len(text) + 2 > max_chars and index > first:
+        offset = index - first
+        text = _cell_text(index, cells[offset], with_outputs) if offset < len(cells) else None
+        if text is None or (used + len(text) + 2 > max_chars and index > first):
             parts.append(f"[cells {index}..{last} not shown: over this tool's budget; "
                          f"call read_notebook with start={index}]")
             break
@@ -193,13 +277,11 @@ def markdown_cells(path: str | os.PathLike[str], max_chars: int = 800) -> str | 
     """The saved notebook's Markdown cells (the user's own plan and explanations), newest kept
     when over budget; None when the file cannot be read or has none. For a model that is not
     offered ``read_notebook`` (the small-model profile), in its prompt's context instead."""
-    import nbformat
-
     try:
-        nb = nbformat.read(Path(path), as_version=4)
+        cells = _window(Path(path), None, None, None, limit=100_000)["cells"]
     except Exception:  # missing, unsaved or invalid: the prompt goes without it
         return None
-    texts = [f"[{i}] {_text(c.get('source')).strip()}" for i, c in enumerate(nb.cells)
+    texts = [f"[{i}] {_text(c.get('source')).strip()}" for i, c in enumerate(cells)
              if c.get("cell_type") == "markdown" and _text(c.get("source")).strip()]
     if not texts:
         return None
@@ -231,9 +313,16 @@ def make_notebook_file_tool(get_path: Callable[[], NotebookLocation], max_chars:
         if location.path is None:
             text = location.describe_missing()
         else:
-            text = render_notebook(location.path, start=start, end=end, cell_id=cell_id,
-                                   with_outputs=params.get("outputs", True) is not False,
-                                   max_chars=max_chars)
+            # parsed off the kernel's loop (the kernel keeps answering), with a bounded wait
+            work = asyncio.to_thread(render_notebook, location.path, start=start, end=end,
+                                     cell_id=cell_id,
+                                     with_outputs=params.get("outputs", True) is not False,
+                                     max_chars=max_chars)
+            try:
+                text = await asyncio.wait_for(work, READ_TIMEOUT_S)
+            except asyncio.TimeoutError:
+                text = (f"The notebook {location.path.name} could not be read within "
+                        f"{READ_TIMEOUT_S:g} s (it is very large); ask for it in parts later.")
         return AgentToolResult(content=[TextContent(text=text)],
                                details={"path": str(location.path) if location.path else None,
                                         "origin": location.origin})

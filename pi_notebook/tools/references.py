@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 from .format import cut
 from .history import CellRecord, ExecutionHistory, bounded_value_text, format_record
-from .redact import redact
+from .credentials import redact_all as redact
 
 __all__ = ["Reference", "expand_references", "find_references", "reference_block"]
 

@@ -37,6 +37,7 @@ from ..agent.types import AgentTool, AgentToolResult
 from ..ai.types import TextContent
 from . import worker as _worker
 from .capture import capture, capture_installed
+from .credentials import CREDENTIAL_NOTE, looks_like_credential, redact_shapes
 from .format import clip, cut, dataframe_summary, series_summary
 from .interrupt import interrupt_main_for
 
@@ -56,10 +57,10 @@ class _RedactingRepr(reprlib.Repr):
         keep = self.maxstring + 512  # what reprlib can show, plus room for a whole secret
         if len(x) > 2 * keep:
             x = x[:keep] + x[-keep:]
-        return super().repr_str(cut(x, 0), level)
+        return super().repr_str(redact_shapes(cut(x, 0)), level)
 
     def repr_instance(self, x: Any, level: int) -> str:
-        s = cut(builtins.repr(x), 0)  # cut(.., 0) only redacts; a raising repr propagates
+        s = redact_shapes(cut(builtins.repr(x), 0))  # cut(.., 0) only redacts; a raising repr propagates
         if len(s) > self.maxother:
             i = max(0, (self.maxother - 3) // 2)
             j = max(0, self.maxother - 3 - i)
@@ -98,7 +99,13 @@ def _short_repr(obj: Any) -> str:
     return clip(" ".join(_short.repr(obj).split()), 100)
 
 
+def _credential(name: str, value: Any) -> bool:
+    return type(value) in (str, bytes, bytearray) and looks_like_credential(value, name)
+
+
 def _row(name: str, value: Any) -> str:
+    if _credential(name, value):
+        return f"{name} | {_type_name(value)} | len {len(value)} | ({CREDENTIAL_NOTE})"
     parts = [name, _type_name(value)]
     shape = _shape(value)
     if shape:
@@ -240,7 +247,7 @@ async def list_user_variables(shell: Any, limit_s: float = DEFAULT_REPR_TIMEOUT_
             for row, (name, value) in zip(rows, items, strict=True)]
     if extra > 0:
         rows.append(f"... {extra} more variables")
-    return cut("name | type | shape/len | value\n" + "\n".join(rows), 0)
+    return redact_shapes(cut("name | type | shape/len | value\n" + "\n".join(rows), 0))
 
 
 def _is_pandas(obj: Any, name: str) -> bool:
@@ -254,6 +261,8 @@ def _is_ndarray(obj: Any) -> bool:
 
 
 def describe_variable(value: Any, name: str, budget: int = 6000) -> str:
+    if _credential(name, value):
+        return f"{name}: {_type_name(value)}, len {len(value)} ({CREDENTIAL_NOTE})"
     if _is_pandas(value, "DataFrame"):
         text = dataframe_summary(value)
         try:
@@ -284,7 +293,7 @@ def describe_variable(value: Any, name: str, budget: int = 6000) -> str:
         if shape:
             text += f", {shape}"
         text += "\n" + _long.repr(value)
-    return cut(f"{name}: {text}", budget)
+    return cut(redact_shapes(cut(f"{name}: {text}", 0)), budget)  # redact, then cut
 
 
 _ABORTED = "Stopped: the run was aborted or interrupted before the listing finished."
@@ -314,7 +323,7 @@ def make_variable_tools(shell: Any, settings: Any = None) -> list[AgentTool]:
         if not isinstance(name, str) or not name:
             raise ValueError("inspect_variable needs a 'name' string argument")
         if name not in shell.user_ns:
-            raise ValueError(f"No variable named {name!r} in the user namespace. "
+            raise ValueError(f"No variable named {clip(name, 100)!r} in the user namespace. "
                              "Use list_variables to see what exists.")
         budget, limit_s = budgets()
         value = shell.user_ns[name]

@@ -15,6 +15,7 @@ from typing import Any
 
 import ipywidgets as W
 
+from ..tools.approval import approval_line
 from ._util import B64_RE, content_images, field, find_invisible, fmt_seconds, mark_invisible, strip_control
 from .blocks import Block, ChunkedText, WidgetSet, line_split_point, pill_html
 from .markdown import escape_text, highlight_code
@@ -137,6 +138,9 @@ class ToolCard(Block[ToolItem]):
         elif item.started is not None and not item.frozen and item.status == "running":
             bits.append(f'<span class="pi-metric">{fmt_seconds(time.monotonic() - item.started, precise=False)}'
                         "</span>")
+        approval = approval_line(field(item.result, "details")) if item.result is not None else None
+        if approval:  # why it ran (or did not): one short line, from the session's record
+            bits.append(f'<span class="pi-metric pi-approval-line">{escape_text(approval)}</span>')
         return f'<div class="pi-tool-head">{"".join(bits)}</div>'
 
     def _args_html(self) -> str:

@@ -225,3 +225,26 @@ def test_ask_with_wait_always_refuses_instead_of_hanging():
     _, agent, after = nb.cells
     assert "not interactive" in _markdown(agent)  # the notice says why the code did not run
     assert "NameError" in _text(after)  # and it never ran
+
+
+def test_only_a_cell_wholly_of_control_lines_jumps_a_waiting_cell(kernel):
+    """Issue 20: ``%agent status`` followed by code, and a user magic ``%agentlog``, queue like
+    any cell: the order the user ran them in is kept (observed before: B, C, A)."""
+    kernel.ok("order = []\n"
+              "from IPython.core.magic import register_line_magic\n"
+              "@register_line_magic\n"
+              "def agentlog(line):\n"
+              "    order.append('C')\n")
+    kernel.ok(SLOW_RUN)
+    kernel.ok("%%agent\ntalk slowly\n")
+    a = kernel.start("order.append('A')\n")
+    wait_until(lambda: waiting_line_shown(kernel, a), what="the waiting line")
+    b = kernel.start("%agent status\norder.append('B')\n")
+    c = kernel.start("%agentlog\n")
+    replies: dict = {}
+    time.sleep(1.0)  # had B or C jumped the queue, they would have replied by now
+    has_reply(kernel, c, replies)
+    assert b not in replies and c not in replies
+    kernel.ok("%agent abort")  # a control cell still runs at once and ends the run
+    wait_until(lambda: has_reply(kernel, c, replies), timeout=30, what="the queued cells")
+    assert kernel.ev("order") == ["A", "B", "C"]

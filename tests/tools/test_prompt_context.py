@@ -16,6 +16,7 @@ from pi_notebook.tools.history import ExecutionHistory, installed_history, unins
 from pi_notebook.tools.notebook_file import NotebookLocation
 from pi_notebook.tools.prompt_context import (
     CONTEXT_HEADER,
+    close_line,
     context_for_prompt,
     make_context_tools,
     notebook_context,
@@ -56,7 +57,7 @@ def test_block_has_error_references_namespace_and_file(tmp_path: Path) -> None:
     assert f"Last error: Cell [{count}] raised KeyError: 'revenu' (did you mean 'revenue' (a column of sales)?) at line 1" in block
     assert f"In[{count}]:\nsales['revenu'].sum()" in block
     assert "sales: DataFrame 1 x 2 (month:" in block
-    assert block.rstrip().endswith("Notebook file: analysis.ipynb (read_notebook shows its cells and saved outputs).")
+    assert block.rstrip().endswith("Notebook file: analysis.ipynb (read_notebook shows its cells and saved outputs).\n" + close_line())
     assert block.index("Last error") < block.index("[Notebook references") < block.index("Notebook variables")
 
 

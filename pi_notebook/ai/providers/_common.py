@@ -210,13 +210,15 @@ async def run_sse_stream(
                 decoder = SSEDecoder()
                 async for chunk in response.iter_bytes():
                     for sse in decoder.feed(chunk):
-                        dispatch(mapper, sse)
+                        if sse.data.strip():  # an empty data: line is a valid, empty event: nothing to map
+                            dispatch(mapper, sse)
                     mapper.flush()
                     if is_complete is not None and is_complete():
                         break
                 else:
                     for sse in decoder.flush():
-                        dispatch(mapper, sse)
+                        if sse.data.strip():
+                            dispatch(mapper, sse)
         finally:
             await response.aclose()
         # An abort wins over whatever finish() finds: the except path reports it either way.

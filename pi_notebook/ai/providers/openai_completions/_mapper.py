@@ -436,13 +436,16 @@ async def read_body(response: _http.StreamResponse, mapper: CompletionsEventMapp
                     if data == "[DONE]":
                         await _drain(chunks)
                         return
+                    if not data.strip():  # "data:" with no value: a valid, empty event
+                        continue
                     value = parse_payload(data)
                 handle(value)
             mapper.flush()
         for data in decoder.flush():
             if data == "[DONE]":
                 return
-            handle(parse_payload(data))
+            if data.strip():
+                handle(parse_payload(data))
     finally:
         await chunks.aclose()  # type: ignore[attr-defined]  # an async generator (iter_bytes)
 
