@@ -116,7 +116,7 @@ class McpServer:
             await self.stop()  # leave the dead client in its own task, then start afresh
         if self.state in ("connected", "off", "failed"):
             return
-        if self._ready is None or self._ready.done() and self.state != "starting":
+        if self._ready is None or (self._ready.done() and self.state != "starting"):
             self._begin()
         assert self._ready is not None
         try:
