@@ -3,6 +3,8 @@
 ``python tests/mcp/server.py``                     stdio
 ``python tests/mcp/server.py http PORT``            streamable HTTP on 127.0.0.1:PORT/mcp
 ``python tests/mcp/server.py fail``                 writes to stderr and exits before speaking MCP
+``python tests/mcp/server.py stubborn``             stdio, but outlives the end of its stdin and
+                                                    ignores SIGTERM (only SIGKILL ends it)
 
 Tools: ``echo`` (text), ``image`` (a 2x2 PNG), ``table`` (structured content), ``env`` (the
 value of one environment variable: the secret-leak canary), ``sleep`` (Abort and timeouts),
@@ -97,3 +99,8 @@ if __name__ == "__main__":
         server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
     else:
         server.run("stdio")
+        if mode == "stubborn":  # a server that would be orphaned without PR_SET_PDEATHSIG
+            import signal
+
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            time.sleep(600)
