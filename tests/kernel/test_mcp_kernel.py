@@ -65,7 +65,7 @@ def test_mcp_tools_in_a_kernel_run(kernel, tmp_path):
     kernel.ok("%agent model faux/faux-1")
     kernel.ok("import sys")
     # %load_ext started nothing and imported no SDK: servers start with the first run
-    assert kernel.ev("[m for m in ('mcp', 'pi_notebook.mcp.server') if m in sys.modules]") == []
+    assert kernel.ev("[m for m in ('mcp', 'mcp_types', 'httpx2') if m in sys.modules]") == []
     kernel.ok("faux.set_responses([tool_turn(('t__echo', {'text': 'hello from mcp'}), "
               "('t__env', {'name': 'WAREHOUSE'})), answer(faux_assistant_message('done'))])")
     reply = kernel.ok("%%agent --approve auto --wait\nuse the server", timeout=180)
