@@ -210,3 +210,30 @@ async def test_agents_md_reaches_the_system_prompt_of_a_new_conversation(shell, 
     assert "Always answer in haiku." in prompts[0] and "Use metric units." in prompts[0]
     assert prompts[0].index("haiku") < prompts[0].index("metric")
     assert any("AGENTS.md" in line for line in rt.instructions.status_lines())
+
+
+async def test_abort_during_a_slow_call_ends_the_run_with_a_result_for_the_call(shell, faux, project):
+    project({"t": _server()})
+    rt = runtime()
+    try:
+        faux.set_responses([faux_assistant_message([faux_tool_call("t__sleep", {"seconds": 60})],
+                                                   stop_reason="toolUse"), faux_assistant_message("never")])
+        await run_cell(shell, "%%agent --approve auto\nslow\n")
+        for _ in range(600):
+            if rt.agent.state.pending_tool_calls:
+                break
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.5)  # the request is at the server
+        started = asyncio.get_running_loop().time()
+        shell.run_line_magic("agent", "abort")
+        await settle(30)
+        assert asyncio.get_running_loop().time() - started < 10
+        assert rt.last_run.status == "aborted"
+        calls = [b.id for m in rt.agent.state.messages if m.role == "assistant"
+                 for b in m.content if b.type == "toolCall"]
+        results = [m.tool_call_id for m in _tool_results(rt)]
+        assert calls and calls == results  # every call has its result
+        # the server is still usable: the aborted request was cancelled, not the connection
+        assert await rt.mcp().manager.call("t", "echo", {"text": "alive"}) == {"result": "alive"}
+    finally:
+        await _close(rt)

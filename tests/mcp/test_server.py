@@ -159,3 +159,10 @@ def test_the_server_dies_with_a_sigkilled_parent(tmp_path):
     while alive(server_pid) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not alive(server_pid)
+
+
+async def test_without_the_sdk_the_reason_names_the_extra(cache, monkeypatch):
+    monkeypatch.setitem(sys.modules, "mcp", None)  # import mcp now raises ImportError
+    server = McpServer(stdio_config())
+    await server.start()
+    assert server.state == "failed" and "pi-notebook[mcp]" in server.reason
