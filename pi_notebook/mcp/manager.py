@@ -106,10 +106,12 @@ class McpManager:
         """Start what is needed (in parallel), then the tools for this run and the notices
         to show (each failure once)."""
         notices = self.reload()
-        waiting = [s for s in self.servers.values()
-                   if s.state == "idle" or (s.state == "connected" and s.crashed)]
-        if waiting:
-            await asyncio.gather(*(s.start() for s in waiting), return_exceptions=True)
+        waiting = [s for s in self.servers.values()  # a start under way is shared, not repeated
+                   if s.state in ("idle", "starting") or (s.state == "connected" and s.crashed)]
+        changed = [s for s in self.servers.values() if s.state == "connected" and not s.crashed]
+        if waiting or changed:
+            await asyncio.gather(*(s.start() for s in waiting), *(s.refresh_tools() for s in changed),
+                                 return_exceptions=True)
         for server in self.servers.values():
             if server.state == "failed" and self._report.once(server.name, server.reason):
                 notices.append(f"MCP server {server.name!r} is not available; the run goes on "

@@ -211,6 +211,17 @@ class McpServer:
             env=dict(config.env), cwd=config.cwd, encoding_error_handler="replace")
         return stdio_client(params, errlog=log)
 
+    async def refresh_tools(self) -> None:
+        """List the tools again (every run does, for a server already connected): a tool
+        list that changed is picked up between runs whatever the protocol version; on the
+        2026-07-28 protocol ``tools/list_changed`` is no longer a plain notification, so
+        listening for it would miss changes. A failure keeps the old list."""
+        client = self._client
+        if client is None:
+            return
+        with contextlib.suppress(Exception):
+            self.tools = await asyncio.wait_for(self._list_tools(client), START_TIMEOUT_S)
+
     @staticmethod
     async def _list_tools(client: Any) -> list[ToolInfo]:
         tools: list[ToolInfo] = []

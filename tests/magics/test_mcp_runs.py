@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -17,6 +18,15 @@ from pi_notebook.ai.providers.faux import faux_assistant_message, faux_tool_call
 
 SERVER = str(Path(__file__).resolve().parents[1] / "mcp" / "server.py")
 pytestmark = pytest.mark.timeout(240)
+
+
+@pytest.fixture(autouse=True)
+def _forget_registered_secrets(monkeypatch):
+    """${VAR} values are registered for redaction for the kernel's life; not across tests."""
+    import importlib
+
+    redact = importlib.import_module("pi_notebook.tools.redact")  # (the package exports a function of that name)
+    monkeypatch.setattr(redact, "_explicit", set(redact._explicit))
 
 
 @pytest.fixture
@@ -110,7 +120,7 @@ async def test_a_failing_server_is_one_notice_with_its_stderr_and_the_run_goes_o
         assert not [c for c in FakeView.instances[-1].kinds("notice") if "'bad'" in c[2]]  # once
         status = rt.mcp().status_lines()
         assert any("bad: failed" in line and "warehouse.db" in line for line in status)
-        assert any("t: connected, 8 tools" in line for line in status)
+        assert any(re.search(r"t: connected, \d+ tools", line) for line in status)
     finally:
         await _close(rt)
 

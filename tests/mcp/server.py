@@ -9,7 +9,7 @@
 Tools: ``echo`` (text), ``image`` (a 2x2 PNG), ``table`` (structured content), ``env`` (the
 value of one environment variable: the secret-leak canary), ``sleep`` (Abort and timeouts),
 ``crash`` (the server process dies mid-call), ``pid`` (the server's process id), ``fails``
-(an isError result).
+(an isError result), ``grow`` (adds a tool and sends tools/list_changed).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import os
 import sys
 import time
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.utilities.types import Image
 from pydantic import BaseModel
 
@@ -85,8 +85,16 @@ def pid() -> int:
 
 
 @server.tool()
+async def grow(ctx: Context) -> str:
+    """Adds the tool 'extra' and tells the client that the tool list changed."""
+    server.add_tool(lambda: "extra tool", name="extra", description="Added by grow.")
+    await ctx.session.send_tool_list_changed()
+    return "grown"
+
+
+@server.tool()
 def fails() -> str:
-    """Always fails (an isError result)."""
+    """Always fails (an isError result), ``grow`` (adds a tool and sends tools/list_changed)."""
     raise ValueError("this tool always fails")
 
 

@@ -166,3 +166,15 @@ async def test_without_the_sdk_the_reason_names_the_extra(cache, monkeypatch):
     server = McpServer(stdio_config())
     await server.start()
     assert server.state == "failed" and "pi-notebook[mcp]" in server.reason
+
+
+async def test_a_changed_tool_list_is_fetched_again(cache):
+    server = McpServer(stdio_config())
+    await server.start()
+    try:
+        assert "extra" not in {t.name for t in server.tools}
+        assert (await server.call("grow", {}, timeout_s=30)).content[0].text == "grown"
+        await server.refresh_tools()  # what every run does for a connected server
+        assert "extra" in {t.name for t in server.tools}
+    finally:
+        await server.stop()
