@@ -13,6 +13,7 @@ import time
 import pytest
 from mcp_helpers import alive, http_server, stdio_config
 
+from pi_notebook.mcp.config import ServerConfig
 from pi_notebook.mcp.server import McpCallError, McpServer, McpUnavailable
 
 pytestmark = pytest.mark.timeout(180)
@@ -45,8 +46,6 @@ async def test_stdio_text_image_structured_and_error_results(cache):
 
 async def test_streamable_http(cache):
     with http_server() as url:
-        from pi_notebook.mcp.config import ServerConfig
-
         server = McpServer(ServerConfig(name="web", transport="http", url=url,
                                         headers={"X-Test": "1"}))
         await server.start()
@@ -116,10 +115,10 @@ async def test_a_server_that_fails_to_start_says_why_with_its_stderr(cache):
     assert server.state == "failed"
     assert "cannot open the database 'warehouse.db'" in server.reason
     assert "\n" not in server.reason
-    with pytest.raises(McpUnavailable, match="warehouse.db"):
+    with pytest.raises(McpUnavailable, match=r"warehouse\.db"):
         await server.ensure()
     assert (cache / "mcp" / "logs" / "bad.log").is_file()
-    missing = McpServer(stdio_config("missing").__class__(name="missing", command="no-such-binary-xyz"))
+    missing = McpServer(ServerConfig(name="missing", command="no-such-binary-xyz"))
     await missing.start()
     assert missing.state == "failed" and "no-such-binary-xyz" in missing.reason
 
@@ -130,7 +129,7 @@ def test_the_server_dies_with_a_sigkilled_parent(tmp_path):
     process is gone too. (The kernel-level test is in tests/kernel/test_mcp_kernel.py.)"""
     script = textwrap.dedent(f"""
         import asyncio, sys
-        sys.path.insert(0, {str(tmp_path)!r})
+        sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})
         from mcp_helpers import stdio_config
         from pi_notebook.mcp.server import McpServer
         async def main():
@@ -141,10 +140,6 @@ def test_the_server_dies_with_a_sigkilled_parent(tmp_path):
             await asyncio.sleep(600)
         asyncio.run(main())
     """)
-    helpers = os.path.join(os.path.dirname(__file__), "mcp_helpers.py")
-    (tmp_path / "mcp_helpers.py").write_text(open(helpers).read().replace(
-        'Path(__file__).with_name("server.py")', repr(os.path.join(os.path.dirname(__file__), "server.py"))
-        .join(("Path(", ")"))))
     env = {**os.environ, "PI_NOTEBOOK_CACHE": str(tmp_path / "cache"),
            "PYTHONPATH": os.pathsep.join([os.getcwd(), os.environ.get("PYTHONPATH", "")])}
     parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, env=env)
