@@ -81,6 +81,10 @@ class McpLink:
         offered = toolset.tools
         if small_model:
             offered = [t for t in offered if self._allow_listed(toolset.origin.get(t.name))]
+            left_out = sorted({toolset.origin[t.name][0] for t in toolset.tools if t not in offered})
+            if left_out and manager.report_once("small-model", ",".join(left_out)):
+                notice(f"MCP tools of {', '.join(left_out)} are not offered to this small model: give the "
+                       "server a 'tools' allow-list in its config to offer those tools.")
         agent.state.tools = [*agent.state.tools, *offered]
         if approval is not None:
             gate_tools(approval, self._base_gated if self._base_gated is not None else set(approval.tools),

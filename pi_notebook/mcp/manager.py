@@ -121,6 +121,10 @@ class McpManager:
         notices.extend(n for n in self.toolset.notices if self._report.once("tools", n))
         return self.toolset, notices
 
+    def report_once(self, topic: str, text: str) -> bool:
+        """True the first time this (topic, text) is reported in this kernel."""
+        return self._report.once(topic, text)
+
     def has_servers(self) -> bool:
         return bool(self.servers) or bool(self.session_added)
 

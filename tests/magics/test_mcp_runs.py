@@ -247,3 +247,19 @@ async def test_abort_during_a_slow_call_ends_the_run_with_a_result_for_the_call(
         assert await rt.mcp().manager.call("t", "echo", {"text": "alive"}) == {"result": "alive"}
     finally:
         await _close(rt)
+
+
+async def test_a_small_model_gets_only_allow_listed_servers_tools(shell, faux, project, monkeypatch):
+    monkeypatch.setenv("PI_NOTEBOOK_SMALL_PROFILE", "1")  # the embedded model's profile
+    project({"listed": _server(tools=["echo"]), "open": _server()})
+    rt = runtime()
+    try:
+        faux.set_responses([faux_assistant_message("ok")])
+        await run_cell(shell, "%%agent --approve auto\nhi\n")
+        await settle(120)
+        names = {t.name for t in rt.agent.state.tools}
+        assert "listed__echo" in names and not any(n.startswith("open__") for n in names)
+        notices = [c[2] for c in FakeView.instances[-1].kinds("notice") if "small model" in c[2]]
+        assert len(notices) == 1 and "open" in notices[0] and "allow-list" in notices[0]
+    finally:
+        await _close(rt)
