@@ -14,7 +14,7 @@ sends requests through the live session.
 * A stdio server is started through ``_die_with_kernel.py`` (PR_SET_PDEATHSIG): it dies with
   the kernel even when the kernel is SIGKILLed.
 * A call has its own deadline, counted in loop-awake time: a user cell that blocks the loop
-  for a minute does not make a call time out when the loop wakes up (``_deadline``).
+  for a minute does not make a call time out when the loop wakes up (``_Clock``).
 * A server whose connection drops during a call is reported in that call's result, marked
   ``crashed``, and started again by the next call.
 """
@@ -274,16 +274,28 @@ class McpServer:
         return self._client
 
     async def call(self, tool: str, args: dict[str, Any], *, timeout_s: float | None,
-                   aborted: asyncio.Future[None] | None = None) -> Any:
+                   aborted: asyncio.Future[None] | None = None,
+                   on_progress: Callable[[str], None] | None = None) -> Any:
         """``tools/call``; returns the SDK's ``CallToolResult``. Raises McpUnavailable,
         McpCallError, or ``asyncio.CancelledError`` when ``aborted`` resolves first (the
-        request is cancelled, so the server gets ``notifications/cancelled``)."""
+        request is cancelled, so the server gets ``notifications/cancelled``). A progress
+        notification from the server starts the timeout afresh (a long call that says it is
+        working is not cut) and is handed to ``on_progress`` as one line."""
         client = await self.ensure()
-        call = asyncio.ensure_future(client.call_tool(tool, args))
+        clock = _Clock(timeout_s or 0.0)
+
+        async def progress(value: float, total: float | None, message: str | None) -> None:
+            clock.restart()
+            if on_progress is not None:
+                amount = f"{value:g}/{total:g}" if total else f"{value:g}"
+                with contextlib.suppress(Exception):
+                    on_progress(redact(f"{amount} {message or ''}".strip()))
+
+        call = asyncio.ensure_future(client.call_tool(tool, args, progress_callback=progress))
         waiters: set[asyncio.Future[Any]] = {call}
         if aborted is not None:
             waiters.add(aborted)
-        deadline = asyncio.ensure_future(_deadline(timeout_s)) if timeout_s else None
+        deadline = asyncio.ensure_future(clock.run()) if timeout_s else None
         if deadline is not None:
             waiters.add(deadline)
         try:
@@ -327,14 +339,23 @@ class McpServer:
         return f"{self.name}: {self.state}{crashed}{tools} — {self.config.describe()}{reason}"
 
 
-async def _deadline(timeout_s: float, step: float = 0.5) -> None:
-    """Sleep ``timeout_s`` of loop-awake time: a step that took much longer than asked (the
-    loop was blocked by a user cell) counts only as long as a step may take."""
-    remaining = timeout_s
-    while remaining > 0:
-        before = time.monotonic()
-        await asyncio.sleep(min(step, remaining))
-        remaining -= min(time.monotonic() - before, step * 1.5)
+class _Clock:
+    """A call's timeout in loop-awake time: ``run()`` returns after ``timeout_s`` seconds in
+    which the loop ran; a step that took much longer than asked (a user cell blocked the
+    loop) counts only as long as a step may take. ``restart()`` (a progress notification)
+    starts the count again."""
+
+    def __init__(self, timeout_s: float, step: float = 0.5) -> None:
+        self.timeout_s, self.step, self.remaining = timeout_s, step, timeout_s
+
+    def restart(self) -> None:
+        self.remaining = self.timeout_s
+
+    async def run(self) -> None:
+        while self.remaining > 0:
+            before = time.monotonic()
+            await asyncio.sleep(min(self.step, self.remaining))
+            self.remaining -= min(time.monotonic() - before, self.step * 1.5)
 
 
 def _leaf(exc: BaseException) -> BaseException:

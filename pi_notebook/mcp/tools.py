@@ -6,7 +6,8 @@ A call runs through :meth:`McpServer.call` with the server's ``timeout`` (or
 every tool call of the transcript has a result. Arguments reach the server as the model
 sent them (validated against the schema by the loop); results are converted by
 ``results.py``. Approval is not decided here: the loop's ``before_tool_call`` gate
-(``gate.py`` in front of tools/approval.py) ran before ``execute``.
+(``gate.py`` in front of tools/approval.py) ran before ``execute``. Progress notifications
+become partial results (the card shows the latest line) and restart the call's timeout.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..agent.types import AgentTool, AgentToolResult
+from ..ai.types import TextContent
 from ..tools.python_tool import PythonToolSettings
 from .results import convert_result, error_result
 from .schema import SchemaRejected, simplify_schema, tool_name, unique_name
@@ -93,6 +95,17 @@ def build_tools(servers: list[McpServer], taken: set[str], settings: Callable[[]
     return out
 
 
+def _progress_to(on_update: Any) -> Callable[[str], None] | None:
+    """Progress lines as the tool's partial result: the card shows the latest one."""
+    if not callable(on_update):
+        return None
+
+    def update(text: str) -> None:
+        on_update(AgentToolResult(content=[TextContent(text=f"progress: {text}")]))
+
+    return update
+
+
 def _agent_tool(server: McpServer, mcp_name: str, name: str, description: str, schema: dict[str, Any],
                 settings: Callable[[], PythonToolSettings], default_timeout: Callable[[], float]) -> AgentTool:
     async def execute(tool_call_id: str, params: Any, signal: Any = None, on_update: Any = None,
@@ -101,7 +114,8 @@ def _agent_tool(server: McpServer, mcp_name: str, name: str, description: str, s
         timeout = server.config.timeout or default_timeout() or None
         aborted, remove = abort_future(signal)
         try:
-            result = await server.call(mcp_name, args, timeout_s=timeout, aborted=aborted)
+            result = await server.call(mcp_name, args, timeout_s=timeout, aborted=aborted,
+                                       on_progress=_progress_to(on_update))
         except asyncio.CancelledError:
             if aborted is not None and aborted.done():
                 return error_result(ABORTED, server=server.name, tool=mcp_name)

@@ -263,3 +263,16 @@ async def test_a_small_model_gets_only_allow_listed_servers_tools(shell, faux, p
         assert len(notices) == 1 and "open" in notices[0] and "allow-list" in notices[0]
     finally:
         await _close(rt)
+
+
+async def test_progress_reaches_the_card_as_partial_results(shell, faux, project):
+    project({"t": _server()})
+    rt = runtime()
+    try:
+        await _run(shell, faux, "--approve auto", [faux_tool_call("t__work", {"steps": 3, "seconds": 0.2})])
+        updates = [e for e in FakeView.instances[-1].events if e.type == "tool_execution_update"]
+        texts = [e.partial_result.content[0].text for e in updates]
+        assert texts[:1] == ["progress: 1/3 step 1"] and texts[-1] == "progress: 3/3 step 3"
+        assert _tool_results(rt)[-1].content[0].text == "worked 3 steps"
+    finally:
+        await _close(rt)

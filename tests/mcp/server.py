@@ -7,7 +7,7 @@
                                                     ignores SIGTERM (only SIGKILL ends it)
 
 Tools: ``echo`` (text), ``image`` (a 2x2 PNG), ``table`` (structured content), ``env`` (the
-value of one environment variable: the secret-leak canary), ``sleep`` (Abort and timeouts),
+value of one environment variable: the secret-leak canary), ``sleep`` (Abort and timeouts), ``work`` (progress),
 ``crash`` (the server process dies mid-call), ``pid`` (the server's process id), ``fails``
 (an isError result), ``grow`` (adds a tool and sends tools/list_changed).
 """
@@ -68,6 +68,17 @@ def sleep(seconds: float) -> str:
     """Sleep, then say so."""
     time.sleep(seconds)
     return f"slept {seconds}"
+
+
+@server.tool()
+async def work(steps: int, seconds: float, ctx: Context) -> str:
+    """Works for steps x seconds, reporting progress after each step."""
+    import anyio
+
+    for i in range(steps):
+        await anyio.sleep(seconds)
+        await ctx.report_progress(i + 1, steps, f"step {i + 1}")
+    return f"worked {steps} steps"
 
 
 @server.tool()

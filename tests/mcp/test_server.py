@@ -173,3 +173,16 @@ async def test_a_changed_tool_list_is_fetched_again(cache):
         assert "extra" in {t.name for t in server.tools}
     finally:
         await server.stop()
+
+
+async def test_progress_is_reported_and_keeps_a_long_call_alive(cache):
+    server = McpServer(stdio_config())
+    await server.start()
+    lines: list[str] = []
+    try:
+        # 6 steps of 0.8 s: 4.8 s in all, against a 2 s timeout that each progress restarts
+        result = await server.call("work", {"steps": 6, "seconds": 0.8}, timeout_s=2, on_progress=lines.append)
+        assert result.content[0].text == "worked 6 steps"
+        assert lines[0] == "1/6 step 1" and lines[-1] == "6/6 step 6"
+    finally:
+        await server.stop()
