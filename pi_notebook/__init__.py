@@ -28,6 +28,16 @@ def unload_ipython_extension(ipython: Any) -> None:
     _unload(ipython)
 
 
+def __getattr__(name: str) -> Any:
+    # ``await pi_notebook.mcp.call(...)`` after a bare ``import pi_notebook``: the subpackage
+    # is imported on first use (it imports no SDK by itself)
+    if name == "mcp":
+        import importlib
+
+        return importlib.import_module(".mcp", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def get_agent() -> Agent:
     """The kernel's Agent behind the magics (created on first use)."""
     from .magics import get_agent as _get_agent

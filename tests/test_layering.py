@@ -18,7 +18,8 @@ ALLOWED = {
     "session": {"session", "agent", "ai", "tools.updates", "tools.redact", "widgets.markdown"},
     "tools": {"tools", "agent", "ai"},
     "widgets": {"widgets", "ai", "agent", "tools.updates", "tools.approval"},
-    "magics": {"magics", "widgets", "tools", "session", "agent", "ai"},
+    "mcp": {"mcp", "tools", "agent", "ai"},
+    "magics": {"magics", "widgets", "tools", "session", "mcp", "agent", "ai"},
 }
 
 

@@ -109,6 +109,8 @@ COMMANDS: dict[str, tuple[int, str, str]] = {
     "export": (1, "PATH.ipynb", "write the conversation as a notebook"),
     "fix": (0, "", "explain and fix the error of your last cell"),
     "code": (0, "", "put the code the latest run ran into a new cell below"),
+    # -1: its own sub-commands (magics/mcp_command.py)
+    "mcp": (-1, "[tools|add|restart|off] ...", "MCP servers: list them; %agent mcp help for more"),
     "help": (0, "", "show this help"),
 }
 
@@ -117,6 +119,7 @@ COMMANDS: dict[str, tuple[int, str, str]] = {
 class AgentCommand:
     name: str
     arg: str | None = None
+    rest: list[str] | None = None  # the words after a command with sub-commands
 
 
 def parse_agent_command(line: str) -> AgentCommand:
@@ -129,6 +132,8 @@ def parse_agent_command(line: str) -> AgentCommand:
         raise UsageError(f"%agent: unknown command {tokens[0]!r}; one of: {', '.join(COMMANDS)} "
                          "(%agent help).")
     count, arg_name, _ = COMMANDS[name]
+    if count < 0:
+        return AgentCommand(name, None, rest)
     if len(rest) != count:
         if count == 0:
             raise UsageError(f"%agent {name} takes no argument.")

@@ -104,6 +104,10 @@ class PiNotebookMagics(Magics):
             self._fix()
         elif name == "code":
             self._code()
+        elif name == "mcp":
+            from .mcp_command import mcp_command
+
+            print(mcp_command(runtime, command.rest or []))
         return None
 
     def _fix(self) -> None:

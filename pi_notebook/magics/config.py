@@ -95,6 +95,14 @@ class AgentMagics(Configurable):
     context_tokens = Int(500, help="Token budget of the notebook context added to each prompt "
                          "(last error, referenced cells, variables); 0: none.").tag(config=True)
 
+    # MCP servers and project instructions (docs/design/mcp.md)
+    mcp_config = Unicode("", help="Path of an extra MCP config file ({\"mcpServers\": ...}), read "
+                         "after ~/.pi_notebook/mcp.json and the project's .pi_notebook/mcp.json.").tag(config=True)
+    mcp_timeout = Float(120.0, help="Seconds an MCP tool call may take before it is cancelled (a "
+                        "server's own 'timeout' wins; 0: no limit).").tag(config=True)
+    instructions = Unicode("", help="Text added to the system prompt of new conversations, after "
+                           "the project's AGENTS.md files.").tag(config=True)
+
     @default("wait")
     def _wait_default(self) -> str:
         # e.g. PI_NOTEBOOK_WAIT=always for pipelines whose kernels inherit a notebook

@@ -17,16 +17,18 @@ if TYPE_CHECKING:
 __all__ = ["apply_model_profile"]
 
 
-def apply_model_profile(agent: Agent, system_prompt: str, all_tools: list[AgentTool]) -> None:
+def apply_model_profile(agent: Agent, system_prompt: str, all_tools: list[AgentTool], *,
+                        instructions: str = "") -> None:
+    """``instructions``: the project's (magics/instructions.py), after either prompt."""
     profile = small_model_profile(agent.state.model)
     if profile is None:
-        agent.state.system_prompt = system_prompt
+        agent.state.system_prompt = system_prompt + instructions
         agent.state.tools = list(all_tools)
         agent.should_stop_after_turn = None
         return
     # a system prompt the user set is theirs to keep; only the default is replaced
     agent.state.system_prompt = (profile.system_prompt if system_prompt == DEFAULT_SYSTEM_PROMPT
-                                 else system_prompt)
+                                 else system_prompt) + instructions
     agent.state.tools = [t for t in all_tools if t.name in profile.tool_names]
     agent.should_stop_after_turn = _turn_budget(profile.max_turns)
 

@@ -42,6 +42,8 @@ if TYPE_CHECKING:
     from ..session.prompt_notes import PromptNotes
     from ..tools import PythonToolSettings
     from ..tools.approval import ApprovalHook, ApprovalRequest
+    from .instructions import Instructions
+    from .mcp_run import McpLink
     from .resolve import ResolvedModel
 
 __all__ = ["Runtime", "Run", "IN_AGENT_RUN", "ViewFactory"]
@@ -86,6 +88,8 @@ class Runtime:
         self.last_task: asyncio.Task[None] | None = None
         self.last_view: RunView | None = None
         self.last_run_seconds: float | None = None
+        self._mcp: McpLink | None = None  # MCP servers (created on first use; nothing starts)
+        self.instructions: Instructions | None = None  # AGENTS.md of this conversation
 
     # --- loop -----------------------------------------------------------------------------
     def attach_loop(self) -> asyncio.AbstractEventLoop:
@@ -112,6 +116,7 @@ class Runtime:
                 tools=(lambda: factory(self)) if factory is not None else None)
             wired = build_agent(run_settings(self.settings), self.shell, hooks, self._tool_settings)
             self.agent, self._approval, self._notes = wired.agent, wired.approval, wired.notes
+            self.mcp().install_gate(self.agent, self._approval)
             fanout = EventFanout(serving=lambda: self._serving, queue=self.queue, autosave=self.autosave,
                                  context_window=self._context_window, log=self._log)
             self._unsubscribe = self.agent.subscribe(fanout)
@@ -119,6 +124,20 @@ class Runtime:
                 self.on_agent_created()
                 self.capture_installed = True
         return self.agent
+
+    def mcp(self) -> McpLink:
+        """The kernel's MCP servers (magics/mcp_run.py); created without starting any."""
+        if self._mcp is None:
+            from .mcp_run import McpLink, notebook_dir
+            from .settings import python_tool_settings
+
+            self._mcp = McpLink(
+                start_dir=lambda: notebook_dir(self.shell, self.settings.notebook_path.strip()),
+                explicit=lambda: self.settings.mcp_config.strip(),
+                timeout=lambda: self.settings.mcp_timeout,
+                tool_settings=lambda: self._tool_settings or python_tool_settings(self.settings),
+                policy=self.current_policy, in_agent_code=IN_AGENT_RUN.get)
+        return self._mcp
 
     def current_policy(self) -> str:
         """The approval policy of the prompt being answered."""
@@ -298,12 +317,12 @@ class Runtime:
         if not task.cancelled() and task.exception() is not None:  # drive() catches everything
             self._log(f"pi_notebook run task failed: {task.exception()!r}")
 
-    def _apply_profile(self, agent: Agent, system_prompt: str) -> None:
+    def _apply_profile(self, agent: Agent, system_prompt: str, instructions: str = "") -> None:
         from .profile import apply_model_profile
 
         if self._all_tools is None:
             self._all_tools = list(agent.state.tools)
-        apply_model_profile(agent, system_prompt, self._all_tools)
+        apply_model_profile(agent, system_prompt, self._all_tools, instructions=instructions)
 
     # --- RunSteps: called by lifecycle.drive --------------------------------------------------
     async def prepare(self, run: Run) -> Agent:
@@ -336,8 +355,9 @@ class Runtime:
         # both come validated against THINKING_LEVELS (traitlets, parse_agent_args)
         agent.state.thinking_level = cast("AgentThinkingLevel",
                                           self._thinking_override or settings.thinking)
-        self._apply_profile(agent, settings.system_prompt)
+        self._apply_profile(agent, settings.system_prompt, self._instructions_for(run, agent))
         self._refresh_tool_settings()
+        await self._prepare_mcp(agent, run)
         if self._approval is not None:
             self._approval.reset_run()  # "Always for this run" ends with the run
             self._approval.timeout_s = settings.approval_timeout or None
@@ -348,6 +368,37 @@ class Runtime:
             elif item.kind == "prompt":
                 self.queue.rehome(item, run.view)  # runs still waiting show up here
         return agent
+
+    def _instructions_for(self, run: Run, agent: Agent) -> str:
+        """AGENTS.md and AgentMagics.instructions, read when a conversation starts and kept
+        for it (magics/instructions.py); never fails a run."""
+        if self.instructions is None or not agent.state.messages:
+            from .instructions import load_instructions
+            from .mcp_run import notebook_dir
+
+            try:
+                self.instructions = load_instructions(
+                    notebook_dir(self.shell, self.settings.notebook_path.strip()), self.settings.instructions)
+            except Exception as exc:
+                from .instructions import Instructions
+
+                self.instructions = Instructions(notices=[f"Project instructions not read: {exc}"])
+            for text in self.instructions.notices:
+                self._notice(run, text)
+        return "\n\n" + self.instructions.text if self.instructions.text else ""
+
+    def _notice(self, run: Run, text: str) -> None:
+        self._try(lambda: run.view.show_notice(text, "warning"))
+
+    async def _prepare_mcp(self, agent: Agent, run: Run) -> None:
+        from ..ai.providers.local_profile import small_model_profile
+
+        try:
+            await self.mcp().prepare(agent, self._approval,
+                                     lambda text: self._notice(run, text),
+                                     small_model=small_model_profile(agent.state.model) is not None)
+        except Exception as exc:  # MCP trouble never fails a run: it goes on without those tools
+            self._notice(run, f"MCP servers not used in this run: {exc}")
 
     def prompt_message(self, run: Run) -> AgentMessage:
         """The run's user message, with the notebook context of this moment as its note."""
@@ -460,6 +511,7 @@ class Runtime:
 
     def _reset_conversation(self) -> None:
         self.get_agent().reset()
+        self.instructions = None  # a new conversation reads AGENTS.md afresh
         self._clear_notes()
         self.autosave.close()
 
@@ -554,6 +606,9 @@ class Runtime:
             self._unsubscribe()
             self._unsubscribe = None
         self.autosave.close()
+        if self._mcp is not None:  # servers stop with the extension (their own tasks leave them)
+            link, self._mcp = self._mcp, None
+            link.close_soon(self.kernel_loop.loop)
 
     # --- helpers --------------------------------------------------------------------------
     def _try(self, call: Callable[[], object]) -> None:

@@ -44,6 +44,28 @@ def status_lines(runtime: Runtime) -> list[str]:
     else:
         lines.append(f"session file: not yet written; goes to {runtime.session_dir()} "
                      f"as {runtime.session_name()}-…")
+    lines.extend(_mcp_and_instructions(runtime))
+    return lines
+
+
+def _mcp_and_instructions(runtime: Runtime) -> list[str]:
+    """MCP servers (when any is configured) and the project instructions of the
+    conversation (or those the next one would get)."""
+    lines: list[str] = []
+    mcp = runtime.mcp().status_lines()
+    if not mcp[0].startswith("MCP servers: none"):
+        lines.extend(mcp)
+    instructions = runtime.instructions
+    if instructions is None:
+        from .instructions import load_instructions
+        from .mcp_run import notebook_dir
+
+        try:
+            instructions = load_instructions(notebook_dir(runtime.shell, runtime.settings.notebook_path.strip()),
+                                             runtime.settings.instructions)
+        except Exception:
+            return lines
+    lines.extend(instructions.status_lines())
     return lines
 
 

@@ -88,6 +88,19 @@ def error_html(ename: str, evalue: str, traceback: list[str]) -> str:
     return html
 
 
+def _approval_text(item: ToolItem) -> str:
+    """The question above the buttons: code for python, a named call for any other tool
+    (an MCP tool is ``server__tool``: both names are shown; the arguments are above)."""
+    if item.tool_name == "python" or item.approval_code:
+        return ('<div class="pi-approval-text"><b>Run this code?</b> The agent wants '
+                'to execute it in your kernel.</div>')
+    server, _, tool = item.tool_name.partition("__")
+    what = (f"the tool <code>{escape_text(tool)}</code> of the MCP server <code>{escape_text(server)}</code>"
+            if tool else f"the tool <code>{escape_text(item.tool_name)}</code>")
+    return (f'<div class="pi-approval-text"><b>Call this tool?</b> The agent wants to call {what} '
+            'with the arguments shown above.</div>')
+
+
 class ToolCard(Block[ToolItem]):
     """One tool call's widgets."""
 
@@ -162,8 +175,7 @@ class ToolCard(Block[ToolItem]):
     def _approval_widget(self) -> W.VBox:
         if self._approval is None:
             code = self.item.approval_code or ""
-            prompt = self.widgets.html('<div class="pi-approval-text"><b>Run this code?</b> The agent wants '
-                                       'to execute it in your kernel.</div>' + invisible_warning_html(code))
+            prompt = self.widgets.html(_approval_text(self.item) + invisible_warning_html(code))
 
             def button(description: str, icon: str, style: str = "") -> W.Button:
                 return self.widgets.add(W.Button(description=description, icon=icon, button_style=style,

@@ -607,11 +607,92 @@ summarises the conversation:
     ]
 
 
+def _cells_mcp() -> list:
+    return [
+        md("""
+# MCP servers: the agent uses your tools, and so do you
+
+An [MCP](https://modelcontextprotocol.io) server offers tools over a small protocol. pi_notebook
+starts the servers you configure (in the `mcpServers` format of Claude Desktop and Cursor), gives
+their tools to the agent as `server__tool`, and lets you call them from Python too. It needs the
+SDK: `pip install "pi-notebook[mcp]"`.
+
+This notebook runs `mcp_server.py` (next to it): a small server with the orders of
+`data/sales.csv`. The model is the scripted **faux model**, so no key is needed.
+"""),
+        md("""
+## 1. Configure a server
+
+Usually you write `.pi_notebook/mcp.json` next to the notebook (or `~/.pi_notebook/mcp.json`) by
+hand; here a cell writes it. `autoApprove` lists the tools that run without the approval prompt.
+"""),
+        code("""
+import json, sys
+from pathlib import Path
+
+Path(".pi_notebook").mkdir(exist_ok=True)
+Path(".pi_notebook/mcp.json").write_text(json.dumps({"mcpServers": {
+    "warehouse": {"command": sys.executable, "args": ["mcp_server.py"], "autoApprove": ["orders"]},
+}}, indent=2))
+
+%load_ext pi_notebook
+%agent mcp
+"""),
+        md("""
+Nothing has started yet: servers start with the first run that needs them (so `%load_ext` stays
+fast), all at once, and stop with the kernel.
+
+## 2. The agent calls the tool
+"""),
+        code("""
+from pi_notebook.ai.providers.faux import faux_assistant_message, faux_tool_call, register_faux_provider
+
+faux = register_faux_provider(tokens_per_second=50)
+
+
+def analyst(context, options, state, model):
+    results = [m for m in context.messages if m.role == "toolResult"]
+    if not results:
+        return faux_assistant_message([faux_tool_call("warehouse__orders", {"region": "north"})],
+                                      stop_reason="toolUse")
+    return faux_assistant_message("The orders of the north came back from the warehouse server, "
+                                  "one row per month.")
+
+
+faux.set_responses([analyst] * 4)
+"""),
+        code("""
+%%agent -m faux/faux-1 --approve auto
+How did the north's orders develop?
+"""),
+        md("""
+`%agent mcp tools warehouse` lists what the agent can call (and which tools need no approval):
+"""),
+        code("%agent mcp tools warehouse"),
+        md("""
+## 3. Call it yourself: the structured result lands in your namespace
+
+`await pi_notebook.mcp.call(server, tool, **arguments)` returns the tool's structured content as
+Python objects, ready for pandas. (Called from *agent* code it passes the same approval policy as
+the agent's own calls.)
+"""),
+        code("""
+import pandas as pd
+import pi_notebook
+
+result = await pi_notebook.mcp.call("warehouse", "orders", region="south")
+orders = pd.DataFrame(result["orders"])
+orders
+"""),
+    ]
+
+
 NOTEBOOKS = {
     "quickstart.ipynb": _cells_quickstart,
     "steering.ipynb": _cells_steering,
     "custom-tools.ipynb": _cells_custom_tools,
     "providers.ipynb": _cells_providers,
+    "mcp.ipynb": _cells_mcp,
 }
 
 

@@ -289,6 +289,20 @@ def test_providers_without_keys(tmp_path_factory: pytest.TempPathFactory) -> Non
 
 
 @pytest.mark.kernel
+def test_mcp_server_tools_for_the_agent_and_the_namespace(tmp_path_factory: pytest.TempPathFactory) -> None:
+    run = executed("mcp.ipynb", tmp_path_factory)
+    check_common(run)
+    results = [m for m in run.transcript if m["role"] == "toolResult"]
+    assert [m["tool_name"] for m in results] == ["warehouse__orders"], run.transcript
+    _, cell = run.cell("%agent mcp tools warehouse")
+    assert "warehouse__orders [autoApprove]" in output_text(cell)
+    _, cell = run.cell("import pandas as pd\nimport pi_notebook")
+    south = SALES[SALES.region == "south"]
+    text = output_text(cell)
+    assert "south" in text and f"{south.revenue.iloc[0]}" in text
+
+
+@pytest.mark.kernel
 def test_jupyter_execute_cli(tmp_path: Path) -> None:
     """The command a user types: ``jupyter execute`` on the notebooks that need no local model."""
     names = [n for n in ALL_NOTEBOOKS if not _uses_local_model(n)]

@@ -286,3 +286,22 @@ async def test_user_message_nobody_announced_is_shown(view, comms: CommLog):
     view.handle_event(MessageStartEvent(message=UserMessage(content="from elsewhere")))
     texts = [b.text for b in view.blocks if isinstance(b, UserBlock)]
     assert texts == ["never sent", "from elsewhere"]
+
+
+async def test_approval_of_an_mcp_call_names_server_and_tool_and_shows_the_arguments(view, comms: CommLog):
+    args = {"sql": "select * from orders where region = '<north>'", "limit": 5}
+    view.handle_event(AgentStartEvent())
+    view.handle_event(ToolExecutionStartEvent(tool_call_id="m1", tool_name="warehouse__query", args=args))
+    task = asyncio.ensure_future(view.request_approval(
+        {"tool_call_id": "m1", "tool_name": "warehouse__query", "args": args, "code": None}))
+    await asyncio.sleep(0.08)
+    card = view.tool_card("m1")
+    assert card.approval_pending and set(card.approval_buttons) == {"run", "skip", "always"}
+    html = "\n".join(comms.all_html_values())
+    assert "Call this tool?" in html and "Run this code?" not in html
+    assert "<code>query</code> of the MCP server <code>warehouse</code>" in html
+    # the arguments as pretty JSON above the question, escaped (highlighted by pygments)
+    assert "where region = '&lt;north&gt;'" in html and '<span class="nt">"limit"</span>' in html
+    assert html.index('"limit"') < html.index("Call this tool?")
+    click_on_other_thread(card.approval_buttons["run"])
+    assert await asyncio.wait_for(task, 2) == "run"

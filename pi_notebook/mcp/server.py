@@ -1,0 +1,365 @@
+"""One MCP server's connection: start, list tools, call, crash, restart, stop.
+
+Why one lifecycle task per server: anyio cancel scopes are task-affine, so the task that
+enters ``async with Client(...)`` must be the one that leaves it ("Attempted to exit cancel
+scope in a different task"; python-sdk #79, #922). :meth:`McpServer.start` creates that task
+on the kernel loop; it enters the client, lists the tools, reports ready and then waits for
+its stop event. Every other task (the agent's tool calls, ``pi_notebook.mcp.call``) only
+sends requests through the live session.
+
+* stderr of a stdio server goes to a log file in the cache folder
+  (``<cache>/mcp/logs/NAME.log``), never to ``sys.stderr``: ipykernel's stream has no usable
+  ``fileno`` (python-sdk #156). Its last lines, redacted, are in the reason a user sees
+  when the server fails.
+* A stdio server is started through ``_die_with_kernel.py`` (PR_SET_PDEATHSIG): it dies with
+  the kernel even when the kernel is SIGKILLed.
+* A call has its own deadline, counted in loop-awake time: a user cell that blocks the loop
+  for a minute does not make a call time out when the loop wakes up (``_Clock``).
+* A server whose connection drops during a call is reported in that call's result, marked
+  ``crashed``, and started again by the next call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from ..tools.redact import redact
+from .config import ServerConfig
+
+__all__ = ["McpServer", "McpUnavailable", "McpCallError", "ServerState", "ToolInfo", "log_dir",
+           "MISSING_SDK"]
+
+ServerState = Literal["idle", "starting", "connected", "failed", "off"]
+
+MISSING_SDK = ("MCP servers need the MCP Python SDK: pip install 'pi-notebook[mcp]' "
+               "(or pip install 'mcp>=2.3,<3'), then restart the kernel.")
+WRAPPER = Path(__file__).with_name("_die_with_kernel.py")
+START_TIMEOUT_S = 30.0
+_TAIL_LINES = 5
+_CONNECTION_ERRORS: tuple[type[BaseException], ...] = (ConnectionError, EOFError, BrokenPipeError)
+
+
+class McpUnavailable(Exception):
+    """The server cannot take calls (failed to start, off, SDK missing): one-line reason."""
+
+
+class McpCallError(Exception):
+    """A call did not get an answer: timed out, the server crashed, a protocol error."""
+
+
+@dataclass(frozen=True)
+class ToolInfo:
+    """What the agent needs of one MCP tool (the SDK's ``Tool``, without its types)."""
+
+    name: str
+    description: str
+    input_schema: Any
+    title: str | None = None
+    read_only: bool | None = None
+    destructive: bool | None = None
+
+
+def log_dir() -> Path:
+    from ..ai.providers.local_setup import cache_dir
+
+    return cache_dir() / "mcp" / "logs"
+
+
+def _tool_info(tool: Any) -> ToolInfo:
+    annotations = getattr(tool, "annotations", None)
+    return ToolInfo(name=str(tool.name), description=str(getattr(tool, "description", "") or ""),
+                    input_schema=getattr(tool, "input_schema", None) or getattr(tool, "inputSchema", None),
+                    title=getattr(tool, "title", None),
+                    read_only=getattr(annotations, "read_only_hint", None),
+                    destructive=getattr(annotations, "destructive_hint", None))
+
+
+class McpServer:
+    """One configured server (module docstring). Lives on the kernel loop."""
+
+    def __init__(self, config: ServerConfig, *, on_log: Callable[[str], None] | None = None) -> None:
+        self.config = config
+        self.state: ServerState = "off" if config.disabled else "idle"
+        self.reason: str = "disabled in the config" if config.disabled else ""
+        self.tools: list[ToolInfo] = []
+        self.crashed = False  # the connection dropped: the next call starts it again
+        self.started_at: float | None = None
+        self._client: Any = None
+        self._task: asyncio.Task[None] | None = None
+        self._ready: asyncio.Future[None] | None = None
+        self._stop: asyncio.Event | None = None
+        self._on_log = on_log
+        if config.error:
+            self.state, self.reason = "failed", config.error
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    @property
+    def log_path(self) -> Path:
+        return log_dir() / f"{self.name}.log"
+
+    # --- start / stop -----------------------------------------------------------------------
+    async def start(self, timeout_s: float = START_TIMEOUT_S) -> None:
+        """Connect (once; concurrent callers share the attempt). Never raises: the outcome
+        is in ``state`` / ``reason``."""
+        if self.crashed:
+            await self.stop()  # leave the dead client in its own task, then start afresh
+        if self.state in ("connected", "off", "failed"):
+            return
+        if self._ready is None or (self._ready.done() and self.state != "starting"):
+            self._begin()
+        assert self._ready is not None
+        try:
+            await asyncio.wait_for(asyncio.shield(self._ready), timeout_s)
+        except asyncio.TimeoutError:
+            self._fail(f"did not answer within {timeout_s:g} s")
+            await self.stop(keep_reason=True)
+        except Exception:
+            pass  # recorded by the lifecycle task
+
+    def _begin(self) -> None:
+        loop = asyncio.get_running_loop()
+        self.state, self.reason, self.crashed, self.tools = "starting", "", False, []
+        self._ready = loop.create_future()
+        self._stop = asyncio.Event()
+        self.started_at = time.monotonic()
+        self._task = loop.create_task(self._lifecycle(self._ready, self._stop),
+                                      name=f"pi_notebook-mcp-{self.name}")
+
+    async def stop(self, *, keep_reason: bool = False) -> None:
+        """Leave the client in its own task (the stdio SDK closes stdin, then terminates the
+        process group), bounded; the state becomes ``idle`` unless a reason is kept."""
+        task, stop = self._task, self._stop
+        self._task = None
+        if stop is not None:
+            stop.set()
+        if task is not None and not task.done():
+            done, _ = await asyncio.wait({task}, timeout=8)
+            if not done:
+                task.cancel()
+                await asyncio.wait({task}, timeout=2)
+        self._client = None
+        if not keep_reason and self.state != "off":
+            self.state, self.reason = "idle", ""
+        self.crashed = False
+
+    async def turn_off(self) -> None:
+        await self.stop()
+        self.state, self.reason = "off", "turned off (%agent mcp off)"
+
+    async def _lifecycle(self, ready: asyncio.Future[None], stop: asyncio.Event) -> None:
+        log = None
+        try:
+            try:
+                from mcp import Client
+            except ImportError:
+                raise McpUnavailable(MISSING_SDK) from None
+            log_dir().mkdir(parents=True, exist_ok=True)
+            log = open(self.log_path, "a", encoding="utf-8", errors="replace")  # noqa: SIM115 - the server writes to it until it exits; closed in finally
+            log.write(f"\n--- {time.strftime('%Y-%m-%d %H:%M:%S')} starting {self.config.describe()}\n")
+            log.flush()
+            transport = self._transport(log)
+            async with Client(transport, cache=None) as client:
+                self._client = client
+                self.tools = await self._list_tools(client)
+                self.state = "connected"
+                if not ready.done():
+                    ready.set_result(None)
+                await stop.wait()
+        except BaseException as exc:  # includes anyio's exception groups and cancellation
+            if self.state in ("starting", "connected"):
+                self._fail(self._why(exc))
+            if not ready.done():
+                ready.set_exception(McpUnavailable(self.reason))
+                ready.exception()  # retrieved: nobody may be waiting any more
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+        finally:
+            self._client = None
+            if self.state == "connected":
+                self.state = "idle"
+            if log is not None:
+                with contextlib.suppress(OSError):
+                    log.close()
+
+    def _transport(self, log: Any) -> Any:
+        config = self.config
+        if config.transport == "http":
+            import httpx2  # the SDK's HTTP client (a fork of httpx that ships with it)
+
+            from mcp.client.streamable_http import streamable_http_client
+
+            http = httpx2.AsyncClient(headers=dict(config.headers), follow_redirects=True,
+                                      timeout=httpx2.Timeout(30, read=None))
+            return streamable_http_client(config.url, http_client=http)
+        from mcp import StdioServerParameters
+        from mcp.client.stdio import stdio_client
+
+        params = StdioServerParameters(
+            command=sys.executable,
+            args=["-S", "-I", str(WRAPPER), str(os.getpid()), config.command, *config.args],
+            env=dict(config.env), cwd=config.cwd, encoding_error_handler="replace")
+        return stdio_client(params, errlog=log)
+
+    async def refresh_tools(self) -> None:
+        """List the tools again (every run does, for a server already connected): a tool
+        list that changed is picked up between runs whatever the protocol version; on the
+        2026-07-28 protocol ``tools/list_changed`` is no longer a plain notification, so
+        listening for it would miss changes. A failure keeps the old list."""
+        client = self._client
+        if client is None:
+            return
+        with contextlib.suppress(Exception):
+            self.tools = await asyncio.wait_for(self._list_tools(client), START_TIMEOUT_S)
+
+    @staticmethod
+    async def _list_tools(client: Any) -> list[ToolInfo]:
+        tools: list[ToolInfo] = []
+        cursor = None
+        for _ in range(100):  # a paginator that never ends cannot hang the start
+            listed = await client.list_tools(cursor=cursor) if cursor else await client.list_tools()
+            tools.extend(_tool_info(t) for t in listed.tools)
+            cursor = getattr(listed, "next_cursor", None)
+            if not cursor:
+                break
+        return tools
+
+    # --- failures ---------------------------------------------------------------------------
+    def _fail(self, why: str) -> None:
+        tail = self.log_tail()
+        self.state = "failed"
+        self.reason = why + (f" (stderr: {tail})" if tail else "")
+
+    def _why(self, exc: BaseException) -> str:
+        leaf = _leaf(exc)
+        if isinstance(leaf, McpUnavailable):
+            return str(leaf)
+        if isinstance(leaf, asyncio.CancelledError):
+            return "start was cancelled"
+        text = redact(str(leaf).strip().splitlines()[0] if str(leaf).strip() else "")
+        what = type(leaf).__name__
+        if self.config.transport == "stdio" and self.state == "starting":
+            return f"the server exited or did not speak MCP ({what}{': ' + text if text else ''})"
+        return f"{what}: {text}" if text else what
+
+    def log_tail(self, lines: int = _TAIL_LINES) -> str:
+        """The last lines of the server's stderr log (this start only), redacted, one line."""
+        try:
+            text = self.log_path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return ""
+        text = text.rsplit("\n--- ", 1)[-1]
+        body = [ln.strip() for ln in text.splitlines()[1:] if ln.strip()]
+        return redact(" | ".join(body[-lines:]))[-600:]
+
+    # --- calls ------------------------------------------------------------------------------
+    async def ensure(self) -> Any:
+        """The live client, starting (or restarting after a crash) as needed."""
+        if self.state == "off":
+            raise McpUnavailable(f"MCP server {self.name!r} is off (%agent mcp restart {self.name})")
+        if self.state != "connected" or self.crashed:
+            await self.start()
+        if self.state != "connected" or self._client is None:
+            raise McpUnavailable(f"MCP server {self.name!r} is not available: {self.reason}")
+        return self._client
+
+    async def call(self, tool: str, args: dict[str, Any], *, timeout_s: float | None,
+                   aborted: asyncio.Future[None] | None = None,
+                   on_progress: Callable[[str], None] | None = None) -> Any:
+        """``tools/call``; returns the SDK's ``CallToolResult``. Raises McpUnavailable,
+        McpCallError, or ``asyncio.CancelledError`` when ``aborted`` resolves first (the
+        request is cancelled, so the server gets ``notifications/cancelled``). A progress
+        notification from the server starts the timeout afresh (a long call that says it is
+        working is not cut) and is handed to ``on_progress`` as one line."""
+        client = await self.ensure()
+        clock = _Clock(timeout_s or 0.0)
+
+        async def progress(value: float, total: float | None, message: str | None) -> None:
+            clock.restart()
+            if on_progress is not None:
+                amount = f"{value:g}/{total:g}" if total else f"{value:g}"
+                with contextlib.suppress(Exception):
+                    on_progress(redact(f"{amount} {message or ''}".strip()))
+
+        call = asyncio.ensure_future(client.call_tool(tool, args, progress_callback=progress))
+        waiters: set[asyncio.Future[Any]] = {call}
+        if aborted is not None:
+            waiters.add(aborted)
+        deadline = asyncio.ensure_future(clock.run()) if timeout_s else None
+        if deadline is not None:
+            waiters.add(deadline)
+        try:
+            await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if deadline is not None:
+                deadline.cancel()
+            if not call.done():
+                call.cancel()
+                await asyncio.wait({call}, timeout=2)
+        if call.cancelled() or not call.done():
+            if aborted is not None and aborted.done():
+                raise asyncio.CancelledError()
+            raise McpCallError(f"no answer within {timeout_s:g} s (AgentMagics.mcp_timeout or the "
+                               f"server's 'timeout'); the call was cancelled")
+        exc = call.exception()
+        if exc is None:
+            return call.result()
+        if self._connection_lost(exc):
+            self.crashed = True
+            tail = self.log_tail()
+            raise McpCallError(f"MCP server {self.name!r} stopped during the call; it is started again "
+                               f"on the next call" + (f" (stderr: {tail})" if tail else "")) from None
+        leaf = _leaf(exc)
+        raise McpCallError(f"{type(leaf).__name__}: {redact(str(leaf))}") from None
+
+    def _connection_lost(self, exc: BaseException) -> bool:
+        leaf = _leaf(exc)
+        if isinstance(leaf, _CONNECTION_ERRORS):
+            return True
+        error = getattr(leaf, "error", None)
+        code = getattr(error, "code", None)
+        if code == -32000 or "connection closed" in str(leaf).lower():
+            return True
+        return type(leaf).__name__ in ("ClosedResourceError", "BrokenResourceError", "EndOfStream")
+
+    def status_line(self) -> str:
+        tools = f", {len(self.tools)} tools" if self.state == "connected" else ""
+        reason = f": {self.reason}" if self.reason and self.state in ("failed", "off") else ""
+        crashed = " (stopped; restarts on the next call)" if self.crashed else ""
+        return f"{self.name}: {self.state}{crashed}{tools} — {self.config.describe()}{reason}"
+
+
+class _Clock:
+    """A call's timeout in loop-awake time: ``run()`` returns after ``timeout_s`` seconds in
+    which the loop ran; a step that took much longer than asked (a user cell blocked the
+    loop) counts only as long as a step may take. ``restart()`` (a progress notification)
+    starts the count again."""
+
+    def __init__(self, timeout_s: float, step: float = 0.5) -> None:
+        self.timeout_s, self.step, self.remaining = timeout_s, step, timeout_s
+
+    def restart(self) -> None:
+        self.remaining = self.timeout_s
+
+    async def run(self) -> None:
+        while self.remaining > 0:
+            before = time.monotonic()
+            await asyncio.sleep(min(self.step, self.remaining))
+            self.remaining -= min(time.monotonic() - before, self.step * 1.5)
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    """The first real error inside (nested) exception groups."""
+    while getattr(exc, "exceptions", None):  # BaseExceptionGroup (exceptiongroup on 3.10)
+        exc = exc.exceptions[0]  # type: ignore[attr-defined]  # duck-typed: checked just above
+    return exc

@@ -1,0 +1,133 @@
+"""A connected server's tools as AgentTools (``server__tool``) and what one call does.
+
+A call runs through :meth:`McpServer.call` with the server's ``timeout`` (or
+``AgentMagics.mcp_timeout``); Abort resolves a future that cancels the request at once
+(the SDK sends ``notifications/cancelled``) and the call's result says it was aborted, so
+every tool call of the transcript has a result. Arguments reach the server as the model
+sent them (validated against the schema by the loop); results are converted by
+``results.py``. Approval is not decided here: the loop's ``before_tool_call`` gate
+(``gate.py`` in front of tools/approval.py) ran before ``execute``. Progress notifications
+become partial results (the card shows the latest line) and restart the call's timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..agent.types import AgentTool, AgentToolResult
+from ..ai.types import TextContent
+from ..tools.python_tool import PythonToolSettings
+from .results import convert_result, error_result
+from .schema import SchemaRejected, simplify_schema, tool_name, unique_name
+from .server import McpCallError, McpServer, McpUnavailable
+
+__all__ = ["McpToolSet", "build_tools", "abort_future"]
+
+ABORTED = "The call was aborted by the user before the MCP server answered (the request was cancelled)."
+
+
+@dataclass
+class McpToolSet:
+    """The tools offered for one run, and which of them need no approval under ``ask``."""
+
+    tools: list[AgentTool] = field(default_factory=list)
+    auto_approved: set[str] = field(default_factory=set)
+    notices: list[str] = field(default_factory=list)
+    origin: dict[str, tuple[str, str]] = field(default_factory=dict)  # agent name -> (server, tool)
+
+
+def abort_future(signal: Any) -> tuple[asyncio.Future[None] | None, Callable[[], None]]:
+    """A future on this loop that resolves when ``signal`` aborts (from any thread)."""
+    if signal is None or not hasattr(signal, "add_listener"):
+        return None, lambda: None
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[None] = loop.create_future()
+    loop_thread = threading.get_ident()
+
+    def settle() -> None:
+        if not future.done():
+            future.set_result(None)
+
+    def on_abort() -> None:
+        if threading.get_ident() == loop_thread:
+            settle()
+        else:
+            loop.call_soon_threadsafe(settle)
+
+    remove = signal.add_listener(on_abort)
+    if getattr(signal, "aborted", False):
+        settle()
+    return future, remove
+
+
+def build_tools(servers: list[McpServer], taken: set[str], settings: Callable[[], PythonToolSettings],
+                default_timeout: Callable[[], float]) -> McpToolSet:
+    """AgentTools for every connected server's (allow-listed) tools."""
+    out = McpToolSet()
+    taken = set(taken)
+    for server in servers:
+        if server.state != "connected":
+            continue
+        allowed = server.config.tools
+        for info in server.tools:
+            if allowed is not None and info.name not in allowed:
+                continue
+            try:
+                schema = simplify_schema(info.input_schema)
+                base = tool_name(server.name, info.name)
+                name = unique_name(base, taken)
+            except SchemaRejected as exc:
+                out.notices.append(f"MCP tool {info.name!r} of {server.name!r} is not offered: {exc}.")
+                continue
+            if name != base:
+                out.notices.append(f"MCP tool {info.name!r} of {server.name!r} is offered as {name!r} "
+                                   f"({base!r} was taken).")
+            taken.add(name)
+            out.tools.append(_agent_tool(server, info.name, name, info.description, schema, settings,
+                                         default_timeout))
+            out.origin[name] = (server.name, info.name)
+            if info.name in server.config.auto_approve:
+                out.auto_approved.add(name)
+    return out
+
+
+def _progress_to(on_update: Any) -> Callable[[str], None] | None:
+    """Progress lines as the tool's partial result: the card shows the latest one."""
+    if not callable(on_update):
+        return None
+
+    def update(text: str) -> None:
+        on_update(AgentToolResult(content=[TextContent(text=f"progress: {text}")]))
+
+    return update
+
+
+def _agent_tool(server: McpServer, mcp_name: str, name: str, description: str, schema: dict[str, Any],
+                settings: Callable[[], PythonToolSettings], default_timeout: Callable[[], float]) -> AgentTool:
+    async def execute(tool_call_id: str, params: Any, signal: Any = None, on_update: Any = None,
+                      ) -> AgentToolResult:
+        args = dict(params) if isinstance(params, dict) else {}
+        timeout = server.config.timeout or default_timeout() or None
+        aborted, remove = abort_future(signal)
+        try:
+            result = await server.call(mcp_name, args, timeout_s=timeout, aborted=aborted,
+                                       on_progress=_progress_to(on_update))
+        except asyncio.CancelledError:
+            if aborted is not None and aborted.done():
+                return error_result(ABORTED, server=server.name, tool=mcp_name)
+            raise
+        except (McpUnavailable, McpCallError) as exc:
+            return error_result(str(exc), server=server.name, tool=mcp_name)
+        finally:
+            remove()
+            if aborted is not None and not aborted.done():
+                aborted.cancel()
+        return convert_result(result, settings(), server=server.name, tool=mcp_name)
+
+    text = description.strip() or f"The {mcp_name!r} tool of the MCP server {server.name!r}."
+    return AgentTool(name=name, description=f"[MCP server {server.name}] {text}"[:4000],
+                     parameters=schema, execute=execute, label=f"{server.name} · {mcp_name}")

@@ -1,0 +1,109 @@
+"""MCP servers in a real kernel: a scripted %%agent run calls an MCP tool under auto and
+deny; a server that fails to start is one notice with its stderr and the run goes on; a
+${VAR} secret echoed by a tool reaches neither the model nor anything a frontend or a file
+gets; the namespace call; the kernel SIGKILLed leaves no server process."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from kernel_helpers import Kernel, faux_setup
+
+pytestmark = [pytest.mark.kernel, pytest.mark.timeout(300)]
+
+SERVER = str(Path(__file__).resolve().parents[1] / "mcp" / "server.py")
+CANARY = "wh-canary-" + "Tq8Yp3Ls6Nd1Vf4Kc9Xb2Mz7"
+
+SCRIPT = r'''
+RECEIVED = []
+
+def answer(message):
+    def step(context, options, state, model):
+        from pi_notebook.ai.providers.faux import serialize_context
+        RECEIVED.append(serialize_context(context))
+        return message
+    return step
+
+def tool_turn(*calls):
+    return answer(faux_assistant_message([faux_tool_call(n, a) for n, a in calls], stop_reason='toolUse'))
+'''
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.fixture
+def kernel(tmp_path):
+    work = tmp_path / "work"
+    (work / ".pi_notebook").mkdir(parents=True)
+    (work / ".pi_notebook" / "mcp.json").write_text(json.dumps({"mcpServers": {
+        "t": {"command": sys.executable, "args": [SERVER], "env": {"WAREHOUSE": "${MY_WAREHOUSE_PASS}"}},
+        "bad": {"command": sys.executable, "args": [SERVER, "fail"]},
+        "stubborn": {"command": sys.executable, "args": [SERVER, "stubborn"], "autoApprove": ["pid"]},
+    }}))
+    k = Kernel(cwd=work, env={"MY_WAREHOUSE_PASS": CANARY, "HOME": str(tmp_path / "home"),
+                              "PI_NOTEBOOK_CACHE": str(tmp_path / "cache")},
+               log_path=tmp_path / "kernel.log")
+    yield k
+    k.shutdown()
+
+
+def test_mcp_tools_in_a_kernel_run(kernel, tmp_path):
+    kernel.ok(faux_setup(2000) + SCRIPT)
+    kernel.ok("%agent model faux/faux-1")
+    kernel.ok("import sys")
+    # %load_ext started nothing and imported no SDK: servers start with the first run
+    assert kernel.ev("[m for m in ('mcp', 'mcp_types', 'httpx2') if m in sys.modules]") == []
+    kernel.ok("faux.set_responses([tool_turn(('t__echo', {'text': 'hello from mcp'}), "
+              "('t__env', {'name': 'WAREHOUSE'})), answer(faux_assistant_message('done'))])")
+    reply = kernel.ok("%%agent --approve auto --wait\nuse the server", timeout=180)
+    assert kernel.ev("faux.get_pending_response_count()") == 0
+    received = kernel.ev("RECEIVED")
+    assert "hello from mcp" in received[1]
+    assert "[redacted]" in received[1] and CANARY not in received[1] and CANARY[:12] not in received[1]
+    shown = json.dumps([m["content"] for m in kernel.messages()])
+    assert "warehouse.db" in shown  # the failing server's one notice, with its stderr
+    assert CANARY not in shown and CANARY[-12:] not in shown
+    assert reply["status"] == "ok"
+
+    kernel.ok("faux.set_responses([tool_turn(('t__echo', {'text': 'x'})), answer(faux_assistant_message('ok'))])")
+    kernel.ok("%%agent --approve deny --wait\nagain", timeout=120)
+    assert "policy is 'deny'" in kernel.ev("RECEIVED[-1]")
+
+    kernel.ok("import pi_notebook\nrows = await pi_notebook.mcp.call('t', 'table', n=2)")
+    assert kernel.ev("rows") == {"rows": [{"region": "north", "revenue": 100.0},
+                                          {"region": "south", "revenue": 200.0}]}
+    status = kernel.execute("%agent mcp")
+    text = "".join(m["content"].get("text", "") for m in status["outputs"])
+    assert "t: connected" in text and "bad: failed" in text
+
+    sessions = list((tmp_path / "work" / ".pi_notebook" / "sessions").glob("*.jsonl"))
+    assert sessions and not any(CANARY in p.read_text() or CANARY[:12] in p.read_text() for p in sessions)
+    logs = "".join(p.read_text(errors="replace") for p in (tmp_path / "cache" / "mcp" / "logs").glob("*.log"))
+    assert "cannot open the database" in logs and CANARY not in logs
+
+
+def test_a_sigkilled_kernel_leaves_no_server(kernel):
+    kernel.ok("%load_ext pi_notebook\nimport pi_notebook, os\n"
+              "pi_notebook.get_agent()\n"
+              "server_pid = (await pi_notebook.mcp.call('stubborn', 'pid'))['result']", timeout=120)
+    server_pid = kernel.ev("server_pid")
+    kernel_pid = kernel.ev("os.getpid()")
+    assert _alive(server_pid) and server_pid != kernel_pid
+    os.kill(kernel_pid, signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while _alive(server_pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(server_pid), "the MCP server outlived its SIGKILLed kernel"

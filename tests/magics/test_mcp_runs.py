@@ -1,0 +1,278 @@
+"""MCP tools in %%agent runs (a real stdio server, the faux model, no kernel): approval
+policies and autoApprove, a failing server, secrets from ${VAR}, %agent mcp, the namespace
+call, project instructions."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+from IPython.core.error import UsageError
+from magics_helpers import FakeView, run_cell, runtime, settle
+
+from pi_notebook.ai.providers.faux import faux_assistant_message, faux_tool_call
+
+SERVER = str(Path(__file__).resolve().parents[1] / "mcp" / "server.py")
+pytestmark = pytest.mark.timeout(240)
+
+
+@pytest.fixture(autouse=True)
+def _forget_registered_secrets(monkeypatch):
+    """${VAR} values are registered for redaction for the kernel's life; not across tests."""
+    import importlib
+
+    redact = importlib.import_module("pi_notebook.tools.redact")  # (the package exports a function of that name)
+    monkeypatch.setattr(redact, "_explicit", set(redact._explicit))
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    """A project folder (the shell's working directory) with an MCP config in it."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # no user config of this machine
+    monkeypatch.setenv("PI_NOTEBOOK_CACHE", str(tmp_path / "cache"))
+
+    def write(servers: dict) -> None:
+        path = tmp_path / ".pi_notebook" / "mcp.json"
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(json.dumps({"mcpServers": servers}))
+
+    return write
+
+
+def _server(**extra):
+    return {"command": sys.executable, "args": [SERVER], **extra}
+
+
+async def _close(rt):
+    await rt.mcp().manager.close()
+
+
+def _tool_results(rt):
+    return [m for m in rt.agent.state.messages if m.role == "toolResult"]
+
+
+async def _run(shell, faux, line, calls, answer="done"):
+    faux.set_responses([faux_assistant_message(calls, stop_reason="toolUse"), faux_assistant_message(answer)])
+    await run_cell(shell, f"%%agent {line}\ngo\n")
+    await settle(120)
+
+
+async def test_mcp_tool_runs_under_auto_and_is_refused_under_deny(shell, faux, project):
+    project({"t": _server()})
+    rt = runtime()
+    try:
+        await _run(shell, faux, "--approve auto", [faux_tool_call("t__echo", {"text": "from mcp"})])
+        result = _tool_results(rt)[-1]
+        assert result.tool_name == "t__echo" and not result.is_error
+        assert result.content[0].text == "from mcp"
+        assert {"t__echo", "t__table", "t__crash"} <= {t.name for t in rt.agent.state.tools}
+        await _run(shell, faux, "--approve deny", [faux_tool_call("t__echo", {"text": "no"})])
+        denied = _tool_results(rt)[-1]
+        assert denied.is_error and "policy is 'deny'" in denied.content[0].text
+        await _run(shell, faux, "--approve ask", [faux_tool_call("t__echo", {"text": "no one"})])
+        headless = _tool_results(rt)[-1]  # nobody to click: refused, as for python
+        assert headless.is_error and "not interactive" in headless.content[0].text
+    finally:
+        await _close(rt)
+
+
+async def test_ask_shows_the_call_and_auto_approve_skips_the_prompt(shell, faux, project):
+    project({"t": _server(autoApprove=["table"])})
+    rt = runtime()
+    rt._approval._is_interactive = lambda: True  # someone is there to click (a FakeView answers)
+    try:
+        await _run(shell, faux, "--approve ask", [faux_tool_call("t__echo", {"text": "asked"}),
+                                                  faux_tool_call("t__table", {"n": 1})])
+        view = FakeView.instances[-1]
+        asked = [c[1] for c in view.kinds("approval")]
+        assert [r.tool_name for r in asked] == ["t__echo"]  # t__table is auto-approved
+        assert asked[0].args == {"text": "asked"}
+        echo, table = _tool_results(rt)[-2:]
+        assert echo.content[0].text == "asked" and "north" in table.content[0].text
+
+        def skipping(*args):
+            view = FakeView(*args)
+            view.approval_answer = "skip"
+            return view
+
+        rt.view_factory = skipping
+        await _run(shell, faux, "--approve ask", [faux_tool_call("t__echo", {"text": "skipped"})])
+        skipped = _tool_results(rt)[-1]
+        assert skipped.is_error and "declined" in skipped.content[0].text
+    finally:
+        await _close(rt)
+
+
+async def test_a_failing_server_is_one_notice_with_its_stderr_and_the_run_goes_on(shell, faux, project):
+    project({"t": _server(), "bad": {"command": sys.executable, "args": [SERVER, "fail"]}})
+    rt = runtime()
+    try:
+        await _run(shell, faux, "--approve auto", [faux_tool_call("t__echo", {"text": "ok"})])
+        notices = [c for c in FakeView.instances[-1].kinds("notice") if "'bad'" in c[2]]
+        assert len(notices) == 1 and "warehouse.db" in notices[0][2] and "\n" not in notices[0][2]
+        assert _tool_results(rt)[-1].content[0].text == "ok"
+        assert not any(t.name.startswith("bad__") for t in rt.agent.state.tools)
+        await _run(shell, faux, "--approve auto", [faux_tool_call("t__echo", {"text": "again"})])
+        assert not [c for c in FakeView.instances[-1].kinds("notice") if "'bad'" in c[2]]  # once
+        status = rt.mcp().status_lines()
+        assert any("bad: failed" in line and "warehouse.db" in line for line in status)
+        assert any(re.search(r"t: connected, \d+ tools", line) for line in status)
+    finally:
+        await _close(rt)
+
+
+async def test_a_var_secret_echoed_by_a_tool_never_reaches_the_model(shell, faux, project, monkeypatch):
+    secret = "canary-" + "5e3a9c1d7b2f4e6a"
+    monkeypatch.setenv("MY_WAREHOUSE_PASS", secret)  # a name redaction does not catch by itself
+    project({"t": _server(env={"WAREHOUSE": "${MY_WAREHOUSE_PASS}"})})
+    rt = runtime()
+    seen: list[str] = []
+
+    def second(context, options, state, model):
+        seen.append(json.dumps([m.model_dump(mode="json") for m in context.messages]))
+        return faux_assistant_message("done")
+
+    try:
+        faux.set_responses([faux_assistant_message([faux_tool_call("t__env", {"name": "WAREHOUSE"})],
+                                                   stop_reason="toolUse"), second])
+        await run_cell(shell, "%%agent --approve auto\ngo\n")
+        await settle(120)
+        assert seen and "[redacted]" in seen[0]
+        assert secret not in seen[0] and secret[:12] not in seen[0]
+        assert secret not in json.dumps([m.model_dump(mode="json") for m in rt.agent.state.messages])
+    finally:
+        await _close(rt)
+
+
+async def test_agent_mcp_commands(shell, faux, project, capsys, tmp_path):
+    project({"t": _server(tools=["echo", "table"])})
+    rt = runtime()
+    try:
+        shell.run_line_magic("agent", "mcp")
+        assert "t: idle" in capsys.readouterr().out
+        await rt.mcp().manager.prepare_run(set())
+        shell.run_line_magic("agent", "mcp tools t")
+        out = capsys.readouterr().out
+        assert "t__echo" in out and "t__crash [not offered: not in 'tools']" in out
+        shell.run_line_magic("agent", f"mcp add extra -- {sys.executable} {SERVER}")
+        assert "for this session" in capsys.readouterr().out
+        assert "extra" in rt.mcp().manager.servers
+        assert not (tmp_path / ".pi_notebook" / "mcp.json").read_text().count("extra")
+        shell.run_line_magic("agent", "mcp add web http://127.0.0.1:1/mcp --save")
+        assert "saved in" in capsys.readouterr().out
+        assert "web" in json.loads((tmp_path / ".pi_notebook" / "mcp.json").read_text())["mcpServers"]
+        shell.run_line_magic("agent", "mcp off t")
+        await asyncio.sleep(0.5)
+        for _ in range(100):
+            if rt.mcp().manager.servers["t"].state == "off":
+                break
+            await asyncio.sleep(0.1)
+        assert rt.mcp().manager.servers["t"].state == "off"
+        with pytest.raises(UsageError, match="no MCP server named 'nope'"):
+            shell.run_line_magic("agent", "mcp restart nope")
+        shell.run_line_magic("agent", "")
+        assert "MCP servers:" in capsys.readouterr().out
+    finally:
+        await _close(rt)
+
+
+async def test_namespace_call_returns_structured_content_and_is_gated_in_agent_code(shell, faux, project):
+    import pi_notebook
+    from pi_notebook.magics.lifecycle import IN_AGENT_RUN
+
+    project({"t": _server()})
+    rt = runtime()
+    rt.mcp()
+    try:
+        rows = await pi_notebook.mcp.call("t", "table", n=3)
+        assert rows == {"rows": [{"region": "north", "revenue": 100.0}, {"region": "south", "revenue": 200.0},
+                                 {"region": "east", "revenue": 300.0}]}
+        assert await pi_notebook.mcp.call("t", "echo", text="plain") == {"result": "plain"}
+        with pytest.raises(pi_notebook.mcp.McpToolError, match="returned an error"):
+            await pi_notebook.mcp.call("t", "fails")
+        token = IN_AGENT_RUN.set(True)  # as agent code inside a run would call it
+        try:
+            with pytest.raises(pi_notebook.mcp.McpToolError, match="needs the user's approval"):
+                await pi_notebook.mcp.call("t", "echo", text="x")
+        finally:
+            IN_AGENT_RUN.reset(token)
+    finally:
+        await _close(rt)
+
+
+async def test_agents_md_reaches_the_system_prompt_of_a_new_conversation(shell, faux, project, tmp_path):
+    (tmp_path / "AGENTS.md").write_text("Always answer in haiku.")
+    rt = runtime()
+    rt.settings.instructions = "Use metric units."
+    prompts: list[str] = []
+
+    def answer(context, options, state, model):
+        prompts.append(context.system_prompt)
+        return faux_assistant_message("ok")
+
+    faux.set_responses([answer])
+    await run_cell(shell, "%%agent\nhello\n")
+    await settle()
+    assert "Always answer in haiku." in prompts[0] and "Use metric units." in prompts[0]
+    assert prompts[0].index("haiku") < prompts[0].index("metric")
+    assert any("AGENTS.md" in line for line in rt.instructions.status_lines())
+
+
+async def test_abort_during_a_slow_call_ends_the_run_with_a_result_for_the_call(shell, faux, project):
+    project({"t": _server()})
+    rt = runtime()
+    try:
+        faux.set_responses([faux_assistant_message([faux_tool_call("t__sleep", {"seconds": 60})],
+                                                   stop_reason="toolUse"), faux_assistant_message("never")])
+        await run_cell(shell, "%%agent --approve auto\nslow\n")
+        for _ in range(600):
+            if rt.agent.state.pending_tool_calls:
+                break
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.5)  # the request is at the server
+        started = asyncio.get_running_loop().time()
+        shell.run_line_magic("agent", "abort")
+        await settle(30)
+        assert asyncio.get_running_loop().time() - started < 10
+        assert rt.last_run.status == "aborted"
+        calls = [b.id for m in rt.agent.state.messages if m.role == "assistant"
+                 for b in m.content if b.type == "toolCall"]
+        results = [m.tool_call_id for m in _tool_results(rt)]
+        assert calls and calls == results  # every call has its result
+        # the server is still usable: the aborted request was cancelled, not the connection
+        assert await rt.mcp().manager.call("t", "echo", {"text": "alive"}) == {"result": "alive"}
+    finally:
+        await _close(rt)
+
+
+async def test_a_small_model_gets_only_allow_listed_servers_tools(shell, faux, project, monkeypatch):
+    monkeypatch.setenv("PI_NOTEBOOK_SMALL_PROFILE", "1")  # the embedded model's profile
+    project({"listed": _server(tools=["echo"]), "open": _server()})
+    rt = runtime()
+    try:
+        faux.set_responses([faux_assistant_message("ok")])
+        await run_cell(shell, "%%agent --approve auto\nhi\n")
+        await settle(120)
+        names = {t.name for t in rt.agent.state.tools}
+        assert "listed__echo" in names and not any(n.startswith("open__") for n in names)
+        notices = [c[2] for c in FakeView.instances[-1].kinds("notice") if "small model" in c[2]]
+        assert len(notices) == 1 and "open" in notices[0] and "allow-list" in notices[0]
+    finally:
+        await _close(rt)
+
+
+async def test_progress_reaches_the_card_as_partial_results(shell, faux, project):
+    project({"t": _server()})
+    rt = runtime()
+    try:
+        await _run(shell, faux, "--approve auto", [faux_tool_call("t__work", {"steps": 3, "seconds": 0.2})])
+        updates = [e for e in FakeView.instances[-1].events if e.type == "tool_execution_update"]
+        texts = [e.partial_result.content[0].text for e in updates]
+        assert texts[:1] == ["progress: 1/3 step 1"] and texts[-1] == "progress: 3/3 step 3"
+        assert _tool_results(rt)[-1].content[0].text == "worked 3 steps"
+    finally:
+        await _close(rt)

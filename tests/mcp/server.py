@@ -1,0 +1,125 @@
+"""A real MCP server for the tests, built with the SDK's own server API (``MCPServer``).
+
+``python tests/mcp/server.py``                     stdio
+``python tests/mcp/server.py http PORT``            streamable HTTP on 127.0.0.1:PORT/mcp
+``python tests/mcp/server.py fail``                 writes to stderr and exits before speaking MCP
+``python tests/mcp/server.py stubborn``             stdio, but outlives the end of its stdin and
+                                                    ignores SIGTERM (only SIGKILL ends it)
+
+Tools: ``echo`` (text), ``image`` (a 2x2 PNG), ``table`` (structured content), ``env`` (the
+value of one environment variable: the secret-leak canary), ``sleep`` (Abort and timeouts), ``work`` (progress),
+``crash`` (the server process dies mid-call), ``pid`` (the server's process id), ``fails``
+(an isError result), ``grow`` (adds a tool and sends tools/list_changed).
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import sys
+import time
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.utilities.types import Image
+from pydantic import BaseModel
+
+PNG_2X2 = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAIAAAACCAIAAAD91JpzAAAAFklEQVR4nGP8z8DAwMDAxMDAwMDAAAANHQEDasKb6QAAAABJRU5ErkJggg==")
+
+server = MCPServer("pi-test")
+
+
+class Row(BaseModel):
+    region: str
+    revenue: float
+
+
+class Table(BaseModel):
+    rows: list[Row]
+
+
+@server.tool()
+def echo(text: str) -> str:
+    """Return the text unchanged."""
+    return text
+
+
+@server.tool()
+def image() -> Image:
+    """A tiny PNG image."""
+    return Image(data=PNG_2X2, format="png")
+
+
+@server.tool()
+def table(n: int = 3) -> Table:
+    """Revenue by region, as structured content."""
+    regions = ["north", "south", "east", "west"]
+    return Table(rows=[Row(region=regions[i % 4], revenue=100.0 * (i + 1)) for i in range(n)])
+
+
+@server.tool()
+def env(name: str) -> str:
+    """The value of an environment variable of the server process ('' when unset)."""
+    return os.environ.get(name, "")
+
+
+@server.tool()
+def sleep(seconds: float) -> str:
+    """Sleep, then say so."""
+    time.sleep(seconds)
+    return f"slept {seconds}"
+
+
+@server.tool()
+async def work(steps: int, seconds: float, ctx: Context) -> str:
+    """Works for steps x seconds, reporting progress after each step."""
+    import anyio
+
+    for i in range(steps):
+        await anyio.sleep(seconds)
+        await ctx.report_progress(i + 1, steps, f"step {i + 1}")
+    return f"worked {steps} steps"
+
+
+@server.tool()
+def crash() -> str:
+    """The server process dies in the middle of the call."""
+    sys.stderr.write("test server: crashing on purpose\n")
+    sys.stderr.flush()
+    os._exit(3)
+
+
+@server.tool()
+def pid() -> int:
+    """The server's process id."""
+    return os.getpid()
+
+
+@server.tool()
+async def grow(ctx: Context) -> str:
+    """Adds the tool 'extra' and tells the client that the tool list changed."""
+    server.add_tool(lambda: "extra tool", name="extra", description="Added by grow.")
+    await ctx.session.send_tool_list_changed()
+    return "grown"
+
+
+@server.tool()
+def fails() -> str:
+    """Always fails (an isError result), ``grow`` (adds a tool and sends tools/list_changed)."""
+    raise ValueError("this tool always fails")
+
+
+if __name__ == "__main__":
+    mode = sys.argv[1] if len(sys.argv) > 1 else "stdio"
+    if mode == "fail":
+        sys.stderr.write("test server: cannot open the database 'warehouse.db'\n")
+        sys.exit(2)
+    if mode == "http":
+        server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+    else:
+        server.run("stdio")
+        if mode == "stubborn":  # a server that would be orphaned without PR_SET_PDEATHSIG
+            import signal
+
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            time.sleep(600)
