@@ -38,8 +38,11 @@ class McpGate:
         self._policy = policy
 
     async def __call__(self, ctx: Any, signal: Any = None) -> Any:
-        name = get_field(get_field(ctx, "tool_call"), "name", default="")
+        tool_call = get_field(ctx, "tool_call")
+        name = get_field(tool_call, "name", default="")
         if name in self._auto() and (self._policy() or "ask").strip().lower() == "ask":
+            # recorded like every decision of the gate: "why did this run without asking?"
+            self.approval.note(get_field(tool_call, "id", default="") or "", "auto_approved", "ask")
             return None
         return await self.approval(ctx, signal)
 

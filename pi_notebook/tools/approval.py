@@ -49,6 +49,8 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from pydantic import BaseModel
+
 from ..agent.types import AfterToolCallResult, BeforeToolCallResult
 from ..ai.types import get_field
 from .policy import APPROVAL_ENV, APPROVAL_POLICIES, ApprovalPolicy, default_policy
@@ -97,6 +99,7 @@ _LINES = {
     "clicked_always": "approval: clicked Always for this run",
     "always": "approval: Always for this run (given at an earlier call)",
     "auto": "approval: policy auto, ran without asking",
+    "auto_approved": "approval: listed in the server's autoApprove, ran without asking",
     "skipped": "approval: clicked Skip, not run",
     "deny": "approval: policy deny, not run",
     "headless": "approval: no frontend to ask, refused, not run",
@@ -117,7 +120,7 @@ class ApprovalRecord:
 
     @property
     def ran(self) -> bool:
-        return self.decision in ("clicked_run", "clicked_always", "always", "auto")
+        return self.decision in ("clicked_run", "clicked_always", "always", "auto", "auto_approved")
 
     @property
     def line(self) -> str:
@@ -199,6 +202,11 @@ class ApprovalHook:
                                         details={"approval": record.as_details()})
         return None
 
+    def note(self, call_id: str, decision: str, policy: str) -> None:
+        """Record a decision taken in front of this gate (an MCP tool in its server's
+        ``autoApprove``), so that its result says why it ran without asking too."""
+        self.records[call_id] = ApprovalRecord(decision, (policy or "ask").strip().lower())
+
     def after_tool_call(self, ctx: Any, signal: Any = None) -> AfterToolCallResult | None:
         """``after_tool_call``: the gate's decision joins the executed call's ``details`` (so it
         is in the session file and the card)."""
@@ -210,8 +218,11 @@ class ApprovalHook:
         details = get_field(result, "details")
         if details is None:
             details = {}
+        if isinstance(details, BaseModel) and "approval" in type(details).model_fields:
+            # typed details that have room for it (the python tool's PythonCallDetails)
+            return AfterToolCallResult(details=details.model_copy(update={"approval": record.as_details()}))
         if not isinstance(details, dict):
-            return None  # a tool's own typed details are left as they are
+            return None  # other typed details are left as they are
         return AfterToolCallResult(details={**details, "approval": record.as_details()})
 
     async def _decide(self, ctx: Any, signal: Any, name: str,

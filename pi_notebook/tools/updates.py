@@ -75,6 +75,8 @@ class PythonCallDetails(_Record):
     interrupted: bool = False
     timed_out: bool = False
     aborted: bool = False
+    # the approval gate's decision (tools/approval.py ApprovalRecord.as_details), added after the call
+    approval: dict[str, Any] | None = None
 
 
 def parse_output(details: Any) -> ToolOutput | None:

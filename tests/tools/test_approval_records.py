@@ -95,3 +95,62 @@ def test_the_card_shows_the_decision_as_one_line() -> None:
     widgets.close_all()
     assert approval_line({"approval": {"line": "approval: clicked Run"}}) == "approval: clicked Run"
     assert approval_line({"outputs": []}) is None
+
+
+async def test_the_real_python_tools_typed_details_carry_the_record() -> None:
+    """The python tool's details are a PythonCallDetails, not a dict: the record must land there."""
+    from IPython.testing.globalipapp import get_ipython
+
+    from pi_notebook.tools.python_tool import make_python_tool
+    from pi_notebook.tools.updates import PythonCallDetails
+
+    shell = get_ipython()
+    faux = register_faux_provider()
+    try:
+        hook = make_approval_hook(lambda: "auto", None, lambda: True)
+        faux.set_responses([faux_assistant_message([faux_tool_call("python", {"code": "1 + 1"}, id="p1")],
+                                                   stop_reason="toolUse"), faux_assistant_message("done")])
+        agent = Agent(initial_state={"model": faux.get_model(), "system_prompt": "t",
+                                     "tools": [make_python_tool(shell)]},
+                      stream_fn=stream_simple, before_tool_call=hook, after_tool_call=hook.after_tool_call)
+        await agent.prompt("go")
+    finally:
+        faux.unregister()
+    (result,) = [m for m in agent.state.messages if m.role == "toolResult"]
+    assert isinstance(result.details, PythonCallDetails)
+    assert result.details.approval is not None and result.details.approval["decision"] == "auto"
+    assert approval_line(result.details) == "approval: policy auto, ran without asking"
+    assert result.details.outputs  # the call's own details are kept
+
+
+async def test_an_mcp_tool_in_auto_approve_is_recorded_as_such() -> None:
+    from pi_notebook.mcp.gate import McpGate
+
+    asked: list[str] = []
+
+    async def ask(request: ApprovalRequest) -> str:
+        asked.append(request.tool_call_id)
+        return "run"
+
+    faux = register_faux_provider()
+    try:
+        hook = make_approval_hook(lambda: "ask", ask, lambda: True)
+        hook.tools = {"python", "srv__echo"}
+        gate = McpGate(hook, lambda: {"srv__echo"}, lambda: "ask")
+
+        async def echo(tool_call_id: str, params: Any, signal: Any = None, on_update: Any = None) -> AgentToolResult:
+            return AgentToolResult(content=[TextContent(text="hi")], details={"server": "srv"})
+
+        tool = AgentTool(name="srv__echo", label="echo", description="echo",
+                         parameters={"type": "object", "properties": {}}, execute=echo)
+        faux.set_responses([faux_assistant_message([faux_tool_call("srv__echo", {}, id="m1")],
+                                                   stop_reason="toolUse"), faux_assistant_message("done")])
+        agent = Agent(initial_state={"model": faux.get_model(), "system_prompt": "t", "tools": [tool]},
+                      stream_fn=stream_simple, before_tool_call=gate, after_tool_call=hook.after_tool_call)
+        await agent.prompt("go")
+    finally:
+        faux.unregister()
+    (result,) = [m for m in agent.state.messages if m.role == "toolResult"]
+    assert asked == []  # no prompt: the server's autoApprove lists it
+    assert result.details["approval"]["decision"] == "auto_approved" and result.details["approval"]["ran"]
+    assert "autoApprove" in approval_line(result.details)
