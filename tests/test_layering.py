@@ -1,7 +1,9 @@
 """The package's import graph: layers point one way, and there are no cycles.
 
-Imports inside functions and under ``TYPE_CHECKING`` are left out: they do not run at import
-time (the lazy ones are how ``%load_ext`` stays light), so they cannot form a cycle.
+Every import counts, also those inside functions (the lazy ones are how ``%load_ext`` stays
+light) and under ``TYPE_CHECKING``: they cannot break the import at run time, but a circle
+through them is still two modules that each need the other, which is what this test is for.
+``from . import worker`` names the submodule, not its package.
 """
 
 from __future__ import annotations
@@ -30,44 +32,27 @@ def _module_name(path: Path) -> str:
     return ".".join(parts)
 
 
-def _is_type_checking(node: ast.If) -> bool:
-    test = node.test
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
-
-
-def _top_level_imports(path: Path) -> set[str]:
+def _imports(path: Path) -> set[str]:
+    """Every pi_notebook module ``path`` imports, wherever the import statement is."""
     module = _module_name(path)
     package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
     found: set[str] = set()
-
-    def visit(body: list[ast.stmt]) -> None:
-        for node in body:
-            if isinstance(node, ast.If) and _is_type_checking(node):
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.startswith("pi_notebook"))
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if not target.startswith("pi_notebook"):
                 continue
-            if isinstance(node, (ast.If, ast.Try)):
-                visit(node.body)
-                visit(getattr(node, "orelse", []))
-                for handler in getattr(node, "handlers", []):
-                    visit(handler.body)
-                visit(getattr(node, "finalbody", []))
-            elif isinstance(node, ast.Import):
-                found.update(a.name for a in node.names if a.name.startswith("pi_notebook"))
-            elif isinstance(node, ast.ImportFrom):
-                if node.level:
-                    base = package.split(".")
-                    base = base[: len(base) - (node.level - 1)]
-                    target = ".".join(base + ([node.module] if node.module else []))
-                else:
-                    target = node.module or ""
-                if target.startswith("pi_notebook"):
-                    found.add(target)
-                    for alias in node.names:  # `from . import x` may name a submodule
-                        candidate = f"{target}.{alias.name}"
-                        if _exists(candidate):
-                            found.add(candidate)
-
-    visit(ast.parse(path.read_text()).body)
+            submodules = {f"{target}.{a.name}" for a in node.names if _exists(f"{target}.{a.name}")}
+            found.update(submodules)
+            if len(submodules) < len(node.names):  # some names are the package's own
+                found.add(target)
     found.discard(module)
     return found
 
@@ -78,7 +63,7 @@ def _exists(module: str) -> bool:
 
 
 def _graph() -> dict[str, set[str]]:
-    return {_module_name(p): _top_level_imports(p) for p in PACKAGE.rglob("*.py")}
+    return {_module_name(p): _imports(p) for p in PACKAGE.rglob("*.py")}
 
 
 def _layer(module: str) -> str | None:

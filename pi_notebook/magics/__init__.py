@@ -46,7 +46,7 @@ def load_ipython_extension(ip: Any) -> None:
     except RuntimeError:
         pass  # terminal IPython between cells: the loop is found when a run starts
     ip.register_magics(PiNotebookMagics(ip, runtime))
-    install_transformers(ip)
+    install_transformers(ip, runtime)
     install_history(ip)  # from now on: the cells the user runs, for the agent's context
     # The tools' output-capture proxies are installed with the agent (first run or
     # get_agent()): importing the agent core at load time would cost seconds in

@@ -32,6 +32,8 @@ from .lifecycle import IN_AGENT_RUN, Run, RunOptions, RunRefused, drive, not_sen
 from .loop import KernelLoop
 from .queue import PromptQueue
 from .settings import RunSettings, run_settings, stream_timeouts
+from .status import StatusSnapshot, status_lines
+from .wait import wait_mode
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -587,9 +589,55 @@ class Runtime:
         return self.autosave.path
 
     def status_text(self) -> str:
-        from .status import status_lines
+        return "\n".join(status_lines(self.status_snapshot()))
 
-        return "\n".join(status_lines(self))
+    def status_snapshot(self) -> StatusSnapshot:
+        """Plain values for ``%agent`` status (status.py words them)."""
+        serving = self.serving or self.run
+        items = self.queue.items()
+        agent = self.agent
+        settings = self.settings_now()
+        return StatusSnapshot(
+            resolved=self.current_model(),
+            configured_model=self.settings.model.strip() or None,
+            base_url=self.settings.base_url.strip() or None,
+            running=self.is_running() and serving is not None,
+            run_cell=serving.cell if serving is not None else None,
+            run_started=serving.started if serving is not None else None,
+            messages=len(agent.state.messages) if agent is not None else 0,
+            queued_cells=sum(1 for item in items if item.kind == "prompt"),
+            queued_steering=sum(1 for item in items if item.kind == "steer"),
+            queued_follow_ups=sum(1 for item in items if item.kind == "followup"),
+            thinking=agent.state.thinking_level if agent is not None else settings.thinking,
+            policy=self.current_policy(),
+            wait=settings.wait,
+            wait_blocks=wait_mode(None, self.settings.wait, self.shell) is not None,
+            autosave=settings.autosave,
+            session_path=self.session_path,
+            session_dir=self.session_dir(),
+            session_name=self.session_name(),
+            extra_lines=self._mcp_and_instructions_lines(),
+        )
+
+    def _mcp_and_instructions_lines(self) -> list[str]:
+        """MCP servers (when any is configured) and the project instructions of the
+        conversation (or those the next one would get)."""
+        lines: list[str] = []
+        mcp = self.mcp().status_lines()
+        if not mcp[0].startswith("MCP servers: none"):
+            lines.extend(mcp)
+        instructions = self.instructions
+        if instructions is None:
+            from .instructions import load_instructions
+            from .mcp_run import notebook_dir
+
+            try:
+                instructions = load_instructions(notebook_dir(self.shell, self.settings.notebook_path.strip()),
+                                                 self.settings.instructions)
+            except Exception:
+                return lines
+        lines.extend(instructions.status_lines())
+        return lines
 
     def settings_now(self) -> RunSettings:
         return run_settings(self.settings)

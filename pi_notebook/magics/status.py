@@ -1,94 +1,88 @@
 """``%agent`` / ``%agent status``: the same complete picture before the first run and later.
 
-Model (and which rule picked it), run state and queue, approval policy, wait mode and
-the session file (or where it will go).
+Model (and which rule picked it), run state and queue, approval policy, wait mode, the
+session file (or where it will go), MCP servers and project instructions.
+
+The Runtime hands over a :class:`StatusSnapshot` of plain values; this module only words
+them (and resolves the next run's model when none is chosen yet), so it does not import
+runtime.py, which calls it.
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from IPython.core.error import UsageError
 
-if TYPE_CHECKING:
-    from .runtime import Runtime
+if TYPE_CHECKING:  # only for the annotation: %load_ext must not import the model layer
+    from .resolve import ResolvedModel
 
-__all__ = ["status_lines"]
+__all__ = ["StatusSnapshot", "status_lines"]
 
 
-def status_lines(runtime: Runtime) -> list[str]:
-    lines = [_model_line(runtime)]
-    serving = runtime.serving or runtime.run
-    if runtime.is_running() and serving is not None:
-        where = f" (cell [{serving.cell}])" if serving.cell is not None else ""
-        lines.append(f"run: active for {time.monotonic() - serving.started:.1f} s{where}")
+@dataclass(frozen=True)
+class StatusSnapshot:
+    """What ``%agent`` status shows, read off the Runtime at one moment."""
+
+    resolved: ResolvedModel | None  # the model of the conversation, None before a choice
+    configured_model: str | None  # AgentMagics.model, for resolving the next run's model
+    base_url: str | None
+    running: bool
+    run_cell: int | None  # the serving run's cell number
+    run_started: float | None  # time.monotonic() at the serving run's start
+    messages: int
+    queued_cells: int
+    queued_steering: int
+    queued_follow_ups: int
+    thinking: str
+    policy: str
+    wait: str  # AgentMagics.wait
+    wait_blocks: bool  # whether a %%agent cell blocks here
+    autosave: bool
+    session_path: Path | None
+    session_dir: Path
+    session_name: str
+    extra_lines: list[str] = field(default_factory=list)  # MCP servers, project instructions
+
+
+def status_lines(snapshot: StatusSnapshot) -> list[str]:
+    lines = [_model_line(snapshot)]
+    if snapshot.running and snapshot.run_started is not None:
+        where = f" (cell [{snapshot.run_cell}])" if snapshot.run_cell is not None else ""
+        lines.append(f"run: active for {time.monotonic() - snapshot.run_started:.1f} s{where}")
     else:
         lines.append("run: idle")
-    agent = runtime.agent
-    queued_runs = sum(1 for item in runtime.queue.items() if item.kind == "prompt")
-    steering = sum(1 for item in runtime.queue.items() if item.kind == "steer")
-    follow_ups = sum(1 for item in runtime.queue.items() if item.kind == "followup")
-    messages = len(agent.state.messages) if agent is not None else 0
-    lines.append(f"messages: {messages}; queued: {queued_runs} cells, {steering} steering, "
-                 f"{follow_ups} follow-up")
-    settings = runtime.settings_now()
-    thinking = agent.state.thinking_level if agent is not None else settings.thinking
-    lines.append(f"thinking: {thinking}; approval: {runtime.current_policy()} "
+    lines.append(f"messages: {snapshot.messages}; queued: {snapshot.queued_cells} cells, "
+                 f"{snapshot.queued_steering} steering, {snapshot.queued_follow_ups} follow-up")
+    lines.append(f"thinking: {snapshot.thinking}; approval: {snapshot.policy} "
                  f"(%%agent --approve overrides it for one cell)")
-    lines.append(f"wait: {settings.wait} ({_wait_meaning(runtime)})")
-    if not settings.autosave:
+    meaning = ("a %%agent cell blocks until its run ends here" if snapshot.wait_blocks
+               else "a %%agent cell returns at once here; the run continues in its view")
+    lines.append(f"wait: {snapshot.wait} ({meaning})")
+    if not snapshot.autosave:
         lines.append("session file: none (AgentMagics.autosave is off)")
-    elif runtime.session_path is not None:
-        lines.append(f"session file: {runtime.session_path}")
+    elif snapshot.session_path is not None:
+        lines.append(f"session file: {snapshot.session_path}")
     else:
-        lines.append(f"session file: not yet written; goes to {runtime.session_dir()} "
-                     f"as {runtime.session_name()}-…")
-    lines.extend(_mcp_and_instructions(runtime))
+        lines.append(f"session file: not yet written; goes to {snapshot.session_dir} "
+                     f"as {snapshot.session_name}-…")
+    lines.extend(snapshot.extra_lines)
     return lines
 
 
-def _mcp_and_instructions(runtime: Runtime) -> list[str]:
-    """MCP servers (when any is configured) and the project instructions of the
-    conversation (or those the next one would get)."""
-    lines: list[str] = []
-    mcp = runtime.mcp().status_lines()
-    if not mcp[0].startswith("MCP servers: none"):
-        lines.extend(mcp)
-    instructions = runtime.instructions
-    if instructions is None:
-        from .instructions import load_instructions
-        from .mcp_run import notebook_dir
-
-        try:
-            instructions = load_instructions(notebook_dir(runtime.shell, runtime.settings.notebook_path.strip()),
-                                             runtime.settings.instructions)
-        except Exception:
-            return lines
-    lines.extend(instructions.status_lines())
-    return lines
-
-
-def _model_line(runtime: Runtime) -> str:
-    resolved = runtime.current_model()
-    configured = runtime.settings.model.strip() or None
+def _model_line(snapshot: StatusSnapshot) -> str:
+    resolved = snapshot.resolved
     prefix = "model"
     if resolved is None:
         from .resolve import resolve_model
 
         prefix = "model (next run)"
         try:  # bounded: 0.15 s port probe, then at most 0.5 s for a server's model list
-            resolved = resolve_model(None, configured, runtime.settings.base_url.strip() or None,
-                                     server_timeout=0.5)
+            resolved = resolve_model(None, snapshot.configured_model, snapshot.base_url, server_timeout=0.5)
         except UsageError as exc:
             return f"model: none. {exc}"
     why = f" — {resolved.reason}" if resolved.reason else ""
     return f"{prefix}: {resolved.label}{why}"
-
-
-def _wait_meaning(runtime: Runtime) -> str:
-    from .wait import wait_mode
-
-    if wait_mode(None, runtime.settings.wait, runtime.shell) is not None:
-        return "a %%agent cell blocks until its run ends here"
-    return "a %%agent cell returns at once here; the run continues in its view"

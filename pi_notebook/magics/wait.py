@@ -37,7 +37,7 @@ import ast
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from .control_cells import install_control_bypass, is_control_cell, starts_run, uninstall_control_bypass
 from .frontend import (
@@ -52,7 +52,12 @@ from .frontend import (
     view_rendered,
 )
 
-__all__ = ["CellPlan", "WaitInterrupted", "has_widget_frontend", "plan_cell", "wait_mode",
+if TYPE_CHECKING:
+    from ..widgets.protocol import RunView
+    from .config import AgentMagics
+    from .lifecycle import Run
+
+__all__ = ["WaitHost", "CellPlan", "WaitInterrupted", "has_widget_frontend", "plan_cell", "wait_mode",
            "wait_before_cell", "wait_after_cell", "is_waiting", "install_transformers",
            "uninstall_transformers", "WAITING_TEXT"]
 
@@ -111,10 +116,26 @@ def wait_mode(explicit: bool | None, setting: str, shell: Any) -> WaitMode | Non
     return "run" if is_headless(shell) else "run_or_frontend"
 
 
-def _runtime() -> Any:
-    from . import current_runtime
+class WaitHost(Protocol):
+    """What waiting needs of the kernel's conversation (the Runtime is one): a small typed
+    seam instead of an import of runtime.py, which imports this module."""
 
-    return current_runtime()
+    shell: Any  # the IPython shell (a foreign object, untyped here as everywhere in magics)
+    settings: AgentMagics
+    run: Run | None
+    last_view: RunView | None
+
+    def is_running(self) -> bool: ...
+    def abort(self) -> None: ...
+    def check_run_outcome(self, run: Run) -> None: ...
+
+
+_host: WaitHost | None = None
+
+
+def _runtime() -> WaitHost | None:
+    """The host set by ``install_transformers`` (None once unloaded)."""
+    return _host
 
 
 def _first_line(lines: list[str]) -> str:
@@ -136,7 +157,7 @@ def plan_cell(raw_cell: str, runtime: Any = None) -> CellPlan | None:
     runtime = runtime if runtime is not None else _runtime()
     if runtime is None:
         return None
-    from .runtime import IN_AGENT_RUN
+    from .lifecycle import IN_AGENT_RUN
 
     if IN_AGENT_RUN.get():
         return None  # code the agent runs: it would wait for its own run
@@ -248,7 +269,7 @@ class WaitInserter(ast.NodeTransformer):
     """Adds the armed plan's ``await`` to the cell's module (and nothing else)."""
 
     def visit_Module(self, node: ast.Module) -> ast.Module:
-        from .runtime import IN_AGENT_RUN
+        from .lifecycle import IN_AGENT_RUN
 
         if IN_AGENT_RUN.get():
             return node  # the agent's tool code, not a cell
@@ -354,7 +375,10 @@ async def wait_before_cell() -> None:
     display({"text/plain": WAITING_TEXT, "text/markdown": WAITING_MARKDOWN}, raw=True, display_id=True)
     try:
         while runtime.is_running():
-            await _wait_for_run(runtime, runtime.run.task,
+            current = runtime.run
+            if current is None or current.task is None:
+                break  # is_running() with no task: nothing to wait for
+            await _wait_for_run(runtime, current.task,
                                 "this cell stopped waiting for the agent run above, and the run "
                                 "was aborted.")
     finally:
@@ -372,6 +396,8 @@ async def wait_after_cell(until_rendered: bool = False) -> None:
     if runtime is None or not runtime.is_running():
         return
     run = runtime.run
+    if run is None:
+        return
     shell = runtime.shell
     mine = getattr(shell, "execution_count", 0)
     stop = None
@@ -386,7 +412,7 @@ async def wait_after_cell(until_rendered: bool = False) -> None:
             return False
 
     try:
-        while runtime.is_running() and runtime.run is run:
+        while runtime.is_running() and runtime.run is run and run.task is not None:
             if not await _wait_for_run(runtime, run.task, "the agent run was aborted.", stop):
                 return  # a frontend shows the view: the run goes on there
     finally:
@@ -429,9 +455,13 @@ def _live_views() -> list[Any]:
     return views
 
 
-def install_transformers(shell: Any) -> None:
+def install_transformers(shell: Any, host: WaitHost | None = None) -> None:
     """Everything waiting needs: the ``should_run_async`` wrapper, the two event hooks,
-    the AST transformer, the control-cell bypass and the close-views-at-shutdown hook."""
+    the AST transformer, the control-cell bypass and the close-views-at-shutdown hook;
+    ``host`` is the conversation whose runs cells wait for."""
+    global _host
+    if host is not None:
+        _host = host
     if _inserter in shell.ast_transformers:
         return
     _wrap_should_run_async(shell)
@@ -444,6 +474,8 @@ def install_transformers(shell: Any) -> None:
 
 
 def uninstall_transformers(shell: Any) -> None:
+    global _host
+    _host = None
     while _inserter in shell.ast_transformers:
         shell.ast_transformers.remove(_inserter)
     while keep_question_marks in shell.input_transformers_cleanup:
