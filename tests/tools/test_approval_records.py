@@ -99,12 +99,12 @@ def test_the_card_shows_the_decision_as_one_line() -> None:
 
 async def test_the_real_python_tools_typed_details_carry_the_record() -> None:
     """The python tool's details are a PythonCallDetails, not a dict: the record must land there."""
-    from IPython.testing.globalipapp import get_ipython
+    from tools_helpers import get_shell
 
     from pi_notebook.tools.python_tool import make_python_tool
     from pi_notebook.tools.updates import PythonCallDetails
 
-    shell = get_ipython()
+    shell = get_shell()
     faux = register_faux_provider()
     try:
         hook = make_approval_hook(lambda: "auto", None, lambda: True)
