@@ -119,7 +119,11 @@ class ToolCard(Block[ToolItem]):
         self._result_built = False
         self._note: W.HTML | None = None
         self._children: tuple[W.Widget, ...] = ()
-        self.on_approval_click: Callable[[str, str], None] | None = None
+        # (tool_call_id, choice, request): a click answers the request its panel was made for
+        self.on_approval_click: Callable[[str, str, int], None] | None = None
+        # which approval request the panel on screen belongs to (the view numbers them)
+        self.approval_request = 0
+        self._approval_built_for = -1
 
     # -- what tests and the view read --
     tool_call_id = property(lambda self: self.item.tool_call_id)
@@ -164,16 +168,24 @@ class ToolCard(Block[ToolItem]):
         warning = "" if self.item.approval_pending else invisible_warning_html(code)
         return warning + code_html(code, lang)
 
-    def _on_click(self, choice: str) -> Callable[[Any], None]:
+    def _on_click(self, choice: str, request: int) -> Callable[[Any], None]:
         def handler(_button: Any) -> None:
             # Runs on whatever thread the comm is handled on; the view's callback
             # only schedules work on the loop (call_soon_threadsafe).
             if self.on_approval_click is not None:
-                self.on_approval_click(self.item.tool_call_id, choice)
+                self.on_approval_click(self.item.tool_call_id, choice, request)
         return handler
 
     def _approval_widget(self) -> W.VBox:
+        # A new request gets new button models: a click still in flight from an earlier panel
+        # (a double click on Run; a server that reuses tool-call ids such as "call_0") then
+        # reaches the old buttons and answers nothing, instead of answering this request.
+        if self._approval is not None and self._approval_built_for != self.approval_request:
+            for old in self._approval_buttons:
+                old.disabled = True
+            self._approval = None
         if self._approval is None:
+            self._approval_built_for = self.approval_request
             code = self.item.approval_code or ""
             prompt = self.widgets.html(_approval_text(self.item) + invisible_warning_html(code))
 
@@ -184,7 +196,7 @@ class ToolCard(Block[ToolItem]):
             skip = button("Skip", "ban")
             always = button("Always for this run", "check-double")
             for b, choice in ((run, "run"), (skip, "skip"), (always, "always")):
-                b.on_click(self._on_click(choice))
+                b.on_click(self._on_click(choice, self.approval_request))
             self._approval_buttons = [run, skip, always]
             # Text above, the buttons in a row below: at any width the text wraps as
             # text, and the buttons wrap as a row (never one word per line).

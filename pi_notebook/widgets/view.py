@@ -80,7 +80,9 @@ class AgentView(W.VBox):
         self.transcript = Transcript(model_label, context_window=context_window, on_change=self._request)
         self._blocks: dict[int, Block[Any]] = {}  # item key -> block
         self._queue_widgets: dict[str, W.HBox] = {}
-        self._approvals: dict[str, asyncio.Future[ApprovalChoice]] = {}
+        # tool_call_id -> (request number, its answer); numbers bind clicks to their panel
+        self._approvals: dict[str, tuple[int, asyncio.Future[ApprovalChoice]]] = {}
+        self._approval_requests = 0
         self._tick_handle: asyncio.TimerHandle | None = None
         self._closed = False
         self._publish: Callable[[dict[str, Any]], None] | None = None  # see attach()
@@ -248,15 +250,18 @@ class AgentView(W.VBox):
         assert isinstance(card, ToolCard)
         card.on_approval_click = self._approval_clicked
         previous = self._approvals.pop(tool_call_id, None)
-        if previous is not None and not previous.done():
-            previous.set_result("skip")
+        if previous is not None and not previous[1].done():
+            previous[1].set_result("skip")
+        self._approval_requests += 1
+        request_no = self._approval_requests
+        card.approval_request = request_no
         future: asyncio.Future[ApprovalChoice] = self._loop.create_future()
-        self._approvals[tool_call_id] = future
+        self._approvals[tool_call_id] = (request_no, future)
         remove_listener = None
         if signal is not None and hasattr(signal, "add_listener"):
             # The signal may fire on any thread: hop onto the loop.
             remove_listener = signal.add_listener(
-                lambda *_a: self._hop(self._resolve_approval, tool_call_id, "skip"))
+                lambda *_a: self._hop(self._resolve_approval, tool_call_id, "skip", request_no))
         t.changed(item)
         self.set_status("waiting for approval", tool_name)
         outcome: ApprovalChoice = "skip"
@@ -274,7 +279,7 @@ class AgentView(W.VBox):
             if callable(remove_listener):
                 with contextlib.suppress(Exception):
                     remove_listener()
-            if self._approvals.get(tool_call_id) is future:
+            if self._approvals.get(tool_call_id, (0, None))[1] is future:
                 del self._approvals[tool_call_id]
             item.resolve_approval(outcome, t.clock())
             t.changed(item)
@@ -283,7 +288,7 @@ class AgentView(W.VBox):
 
     def cancel_approvals(self) -> None:
         """Resolve every pending approval with ``"skip"`` (e.g. the run is aborting)."""
-        for future in list(self._approvals.values()):
+        for _request, future in list(self._approvals.values()):
             if not future.done():
                 future.set_result("skip")
 
@@ -330,12 +335,17 @@ class AgentView(W.VBox):
         with contextlib.suppress(RuntimeError):  # loop closed: the kernel is going away
             self._loop.call_soon_threadsafe(fn, *args)
 
-    def _approval_clicked(self, tool_call_id: str, choice: str) -> None:
-        self._hop(self._resolve_approval, tool_call_id, choice)
+    def _approval_clicked(self, tool_call_id: str, choice: str, request: int) -> None:
+        self._hop(self._resolve_approval, tool_call_id, choice, request)
 
-    def _resolve_approval(self, tool_call_id: str, choice: str) -> None:
-        future = self._approvals.get(tool_call_id)
-        if future is not None and not future.done() and choice in APPROVAL_CHOICES:
+    def _resolve_approval(self, tool_call_id: str, choice: str, request: int) -> None:
+        """Answer the pending request of this call, only if the click was made on its own
+        panel (``request``): a late click from an earlier panel answers nothing."""
+        pending = self._approvals.get(tool_call_id)
+        if pending is None or pending[0] != request:
+            return
+        future = pending[1]
+        if not future.done() and choice in APPROVAL_CHOICES:
             future.set_result(choice)
 
     def _abort_clicked(self) -> None:

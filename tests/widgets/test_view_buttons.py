@@ -305,3 +305,23 @@ async def test_approval_of_an_mcp_call_names_server_and_tool_and_shows_the_argum
     assert html.index('"limit"') < html.index("Call this tool?")
     click_on_other_thread(card.approval_buttons["run"])
     assert await asyncio.wait_for(task, 2) == "run"
+
+
+async def test_a_late_click_from_an_earlier_panel_answers_nothing(view):
+    """Issue 20: after Run on one call and Skip on the next, later calls ran without a prompt
+    once in four browser tries. A click still in flight from an earlier panel (a double click;
+    a server that reuses the id "call_0" in every turn) must not answer a later request."""
+    first, card = await _show_approval(view, "call_0", "x = 1")
+    old_run = card.approval_buttons["run"]
+    click_on_other_thread(old_run)
+    assert await asyncio.wait_for(first, 2) == "run"
+    # the next turn's call has the same id: the same card, a new request
+    second = asyncio.ensure_future(view.request_approval(_request("call_0", "x = 2")))
+    await asyncio.sleep(0.08)
+    click_on_other_thread(old_run)  # the second click of a double click on the first panel
+    await asyncio.sleep(0.2)
+    assert not second.done(), "a click on the earlier panel answered the new request"
+    new_buttons = view.tool_card("call_0").approval_buttons
+    assert new_buttons["run"] is not old_run and old_run.disabled
+    click_on_other_thread(new_buttons["skip"])
+    assert await asyncio.wait_for(second, 2) == "skip"
