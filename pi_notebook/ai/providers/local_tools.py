@@ -39,7 +39,7 @@ from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any
 
 from .._json import parse_streaming_json
-from .local_intent import requested_subject, requested_target
+from .local_intent import notebook_columns, notebook_variables, requested_subject, requested_target
 from ..types import (
     AssistantMessage,
     AssistantMessageEvent,
@@ -58,7 +58,8 @@ from ..types import (
 
 __all__ = [
     "NOTE_PREFIX", "TOOLCALL_MODES", "TOOLCALL_FAILURE_HINT", "tool_call_mode", "tools_grammar",
-    "shape_request", "TextToolCallStream", "friendly_error", "recover_tool_name",
+    "shape_request", "TextToolCallStream", "friendly_error", "recover_tool_name", "stated_values",
+    "ungrounded_values",
 ]
 
 TOOLCALL_MODES = ("grammar", "parse", "server")
@@ -256,6 +257,68 @@ def grounded_numbers(messages: list[Mapping[str, Any]]) -> list[str]:
     return list(seen)[:MAX_GROUNDED_NUMBERS]
 
 
+# --- values an answer states ----------------------------------------------------------------
+
+# Capitalised words that are prose, not values, inside a sentence
+_GENERIC_WORDS = frozenset({
+    "i", "dataframe", "dataframes", "series", "python", "pandas", "numpy", "matplotlib", "jupyter",
+    "notebook", "nan", "none", "true", "false", "csv", "json", "ok", "id", "sql", "api", "excel",
+    "january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
+    "november", "december", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday",
+    "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec",
+})
+_QUOTED = re.compile(r"`([^`\n]{1,60})`|'([^'\n]{1,60})'|\"([^\"\n]{1,60})\"|\*\*([^*\n]{1,60})\*\*")
+_DATE = re.compile(r"\b\d{4}-\d{2}(?:-\d{2})?\b")
+_SENTENCE_BREAK = re.compile(r"[.!?:;]\s+|\n+|^\s*(?:[-*]|\d+\.)\s+", re.MULTILINE)
+_ANSWER_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
+_ANSWER_NUMBER = re.compile(r"(?<![\w.,])(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?![\w])")
+
+
+def stated_values(answer: str, labels: Iterable[str] = ()) -> list[str]:
+    """What ``answer`` states as values besides prose: quoted or code-spelled names, dates,
+    numbers, capitalised words inside a sentence ("the top products are Apple and Banana"), and
+    any of ``labels`` (the data's own column names and categories, lowercase ones included)."""
+    values: dict[str, None] = {}
+    for groups in _QUOTED.findall(answer):
+        for value in groups:
+            if value.strip():
+                values.setdefault(value.strip(), None)
+    for date in _DATE.findall(answer):
+        values.setdefault(date, None)
+    undated = _DATE.sub(" ", answer)
+    for number in _ANSWER_NUMBER.findall(undated):
+        values.setdefault(number.replace(",", ""), None)  # 1,445.2 is 1445.2
+    for sentence in _SENTENCE_BREAK.split(undated):
+        words = _ANSWER_WORD.findall(sentence)
+        for word in words[1:]:
+            if word[0].isupper() and word.lower() not in _GENERIC_WORDS:
+                values.setdefault(word, None)
+    wanted = {label.lower() for label in labels if len(label) > 1}
+    if wanted:
+        for word in _ANSWER_WORD.findall(undated):
+            if word.lower() in wanted:
+                values.setdefault(word, None)
+    # in the answer's order, for the message that names them
+    return sorted(values, key=lambda v: (answer.find(v) % (len(answer) + 1)))
+
+
+def ungrounded_values(answer: str, sources: Iterable[str], labels: Iterable[str] = ()) -> list[str]:
+    """The values ``answer`` states (``stated_values``) that appear in none of ``sources`` (the
+    run's tool outputs, the user's words, the notebook's names). Case does not matter for
+    words; a number is grounded by any of its roundings (``grounded_numbers``)."""
+    text = "\n".join(sources)
+    lowered = text.lower()
+    numbers = set(grounded_numbers([{"role": "user", "content": text}]))
+    missing = []
+    for value in stated_values(answer, labels):
+        if _NUMBER_RE.fullmatch(value):
+            if value not in numbers and value.rstrip("0").rstrip(".") not in numbers:
+                missing.append(value)
+        elif value.lower() not in lowered:
+            missing.append(value)
+    return missing
+
+
 def _request_parts(messages: list[Mapping[str, Any]]) -> tuple[str, str]:
     """(the user's own words, the notebook context) of the last user message: its last text
     part, and the parts before it (the context travels as a part before it; magics/context.py)."""
@@ -313,7 +376,7 @@ def shape_request(params: dict[str, Any], *, mode: str, max_tool_calls: int = DE
         request, context = _request_parts(messages)
         if _CODE_IN_REQUEST.search(request):
             request = ""  # the user wrote the code: the model is not steered away from it
-        target = requested_target(request)
+        target = requested_target(request, notebook_variables(context), notebook_columns(context))
         subject = requested_subject(request, context) if target is None else None
         start = f"{target} = " if target else subject
     params["grammar"] = tools_grammar(tools, allow_call=allow_call, allow_text=allow_text, numbers=numbers,
