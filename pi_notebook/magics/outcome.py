@@ -223,8 +223,12 @@ class RunChecks:
         if _VALUES not in given:
             answer = _text(after[-1].content) if getattr(after[-1], "role", None) == "assistant" else ""
             answer = "\n\n".join(p for p in answer.split("\n\n") if not p.startswith(NOTE_PREFIX))
+            # (the prompt's own code too: "I grouped with `groupby`" quotes no result, but
+            # states nothing it did not do)
+            code = [str(b.arguments.get("code", "")) for m in after if getattr(m, "role", None) == "assistant"
+                    for b in m.content if isinstance(b, ToolCall)]
             sources = [request, *(_text(m.content) for m in messages if getattr(m, "role", None) == "user"),
-                       *(_text(m.content) for m in results), *self.before.ids, *self.before.columns,
+                       *(_text(m.content) for m in results), *code, *self.before.ids, *self.before.columns,
                        *self.user_ns.keys()]
             missing = ungrounded_values(answer, sources, _labels(self.user_ns))
             if missing:
