@@ -202,8 +202,17 @@ def test_values_a_result_shows_are_grounded() -> None:
     # quoting the error is honest: it is in a result
     assert ungrounded_values("The code failed: there is no column 'prise'.",
                              ["[error] KeyError: 'prise'"]) == []
-    # prose capitals: a sentence's first word, months, DataFrame
-    assert ungrounded_values("The DataFrame has rows from March. It is ready.", ["x"]) == []
+    # prose capitals: a sentence's first word, DataFrame; a month is grounded by a date in it
+    assert ungrounded_values("The DataFrame has rows from March. It is ready.", ["2025-03 12"]) == []
+
+
+def test_a_month_or_a_glued_number_no_result_shows_is_flagged() -> None:
+    out = ["month\n2025-06    289.4\n2025-05    250.0"]
+    assert ungrounded_values("The best month is June, with 289.4.", out) == []
+    # (measured on the 0.5B: "April, and the revenue was $1,24,4,4", digits glued from allowed numbers)
+    assert ungrounded_values("The best month is April, and the revenue was $1,24,4,4.", out) == [
+        "April", "1,24,4,4"]
+    assert ungrounded_values("The counts are 11, 10, 10, and 5.", ["Bath 10 Bristol 11 Leeds 5"]) == []
 
 
 def test_lowercase_labels_of_the_data_count_as_values() -> None:

@@ -263,15 +263,21 @@ def grounded_numbers(messages: list[Mapping[str, Any]]) -> list[str]:
 _GENERIC_WORDS = frozenset({
     "i", "dataframe", "dataframes", "series", "python", "pandas", "numpy", "matplotlib", "jupyter",
     "notebook", "nan", "none", "true", "false", "csv", "json", "ok", "id", "sql", "api", "excel",
-    "january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
-    "november", "december", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday",
-    "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec",
+    "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday",
 })
+# a month is a value ("the best month is April"): grounded by its name or by a date in it
+_MONTHS = {name: i + 1 for i, names in enumerate([
+    ("january", "jan"), ("february", "feb"), ("march", "mar"), ("april", "apr"), ("may",),
+    ("june", "jun"), ("july", "jul"), ("august", "aug"), ("september", "sep", "sept"),
+    ("october", "oct"), ("november", "nov"), ("december", "dec")]) for name in names}
 _QUOTED = re.compile(r"`([^`\n]{1,60})`|'([^'\n]{1,60})'|\"([^\"\n]{1,60})\"|\*\*([^*\n]{1,60})\*\*")
 _DATE = re.compile(r"\b\d{4}-\d{2}(?:-\d{2})?\b")
 _SENTENCE_BREAK = re.compile(r"[.!?:;]\s+|\n+|^\s*(?:[-*]|\d+\.)\s+", re.MULTILINE)
 _ANSWER_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
-_ANSWER_NUMBER = re.compile(r"(?<![\w.,])(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?![\w])")
+# a maximal run of digits, "," and ".": 1,445.2 is 1445.2, but "1,24,4,4" (digits the model
+# glued from allowed numbers) is one value that no result shows
+_ANSWER_NUMBER = re.compile(r"(?<![\w.,])\d[\d,]*(?:\.\d+)?(?![\w])")
+_THOUSANDS = re.compile(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?")
 
 
 def stated_values(answer: str, labels: Iterable[str] = ()) -> list[str]:
@@ -286,8 +292,11 @@ def stated_values(answer: str, labels: Iterable[str] = ()) -> list[str]:
     for date in _DATE.findall(answer):
         values.setdefault(date, None)
     undated = _DATE.sub(" ", answer)
-    for number in _ANSWER_NUMBER.findall(undated):
-        values.setdefault(number.replace(",", ""), None)  # 1,445.2 is 1445.2
+    for number in _ANSWER_NUMBER.findall(undated.replace(", ", "; ")):  # "11, 10 and 5": a list
+        number = number.rstrip(",")
+        if "," not in number or _THOUSANDS.fullmatch(number):
+            number = number.replace(",", "")
+        values.setdefault(number, None)
     for sentence in _SENTENCE_BREAK.split(undated):
         words = _ANSWER_WORD.findall(sentence)
         for word in words[1:]:
@@ -309,9 +318,14 @@ def ungrounded_values(answer: str, sources: Iterable[str], labels: Iterable[str]
     text = "\n".join(sources)
     lowered = text.lower()
     numbers = set(grounded_numbers([{"role": "user", "content": text}]))
+    months = {int(m) for m in re.findall(r"\b\d{4}-(\d{2})\b", text)}
     missing = []
     for value in stated_values(answer, labels):
-        if _NUMBER_RE.fullmatch(value):
+        month = _MONTHS.get(value.lower())
+        if month is not None and value[0].isupper():
+            if month not in months and value.lower() not in lowered:
+                missing.append(value)
+        elif _NUMBER_RE.fullmatch(value):
             if value not in numbers and value.rstrip("0").rstrip(".") not in numbers:
                 missing.append(value)
         elif value.lower() not in lowered:
