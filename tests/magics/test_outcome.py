@@ -220,3 +220,5 @@ def test_read_paths_finds_the_files_code_reads():
             "open('out.txt', 'w').write('x')\np = pd.read_parquet(path)\nnp.load('arr.npy')")
     assert read_paths(code) == ["a/b.csv", "c.json", "arr.npy"]
     assert read_paths("this is not python (") == []
+    # code with a syntax error still names the file it would read once fixed
+    assert read_paths("df = pd.read_csv('data.csv')\nprint(f'{df[\"x\"]')") == ["data.csv"]
