@@ -31,12 +31,11 @@ from typing import Any
 
 from ..agent.types import BeforeToolCallResult
 from ..ai.providers.local_intent import Outcome, expected_outcomes
-from ..ai.providers.local_tools import NOTE_PREFIX, ungrounded_values
+from ..ai.providers.local_tools import CHECK_PREFIX, FORCED_REPLY_MARK, NOTE_PREFIX, ungrounded_values
 from ..ai.types import ToolCall, UserMessage
 
 __all__ = ["CHECK_PREFIX", "NamespaceSnapshot", "RunChecks", "missing_outcome", "read_paths"]
 
-CHECK_PREFIX = "Check: "
 _VALUES = "no output shows"  # the words that mark a values correction
 _MAX_LABEL_ROWS = 20_000
 _MAX_LABELS = 2_000
@@ -217,32 +216,47 @@ class RunChecks:
         prompt, after = self._since_prompt(messages)
         if prompt is None or not after:
             return None
-        given = {_VALUES if _VALUES in _text(m.content) else "outcome" for m in after if _is_check(m)}
+        given = {_kind(_text(m.content)) for m in after if _is_check(m)}
         results = [m for m in after if getattr(m, "role", None) == "toolResult"]
         request = _text(prompt.content)
+        if "final" in given:
+            return None
         if "outcome" not in given:
             for outcome in expected_outcomes(request, self.before.ids, self.before.columns):
                 message = missing_outcome(outcome, self.user_ns, self.before, results)
                 if message is not None:
                     return message
+        answer = _text(after[-1].content) if getattr(after[-1], "role", None) == "assistant" else ""
+        answer = "\n\n".join(p for p in answer.split("\n\n") if not p.startswith(NOTE_PREFIX))
+        # (the prompt's own code too: "I grouped with `groupby`" quotes no result, but states
+        # nothing it did not do)
+        code = [str(b.arguments.get("code", "")) for m in after if getattr(m, "role", None) == "assistant"
+                for b in m.content if isinstance(b, ToolCall)]
+        # (not the checks: they quote the values they question)
+        users = [_text(m.content) for m in messages if getattr(m, "role", None) == "user" and not _is_check(m)]
+        sources = [request, *users,
+                   *(_text(m.content) for m in results), *code, *self.before.ids, *self.before.columns,
+                   *self.user_ns.keys()]
+        missing = ungrounded_values(answer, sources, _labels(self.user_ns))
+        if not missing:
+            return None
+        quoted = ", ".join(f'"{v}"' for v in missing[:5])
+        errors = [_last_error_line(_text(m.content)) for m in results if getattr(m, "is_error", False)]
+        all_failed = bool(results) and len(errors) == len(results)
         if _VALUES not in given:
-            answer = _text(after[-1].content) if getattr(after[-1], "role", None) == "assistant" else ""
-            answer = "\n\n".join(p for p in answer.split("\n\n") if not p.startswith(NOTE_PREFIX))
-            # (the prompt's own code too: "I grouped with `groupby`" quotes no result, but
-            # states nothing it did not do)
-            code = [str(b.arguments.get("code", "")) for m in after if getattr(m, "role", None) == "assistant"
-                    for b in m.content if isinstance(b, ToolCall)]
-            sources = [request, *(_text(m.content) for m in messages if getattr(m, "role", None) == "user"),
-                       *(_text(m.content) for m in results), *code, *self.before.ids, *self.before.columns,
-                       *self.user_ns.keys()]
-            missing = ungrounded_values(answer, sources, _labels(self.user_ns))
-            if missing:
-                quoted = ", ".join(f'"{v}"' for v in missing[:5])
-                failed = " The code failed, so say what failed and what is not known." if results and all(
-                    getattr(m, "is_error", False) for m in results) else ""
-                return (f"{CHECK_PREFIX}{_VALUES} {quoted}.{failed} State only values the "
-                        "output shows, or run code that shows them.")
-        return None
+            failed = " The code failed, so say what failed and what is not known." if all_failed else ""
+            return (f"{CHECK_PREFIX}{_VALUES} {quoted}.{failed} State only values the "
+                    "output shows, or run code that shows them.")
+        # the second answer still states them: the run ends with what is known, in words
+        # the model is made to write (local_tools: FORCED_REPLY_MARK)
+        if all_failed:
+            known = f"The code failed ({errors[-1]}), so I do not know the answer."
+        elif not results:
+            known = "No code ran for this request, so I do not know the answer."
+        else:
+            known = ("The outputs above do not show the values my answer stated, so I cannot give "
+                     "them as the result: only the outputs above are known.")
+        return f"{CHECK_PREFIX}{_VALUES} {quoted} again. {FORCED_REPLY_MARK}{known}"
 
     def before_tool_call(self, ctx: Any) -> BeforeToolCallResult | None:
         call = ctx.tool_call
@@ -278,6 +292,18 @@ class RunChecks:
                     f"the notebook: {have}. Use it.")
         return (f"Not run: no message or cell names the file {path!r}. Use a file path exactly "
                 "as the user wrote it.")
+
+
+def _kind(check: str) -> str:
+    if FORCED_REPLY_MARK in check:
+        return "final"
+    return _VALUES if _VALUES in check else "outcome"
+
+
+def _last_error_line(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    line = next((x for x in lines if "Error" in x or "error" in x), lines[-1] if lines else "an error")
+    return line.removeprefix("[error] ")[:160]
 
 
 def _call_key(call: Any) -> str:

@@ -222,3 +222,28 @@ def test_read_paths_finds_the_files_code_reads():
     assert read_paths("this is not python (") == []
     # code with a syntax error still names the file it would read once fixed
     assert read_paths("df = pd.read_csv('data.csv')\nprint(f'{df[\"x\"]')") == ["data.csv"]
+
+
+def test_an_answer_still_unsupported_after_the_correction_ends_with_what_is_known(monkeypatch):
+    from pi_notebook.ai.providers.local_tools import shape_request
+
+    ns = {"pd": pd, "sales": SALES}
+    agent, _ = _run("which product sold the most units?", [
+        _call("sales.nlargest(1, 'unit')"),                     # KeyError
+        faux_assistant_message("The best seller is Apple."),
+        _call("sales.nlargest(1, 'unitz')"),                    # KeyError again
+        faux_assistant_message("It is Apple."),                 # the check's quote grounds nothing
+        faux_assistant_message("The code failed ('unitz'), so I do not know the answer."),
+    ], ns, monkeypatch)
+    checks = [u for u in _users(agent) if u.startswith("Check: ")]
+    assert len(checks) == 2
+    assert checks[1] == ('Check: no output shows "Apple" again. Reply exactly: The code failed '
+                         "('unitz'), so I do not know the answer.")
+    # the provider makes that the reply, word for word
+    messages = [{"role": "user", "content": "which product sold the most units?"},
+                {"role": "assistant", "content": "It is Apple."}, {"role": "user", "content": checks[1]}]
+    params = shape_request({"messages": messages, "tools": [{"type": "function", "function": {
+        "name": "python", "parameters": {"type": "object", "properties": {"code": {"type": "string"}}}}}]},
+        mode="grammar")
+    assert params["grammar"] == 'root ::= "The code failed (\'unitz\'), so I do not know the answer."\n'
+    assert agent.state.messages[-1].role == "assistant"

@@ -59,7 +59,7 @@ from ..types import (
 __all__ = [
     "NOTE_PREFIX", "TOOLCALL_MODES", "TOOLCALL_FAILURE_HINT", "tool_call_mode", "tools_grammar",
     "shape_request", "TextToolCallStream", "friendly_error", "recover_tool_name", "stated_values",
-    "ungrounded_values",
+    "ungrounded_values", "CHECK_PREFIX", "FORCED_REPLY_MARK",
 ]
 
 TOOLCALL_MODES = ("grammar", "parse", "server")
@@ -356,6 +356,22 @@ def _strip_notes(messages: list[dict[str, Any]]) -> None:
                 isinstance(p, Mapping) and str(p.get("text", "")).startswith(NOTE_PREFIX))]
 
 
+# A corrective user message of the run checks (magics/outcome.py) that ends with
+# FORCED_REPLY_MARK + a sentence makes the next reply exactly that sentence.
+CHECK_PREFIX = "Check: "
+FORCED_REPLY_MARK = "Reply exactly: "
+
+
+def _forced_reply(messages: list[Mapping[str, Any]]) -> str | None:
+    if not messages or messages[-1].get("role") != "user":
+        return None
+    text = "\n".join(_texts(messages[-1].get("content")))
+    if not text.startswith(CHECK_PREFIX) or FORCED_REPLY_MARK not in text:
+        return None
+    sentence = text.rsplit(FORCED_REPLY_MARK, 1)[1].strip()
+    return sentence or None
+
+
 def shape_request(params: dict[str, Any], *, mode: str, max_tool_calls: int = DEFAULT_MAX_TOOL_CALLS,
                   require_first_call: bool = True, last_result_failed: bool = False,
                   ground_numbers: bool = True) -> dict[str, Any]:
@@ -368,6 +384,13 @@ def shape_request(params: dict[str, Any], *, mode: str, max_tool_calls: int = DE
     params["tool_choice"] = "none"  # the template still shows the tools; we parse the calls
     params.pop("parallel_tool_calls", None)
     if mode != "grammar":
+        return params
+    forced = _forced_reply(messages)
+    if forced is not None:
+        # the run checks' last word on an answer no result supports (magics/outcome.py): the
+        # reply is exactly this sentence, so the run ends saying what is known and what failed
+        params["grammar"] = f"root ::= {json.dumps(forced, ensure_ascii=False)}\n"
+        params["max_tokens"] = FINAL_ANSWER_TOKENS
         return params
     done = _tool_calls_since_user(messages)
     first_turn = done is None
