@@ -22,6 +22,10 @@ So each request is reshaped (``shape_request``, an ``on_payload`` hook):
   the conversation contains (and their roundings): the 0.5B model otherwise answers "the
   total revenue is 100" next to a tool output that says 1445.2.
 
+The run checks (magics/outcome.py) use ``stated_values`` / ``ungrounded_values`` (the names,
+labels, dates and numbers an answer states, and those no result shows), and may end a run with
+a corrective user message whose ``FORCED_REPLY_MARK`` sentence becomes the reply word for word.
+
 ``TextToolCallStream`` turns the streamed text back into pi's events: prose streams as
 text, a JSON call streams as a tool call. Without the grammar (``PI_NOTEBOOK_LOCAL_TOOLCALLS=
 parse``) the same parser recovers an unknown tool name whose arguments fit exactly one
