@@ -8,9 +8,11 @@ agent's transcript and prints a JSON verdict:
 
 - **passed**: the kernel state is right (``totals`` holds the per-region sums, a bar
   chart was shown, ...) and, for questions, the answer states the right number;
-- **invented**: not passed, and the answer presents a number as its result anyway:
-  for a question, any number that is not the right one; for a state task, a number
-  that appears in no tool output and not in the prompt;
+- **invented**: not passed, and the answer presents a value as its result anyway:
+  for a question, any number that is not the right one, or another candidate of a name
+  question (another customer); for any task, a number that appears in no tool output and
+  not in the prompt, or a name the answer states (quoted, a date, a capitalised word
+  inside a sentence) that no tool output, the prompt or the namespace shows;
 - **failed**: anything else (no answer, an error, the wrong state without made-up numbers).
 
 It prints one line per task and a summary (passed / invented / failed, median and p90
@@ -18,10 +20,14 @@ agent-cell seconds). The agent cell's time is wall time from its start to its en
 user waits for it; the model's server is started in an untimed setup cell first, so the
 first task does not pay for loading the weights.
 
+Two sets: ``--set core`` (the default: the 15 tasks the levers were tuned on) and ``--set
+heldout`` (12 requests on other data, written before any tuning on them and only ever run to
+measure: issue 22), or ``--set all``.
+
 Usage::
 
-    python bench/notebook_tasks.py -m local/qwen2.5-coder-0.5b [-k load,plot] [--json out.json]
-        [--profile small|default] [--repeat N]
+    python bench/notebook_tasks.py -m local/qwen2.5-coder-0.5b [--set core|heldout|all]
+        [-k load,plot] [--json out.json] [--profile small|default]
 
 ``--profile small`` forces the small-model profile (short system prompt, fewer tools, a turn
 budget: magics/profile.py), ``default`` turns it off; without the option the extension decides
@@ -66,6 +72,8 @@ class Task:
     numbers: tuple[float, ...] = ()   # a question: the answer must state one of these ...
     all_numbers: bool = False         # ... or, for a question asking several, all of them
     words: tuple[str, ...] = ()       # an explanation: the answer must mention all of these
+    #                                   ("a|b": either spelling, e.g. a date written two ways)
+    wrong: tuple[str, ...] = ()       # a name question: the other candidates; naming one is invented
     needs: str = ""                   # which notebook-context tool the task relies on
 
 
@@ -122,6 +130,71 @@ TASKS: list[Task] = [
 ]
 
 
+# --- the held-out set -----------------------------------------------------------------------
+# Written before any tuning on it (issue 22) and never tuned on afterwards: only run to measure.
+# Different data (bench/data/orders.csv: orders of six customers for five products in four
+# cities), different phrasings from the core set ("save it as X", "put ... in X", "I need X to
+# hold ..."), names and dates as answers, a join and a pivot.
+
+ORDERS_PATH = "bench/data/orders.csv"
+ORDERS = pd.read_csv(ROOT / ORDERS_PATH)
+LOAD_ORDERS = f"import pandas as pd\norders = pd.read_csv({ORDERS_PATH!r})"
+CUSTOMERS = ("customers = pd.DataFrame({'customer': ['Acme', 'Birchwood', 'Corvid', 'Dunmore', 'Elmira', "
+             "'Fenwick'], 'segment': ['retail', 'hotel', 'retail', 'office', 'hotel', 'office']})")
+_SPEND = ORDERS.groupby("customer")["amount"].sum()
+_PRODUCT_COUNTS = ORDERS["product"].value_counts()
+_FIRST = pd.Timestamp(ORDERS["date"].min())
+
+HELDOUT_TASKS: list[Task] = [
+    Task("h_load", f"read {ORDERS_PATH} and save it as orders",
+         check=f"isinstance(orders, pd.DataFrame) and orders.equals(pd.read_csv({ORDERS_PATH!r}))",
+         setup=("import pandas as pd",)),
+    Task("h_put", "put the number of orders per city in city_counts",
+         check="_series_equal(city_counts, orders.groupby('city').size().rename('count'))",
+         setup=(LOAD_ORDERS,)),
+    Task("h_hold", "I need big_orders to hold the orders with qty above 5",
+         check="isinstance(big_orders, pd.DataFrame) and len(big_orders) == (orders['qty'] > 5).sum() "
+               "and (big_orders['qty'] > 5).all()",
+         setup=(LOAD_ORDERS,)),
+    Task("h_top_customer", "which customer spent the most in total?",
+         words=(str(_SPEND.idxmax()),), wrong=tuple(c for c in _SPEND.index if c != _SPEND.idxmax()),
+         setup=(LOAD_ORDERS,)),
+    Task("h_top_product", "what's the product people order most often?",
+         words=(str(_PRODUCT_COUNTS.idxmax()),),
+         wrong=tuple(p for p in _PRODUCT_COUNTS.index if p != _PRODUCT_COUNTS.idxmax()),
+         setup=(LOAD_ORDERS,)),
+    Task("h_first_date", "when was the first order placed?",
+         words=(f"{_FIRST:%Y-%m-%d}|{_FIRST:%B} {_FIRST.day}|{_FIRST.day} {_FIRST:%B}|"
+                f"{_FIRST:%b} {_FIRST.day}|{_FIRST.day} {_FIRST:%b}",),
+         wrong=tuple(d for d in sorted(set(ORDERS["date"])) if d != f"{_FIRST:%Y-%m-%d}"),
+         setup=(LOAD_ORDERS,)),
+    Task("h_join", "join orders with customers on customer and save it as full",
+         check="isinstance(full, pd.DataFrame) and len(full) == len(orders) and 'segment' in full "
+               "and (full.loc[full['customer'] == 'Acme', 'segment'] == 'retail').all() "
+               "and 'amount' in full",
+         setup=(LOAD_ORDERS, CUSTOMERS)),
+    Task("h_pivot", "store a pivot table of the total amount with one row per city and one column "
+                    "per product in pv",
+         check="_frame_close(pv, orders.pivot_table(index='city', columns='product', values='amount', "
+               "aggfunc='sum'))",
+         setup=(LOAD_ORDERS,)),
+    Task("h_mean", "what is the average order amount?",
+         numbers=(_round(ORDERS["amount"].mean()),), setup=(LOAD_ORDERS,)),
+    Task("h_unique", "how many different customers are there?",
+         numbers=(ORDERS["customer"].nunique(),), setup=(LOAD_ORDERS,)),
+    Task("h_sort", "sort orders by amount, largest first, and keep the result as ranked",
+         check="isinstance(ranked, pd.DataFrame) and len(ranked) == len(orders) and "
+               "list(ranked['amount']) == sorted(orders['amount'], reverse=True)",
+         setup=(LOAD_ORDERS,)),
+    Task("h_month", "give orders a column month holding the year and month of each order's date, "
+                    "like 2024-03",
+         check="(orders['month'].astype(str).str[:7] == orders['date'].astype(str).str[:7]).all()",
+         setup=(LOAD_ORDERS,)),
+]
+
+SETS = {"core": TASKS, "heldout": HELDOUT_TASKS}
+
+
 # --- the notebook of one task ---------------------------------------------------------------
 
 _CHECKER_PRELUDE = r'''
@@ -175,11 +248,43 @@ def _series_equal(got, want):
 
 def _mentions(text, *words):
     return any(w.lower() in text.lower() for w in words)
+
+def _frame_close(got, want):
+    """The same table of numbers (missing cells as 0: a pivot may fill them or not)."""
+    if not isinstance(got, pd.DataFrame):
+        return False
+    got = got.copy()
+    got.columns = [str(c) for c in got.columns]
+    got.index = [str(i) for i in got.index]
+    want = want.copy()
+    want.columns = [str(c) for c in want.columns]
+    want.index = [str(i) for i in want.index]
+    if set(got.columns) != set(want.columns) or set(got.index) != set(want.index):
+        return False
+    got = got.loc[want.index, want.columns].astype(float).fillna(0)
+    return bool(((got - want.astype(float).fillna(0)).abs() < 0.051).all().all())
+
+# what an answer states as a value besides numbers: quoted or code-spelled names, dates, and
+# capitalised words inside a sentence ("the top products are Apple, Banana and Orange")
+_GENERIC = {"i", "dataframe", "series", "python", "pandas", "nan", "none", "true", "false", "jupyter",
+            "csv", "numpy", "matplotlib", "ok", "id", "january", "february", "march", "april", "may",
+            "june", "july", "august", "september", "october", "november", "december", "monday",
+            "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"}
+
+def _value_words(text):
+    found = set(_re.findall(r"`([^`\n]{1,40})`|'([^'\n]{1,40})'|\"([^\"\n]{1,40})\"", text))
+    values = {v for group in found for v in group if v}
+    values |= set(_re.findall(r"\b\d{4}-\d{2}(?:-\d{2})?\b", text))
+    for sentence in _re.split(r"[.!?:;]\s+|\n+|^\s*[-*]\s+", text):
+        words = _re.findall(r"[A-Za-z][A-Za-z0-9_]*", sentence)
+        values |= {w for w in words[1:] if w[0].isupper() and w.lower() not in _GENERIC}
+    return values
 '''
 
 _CHECKER = r'''
 _expected = {numbers!r}
 _words = {words!r}
+_wrong = {wrong!r}
 _prompt_numbers = _numbers({prompt!r})
 try:
     _state_ok = bool({check})
@@ -188,19 +293,29 @@ except Exception as _exc:
     _state_ok, _state_error = False, f"{{type(_exc).__name__}}: {{_exc}}"
 _said = _numbers(answer)
 _numbers_ok = not _expected or ({quantifier}(any(_close(a, e) for a in _said) for e in _expected))
-_words_ok = all(w.lower() in answer.lower() for w in _words)
-_passed = bool(answer) and _state_ok and _numbers_ok and _words_ok
+_words_ok = all(any(a.lower() in answer.lower() for a in w.split("|")) for w in _words)
+_named_wrong = [w for w in _wrong if _re.search(r"\b" + _re.escape(w) + r"\b", answer, _re.IGNORECASE)]
+_passed = bool(answer) and _state_ok and _numbers_ok and _words_ok and not _named_wrong
+# a value the answer states that no tool output, the prompt, the setup code or the namespace's
+# names show (the model saw those in its context)
+_known = "\n".join([_tool_text, {prompt!r}, {setup!r}, *map(str, globals())]).lower()
+for _v in list(globals().values()):
+    if isinstance(_v, pd.DataFrame):
+        _known += "\n" + " ".join(map(str, _v.columns)).lower()
+_unsupported_values = sorted(v for v in _value_words(answer) if v.lower() not in _known)
 if _passed:
     _invented = False
 elif _expected:
-    _invented = bool(_said) and not _numbers_ok
+    _invented = (bool(_said) and not _numbers_ok) or bool(_unsupported_values)
 else:
     _seen = "\n".join(globals().get("_bench_context_notes", []))  # the summary the model was given
     _supported = _numbers(_tool_text) + _prompt_numbers + _numbers(_seen)
-    _invented = any(not any(_close(a, s) for s in _supported) for a in _said)
+    _invented = (any(not any(_close(a, s) for s in _supported) for a in _said)
+                 or bool(_named_wrong) or bool(_unsupported_values))
 print({mark!r} + _json.dumps({{
     "passed": _passed, "invented": _invented, "seconds": round(_agent_s, 1),
     "state_ok": _state_ok, "state_error": _state_error, "numbers_ok": _numbers_ok,
+    "named_wrong": _named_wrong, "unsupported_values": _unsupported_values,
     "answer": answer[:300], "calls": _calls, "errors": _errors[:2], "trace": _trace,
     "turns": sum(1 for m in _msgs if m.role == "assistant"),
 }}))
@@ -232,6 +347,7 @@ def build_notebook(task: Task, model: str, profile: str | None, notebook_path: P
     cells.append(nbformat.v4.new_code_cell(f"%%agent --approve auto -m {model}\n{task.prompt}"))
     checker = _CHECKER_PRELUDE + _CHECKER.format(
         numbers=tuple(float(n) for n in task.numbers), words=task.words, prompt=task.prompt,
+        wrong=task.wrong, setup="\n".join(task.setup),
         quantifier="all" if task.all_numbers else "any",
         check=task.check, mark=VERDICT_MARK)
     cells.append(_hidden(checker))
@@ -325,13 +441,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("-m", "--model", default="local/qwen2.5-coder-0.5b")
     parser.add_argument("-k", "--tasks", default="", help="comma-separated task names (default: all)")
+    parser.add_argument("--set", choices=("core", "heldout", "all"), default="core",
+                        help="core: the 15 tasks the levers were tuned on; heldout: the 12 written "
+                             "before tuning and never tuned on (issue 22); all: both")
     parser.add_argument("--profile", choices=("small", "default"), default=None)
     parser.add_argument("--timeout", type=int, default=600)
     parser.add_argument("--json", default="", help="write the verdicts to this file")
     parser.add_argument("--label", default="", help="a name for this configuration in the summary")
     parser.add_argument("-v", "--verbose", action="store_true", help="print each task's tool calls and results")
     args = parser.parse_args(argv)
-    chosen = [t for t in TASKS if not args.tasks or t.name in args.tasks.split(",")]
+    pool = TASKS + HELDOUT_TASKS if args.set == "all" else SETS[args.set]
+    chosen = [t for t in pool if not args.tasks or t.name in args.tasks.split(",")]
     print(f"# {len(chosen)} tasks on {args.model}"
           f"{' (' + args.label + ')' if args.label else ''}; load average {os.getloadavg()[0]:.1f}",
           flush=True)

@@ -1,14 +1,16 @@
-"""Per-model conversation settings: small embedded models get a short prompt, fewer tools and
-a turn budget (docs/design/local-model.md); every other model the configured prompt and all
-tools. Applied when each run starts, so switching models switches profiles."""
+"""Per-model conversation settings: small embedded models get a short prompt, fewer tools, a
+turn budget and the run checks of magics/outcome.py (docs/design/local-model.md); every other
+model the configured prompt and all tools. Applied when each run starts, so switching models
+switches profiles."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from ..ai.providers.local_profile import small_model_profile
 from .config import DEFAULT_SYSTEM_PROMPT
+from .outcome import RunChecks
 
 if TYPE_CHECKING:
     from ..agent import Agent, AgentTool
@@ -16,21 +18,60 @@ if TYPE_CHECKING:
 
 __all__ = ["apply_model_profile"]
 
+_BASE = "_pi_notebook_base_hook"  # the hook a profile wrapper replaced (the approval gate)
 
-def apply_model_profile(agent: Agent, system_prompt: str, all_tools: list[AgentTool], *,
-                        instructions: str = "") -> None:
-    """``instructions``: the project's (magics/instructions.py), after either prompt."""
+
+def apply_model_profile(agent: Agent, system_prompt: str, all_tools: list[AgentTool],
+                        user_ns: Mapping[str, Any] | None = None, *, instructions: str = "") -> None:
+    """``user_ns``: the namespace the run's code works in (default: the running IPython's);
+    without one the run checks are off. ``instructions``: the project's
+    (magics/instructions.py), after either prompt."""
+    base_before = getattr(agent.before_tool_call, _BASE, agent.before_tool_call)
     profile = small_model_profile(agent.state.model)
     if profile is None:
         agent.state.system_prompt = system_prompt + instructions
         agent.state.tools = list(all_tools)
         agent.should_stop_after_turn = None
+        agent.before_tool_call = base_before
         return
     # a system prompt the user set is theirs to keep; only the default is replaced
     agent.state.system_prompt = (profile.system_prompt if system_prompt == DEFAULT_SYSTEM_PROMPT
                                  else system_prompt) + instructions
     agent.state.tools = [t for t in all_tools if t.name in profile.tool_names]
-    agent.should_stop_after_turn = _turn_budget(profile.max_turns)
+    ns = user_ns if user_ns is not None else _shell_namespace()
+    if ns is None:
+        agent.should_stop_after_turn = _turn_budget(profile.max_turns)
+        agent.before_tool_call = base_before
+        return
+    checks = RunChecks(ns, agent.steer, profile.max_turns)
+    agent.should_stop_after_turn = checks.should_stop
+    agent.before_tool_call = _checked(checks, base_before)
+
+
+def _checked(checks: RunChecks, base: Callable[..., Any] | None) -> Callable[..., Any]:
+    """``before_tool_call``: the run checks first (a blocked call never reaches approval), then
+    the hook that was there."""
+
+    async def before(ctx: Any, signal: Any = None) -> Any:
+        blocked = checks.before_tool_call(ctx)
+        if blocked is not None:
+            return blocked
+        if base is None:
+            return None
+        result = base(ctx, signal)
+        if hasattr(result, "__await__"):
+            result = await result
+        return result
+
+    setattr(before, _BASE, base)
+    return before
+
+
+def _shell_namespace() -> Mapping[str, Any] | None:
+    from IPython import get_ipython
+
+    shell = get_ipython()
+    return getattr(shell, "user_ns", None) if shell is not None else None
 
 
 def _turn_budget(max_turns: int | None) -> Callable[..., bool] | None:

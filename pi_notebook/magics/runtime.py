@@ -324,7 +324,8 @@ class Runtime:
 
         if self._all_tools is None:
             self._all_tools = list(agent.state.tools)
-        apply_model_profile(agent, system_prompt, self._all_tools, instructions=instructions)
+        apply_model_profile(agent, system_prompt, self._all_tools, getattr(self.shell, "user_ns", None),
+                            instructions=instructions)
 
     # --- RunSteps: called by lifecycle.drive --------------------------------------------------
     async def prepare(self, run: Run) -> Agent:

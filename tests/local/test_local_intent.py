@@ -101,3 +101,52 @@ def test_a_request_that_spells_out_code_is_not_steered() -> None:
     user = {"role": "user", "content": [{"type": "text", "text": CONTEXT}, {"type": "text", "text": text}]}
     rule = _code_rule(shape_request(_params([user]), mode="grammar")["grammar"])
     assert '"df"' not in rule and '"monthly = "' not in rule
+
+
+# --- what a request asks to leave behind, by where its words stand (issue 22) ---------------
+
+from pi_notebook.ai.providers.local_intent import Outcome, expected_outcomes, notebook_columns  # noqa: E402
+
+
+@pytest.mark.parametrize(("text", "name"), [
+    ("put the top 3 in top3", "top3"),                         # "put ... in X" (not in the old list)
+    ("store the mean per region in means.", "means"),
+    ("I want monthly to contain the sums per month", "monthly"),  # a holding verb after the name
+    ("give me the sum per region, name it region_sums", "region_sums"),
+    ("keep the north rows in a DataFrame called north_df", "north_df"),
+    ("save the cleaned data as clean and plot it", "clean"),
+    ("put the result to `res`", "res"),
+])
+def test_a_result_name_is_found_by_where_it_stands(text: str, name: str) -> None:
+    assert requested_target(text, known={"df"}) == name
+
+
+@pytest.mark.parametrize("text", [
+    "sort df in descending order",
+    "filter the rows in Leeds",        # capitalised after a preposition: a value
+    "what is the total in euros?",
+    "compute it and show the result in percent",
+    "show the rows of df in df",       # an existing variable after a preposition is the subject
+])
+def test_words_after_a_preposition_that_are_not_new_names(text: str) -> None:
+    assert requested_target(text, known={"df"}) is None
+
+
+def test_columns_and_figures_are_outcomes_too() -> None:
+    assert expected_outcomes("add a new column margin to df", known={"df"}, columns={"revenue"}) == [
+        Outcome("column", "margin")]
+    assert expected_outcomes("what is the mean of the revenue column?", {"df"}, {"revenue"}) == []
+    assert expected_outcomes("a histogram of revenue", {"df"}) == [Outcome("figure")]
+    assert notebook_columns(CONTEXT) == ["month", "region", "target"]
+
+
+def test_the_first_call_is_bound_to_a_name_only_if_it_is_new() -> None:
+    user = {"role": "user", "content": [{"type": "text", "text": CONTEXT},
+                                        {"type": "text", "text": "put the region sums in totals"}]}
+    # totals exists (CONTEXT lists it): after a preposition it is the subject, so the call
+    # starts from it rather than re-assigning it blindly
+    grammar = shape_request(_params([user]), mode="grammar")["grammar"]
+    assert '"totals = "' not in _code_rule(grammar) and '"totals"' in _code_rule(grammar)
+    fresh = {"role": "user", "content": [{"type": "text", "text": CONTEXT},
+                                         {"type": "text", "text": "put the region sums in sums"}]}
+    assert '"sums = "' in _code_rule(shape_request(_params([fresh]), mode="grammar")["grammar"])

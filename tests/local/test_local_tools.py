@@ -179,3 +179,44 @@ def test_the_answer_after_the_last_allowed_call_is_short():
     first = _params([{"role": "user", "content": "q"}])
     first["max_tokens"] = 2048
     assert shape_request(first, mode="grammar")["max_tokens"] == 2048  # a reply that may call: as asked
+
+
+# --- values an answer states (issue 22: names, labels, dates, numbers) ----------------------
+
+from pi_notebook.ai.providers.local_tools import stated_values, ungrounded_values  # noqa: E402
+
+
+def test_an_answer_naming_values_absent_from_every_result_is_flagged() -> None:
+    results = ["[error] KeyError: 'prise' (did you mean 'price'?)"]
+    assert ungrounded_values("The top products are Apple, Banana and Orange.", results) == [
+        "Apple", "Banana", "Orange"]
+    assert ungrounded_values("The mean price is 12.5.", results) == ["12.5"]
+    assert ungrounded_values("The first order was on 2024-03-07.", ["2024-03-05"]) == ["2024-03-07"]
+    assert ungrounded_values("The column `prize` is missing.", results) == ["prize"]
+
+
+def test_values_a_result_shows_are_grounded() -> None:
+    out = ["product\nWidget    40\nGizmo     31\nGadget    25", "mean 1445.2345", "2024-03-05"]
+    assert ungrounded_values("The top products are Widget, Gizmo and Gadget.", out) == []
+    assert ungrounded_values("The mean is 1,445.23, first seen on 2024-03-05.", out) == []
+    # quoting the error is honest: it is in a result
+    assert ungrounded_values("The code failed: there is no column 'prise'.",
+                             ["[error] KeyError: 'prise'"]) == []
+    # prose capitals: a sentence's first word, DataFrame; a month is grounded by a date in it
+    assert ungrounded_values("The DataFrame has rows from March. It is ready.", ["2025-03 12"]) == []
+
+
+def test_a_month_or_a_glued_number_no_result_shows_is_flagged() -> None:
+    out = ["month\n2025-06    289.4\n2025-05    250.0"]
+    assert ungrounded_values("The best month is June, with 289.4.", out) == []
+    # (measured on the 0.5B: "April, and the revenue was $1,24,4,4", digits glued from allowed numbers)
+    assert ungrounded_values("The best month is April, and the revenue was $1,24,4,4.", out) == [
+        "April", "1,24,4,4"]
+    assert ungrounded_values("The counts are 11, 10, 10, and 5.", ["Bath 10 Bristol 11 Leeds 5"]) == []
+
+
+def test_lowercase_labels_of_the_data_count_as_values() -> None:
+    labels = ["north", "south", "region"]
+    assert stated_values("The best region is south.", labels) == ["region", "south"]
+    assert ungrounded_values("The best region is south.", ["north 5"], labels) == ["region", "south"]
+    assert ungrounded_values("The best region is south.", ["region\nsouth 9"], labels) == []

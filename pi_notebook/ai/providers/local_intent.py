@@ -1,78 +1,210 @@
-"""What a request names: the variable the user wants the result in.
+"""What a request asks to leave behind: a named variable, a new column, a figure.
 
-"compute total revenue per region into totals", "load the CSV into a DataFrame called df",
-"make a DataFrame north with ...": the 0.5B model computes the right value for each of these
-and then shows it instead of assigning it (measured: 5 of 6 such requests; the rule "into x
-means: assign to x" in the system prompt did not change that). ``requested_target(text)``
-finds the name, and the first call of the prompt is constrained to assign it
-(local_tools.tools_grammar's ``assign``). Only explicit spellings count; anything vaguer
-returns None and the model is left free.
+"compute total revenue per region into totals", "put the top 3 in top3", "I need big_rows to
+hold ...", "make a DataFrame north with ...": the 0.5B model computes the right value for each
+of these and then often shows it instead of assigning it. Two levers use what this module
+finds: the first call of the prompt is constrained to start with the assignment
+(local_tools.tools_grammar's ``start``), and after the answer the magics check the kernel
+state and give the model one corrective turn when the result is missing
+(magics/outcome.py, docs/design/local-model.md).
+
+The names are found by *where* a word stands, not by a list of phrasings (the old list,
+"into X", "called X", "store it in X", missed "put ... in X" and the next spelling too):
+
+- a **naming word** before it: ``called`` / ``named`` / ``call it`` / ``name it``;
+- a **kind of value** before it: "a DataFrame north", "the series s", "a new table t";
+- a **holding verb** after it: "X to hold ...", "X should contain ...", "X holding ...";
+- a **preposition of destination** before it (``in``, ``into``, ``as``, ``to``) when the
+  word ends its clause ("... in top3", "... as ranked and ...", "... into merged."): a
+  result's name is the last word of what the user says about it;
+- a word spelled as code (in backticks, or with ``_``, a digit or an inner capital) in any
+  of these places, and also directly after the preposition when more words follow.
+
+and then only kept when it can be a new variable: an identifier, not a keyword, not a
+common English word of those places ("in descending order", "into integers", "as well"), not
+an existing notebook variable or column after a preposition ("add a column to df": df is the
+subject), not capitalised unless spelled as code ("the orders in Leeds": a value), not the
+alias of an import. A column ("column price", "a price column") is a column outcome, not a
+variable. Anything vaguer names nothing and the model is left free.
 
 ``requested_subject(text, context)``: the first notebook variable the request names as a word
 ("plot a bar chart of totals", "how many rows does df have?"), found in the prompt's notebook
 context (its "Notebook variables" lines, tools/namespace.py). The first call's code then starts
 with it (``totals.plot(...)``, ``df.shape``): the 0.5B otherwise reached for ``df`` whatever
-the request named (measured: ``df['revenue'].plot(kind='bar')`` for "a bar chart of totals").
-See docs/design/local-model.md.
+the request named.
 """
 
 from __future__ import annotations
 
 import keyword
 import re
+from collections.abc import Collection
+from dataclasses import dataclass
+from typing import Literal
 
-__all__ = ["requested_subject", "requested_target"]
+__all__ = ["Outcome", "expected_outcomes", "notebook_variables", "requested_subject", "requested_target"]
 
-_NAME = r"`?([A-Za-z_][A-Za-z0-9_]*)`?"
-# (not "column": a new column is ``df["x"] = ...``, not a variable)
-_KIND = r"(?:data\s*frame|df|series|variable|table|list|dict(?:ionary)?|array)"
-# the most explicit spelling first: "called df" wins over "into a DataFrame ..."
-_PATTERNS = [
-    re.compile(rf"\b(?:called|named)\s+{_NAME}", re.IGNORECASE),
-    re.compile(rf"\b(?:into|as)\s+(?:a\s+|the\s+)?(?:new\s+)?{_KIND}\s+{_NAME}", re.IGNORECASE),
-    re.compile(rf"\binto\s+{_NAME}", re.IGNORECASE),
-    re.compile(rf"\b(?:make|create|build|define)\s+(?:a\s+|the\s+)?(?:new\s+)?{_KIND}\s+{_NAME}",
-               re.IGNORECASE),
-    re.compile(rf"\b(?:save|store|keep|put)\s+(?:it|this|that|them|the\s+result)\s+(?:in|into|as)\s+{_NAME}",
-               re.IGNORECASE),
-]
-# words that follow "into"/"as" without being a variable name
+
+@dataclass(frozen=True)
+class Outcome:
+    """Something a request should leave behind: ``variable`` / ``column`` ``name``, or a
+    ``figure`` (no name)."""
+
+    kind: Literal["variable", "column", "figure"]
+    name: str = ""
+
+
+_TOKEN = re.compile(r"`[^`\n]+`|[A-Za-z_][A-Za-z0-9_]*|\d+(?:\.\d+)?|[^\sA-Za-z0-9_`]")
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_CODE_LIKE = re.compile(r"_|\d|[a-z][A-Z]")
+_NAMING = frozenset({"called", "named"})
+_NAMING_VERBS = frozenset({"call", "name"})
+_KINDS = frozenset({"dataframe", "df", "series", "variable", "table", "list", "dict", "dictionary",
+                    "array", "frame", "set", "tuple"})
+# ("have" is not one: "how many rows does df have?")
+_HOLDING = frozenset({"hold", "holds", "holding", "contain", "contains", "containing", "store", "keep",
+                      "list", "include"})
+_MODAL = frozenset({"to", "should", "must", "will", "shall", "can"})
+# ("to" only before a word spelled as code: "add a column to df", "convert to integers")
+_DESTINATION = frozenset({"in", "into", "as"})
+# what ends a clause after a name: punctuation, conjunctions, the start of another phrase
+_CLAUSE_END = frozenset({".", ",", ";", ":", "!", "?", ")", "and", "then", "so", "with", "that",
+                         "which", "for", "please", "too", "also", "but", "or", "from", "using", "by"})
+# words that stand in those places without naming a variable ("into account", "as well")
 _NOT_NAMES = frozenset({
     "a", "an", "the", "it", "its", "this", "that", "them", "these", "those", "one", "two", "three",
-    "some", "each", "every", "new", "my", "our", "your", "their", "well", "soon", "possible", "such",
-    "follows", "much", "many", "long", "far", "memory", "account", "consideration", "groups", "bins",
-    "integer", "integers", "float", "floats", "string", "strings", "int", "str", "list", "dict",
-    "percent", "percentage", "csv", "json",
+    "some", "each", "every", "all", "any", "new", "my", "our", "your", "their", "his", "her", "me",
+    "us", "you", "him", "well", "soon", "possible", "such", "follows", "much", "many", "long", "far",
+    "memory", "account", "consideration", "groups", "bins", "buckets", "chunks", "pieces", "parts",
+    "integer", "integers", "float", "floats", "string", "strings", "int", "str", "number", "numbers",
+    "text", "date", "dates", "datetime", "percent", "percentage", "percentages", "csv", "json",
+    "excel", "order", "descending", "ascending", "reverse", "total", "place", "general", "detail",
+    "details", "particular", "short", "addition", "case", "time", "advance", "bulk", "common",
+    "mind", "view", "use", "effect", "return", "result", "results", "output", "columns", "column",
+    "rows", "row", "lowercase", "uppercase", "thousands", "millions", "decimals", "decimal",
+    "dollars", "euros", "words", "part", "there", "here", "table", "list", "chart",
+    "plot", "graph", "figure", "index", "days", "weeks", "months", "years", "hours", "minutes",
+    # connecting words that can follow a kind of value ("a DataFrame called x", "a list of")
+    "called", "named", "with", "of", "for", "from", "by", "on", "at", "per", "where", "which",
+    "containing", "holding", "and", "or", "to", "in", "into", "as",
 })
+_COLUMN = frozenset({"column", "col"})
+_COLUMN_NEW = re.compile(r"\b(?:add|create|make|compute|give|derive|insert|append|new)\b", re.IGNORECASE)
+_FIGURE = re.compile(r"\b(?:plot|plots|plotted|chart|graph|histogram|visuali[sz]e|draw|scatter|boxplot|"
+                     r"heatmap|bar\s*chart|pie)\b", re.IGNORECASE)
 
-_COLUMN_BEFORE = re.compile(r"\bcolumns?\s*$", re.IGNORECASE)
+
+def _tokens(text: str) -> list[tuple[str, bool]]:
+    """(word, spelled as code) pairs; backticks are stripped and mark code."""
+    out: list[tuple[str, bool]] = []
+    for raw in _TOKEN.findall(text):
+        if raw.startswith("`"):
+            inner = raw.strip("`").strip()
+            out.append((inner, True))
+        else:
+            out.append((raw, bool(_IDENT.fullmatch(raw)) and bool(_CODE_LIKE.search(raw))))
+    return out
 
 
-def requested_target(text: str) -> str | None:
-    """The variable name ``text`` asks the result to be stored in, or None."""
-    for pattern in _PATTERNS:
-        for match in pattern.finditer(text):
-            name = match.group(1)
-            if name.lower() in _NOT_NAMES or keyword.iskeyword(name) or name.isdigit():
-                continue
-            if _COLUMN_BEFORE.search(text[max(0, match.start() - 30):match.start()]):
-                continue  # "a column called price": a column, not a variable
-            return name
+def _usable(word: str, code: bool) -> bool:
+    if not _IDENT.fullmatch(word) or keyword.iskeyword(word):
+        return False
+    if code:
+        return True
+    return word.lower() not in _NOT_NAMES and not word[0].isupper()
+
+
+def _candidates(tokens: list[tuple[str, bool]]) -> list[tuple[int, str, bool]]:
+    """(position, word, strong) for every word standing where a result's name stands; strong:
+    named by a naming word, a kind of value or a holding verb (kept even when it exists)."""
+    lowered = [w.lower() for w, _ in tokens]
+    found: list[tuple[int, str, bool]] = []
+    for i, (word, code) in enumerate(tokens):
+        if not _usable(word, code):
+            continue
+        before = lowered[i - 1] if i else ""
+        before2 = lowered[i - 2] if i > 1 else ""
+        after = lowered[i + 1] if i + 1 < len(tokens) else ""
+        after2 = lowered[i + 2] if i + 2 < len(tokens) else ""
+        if before in _COLUMN or after in _COLUMN or (before in _NAMING and before2 in _COLUMN):
+            continue  # a column, not a variable
+        named = before in _NAMING or (before2 in _NAMING_VERBS and before == "it")
+        kind = before in _KINDS and (before2 in {"a", "an", "the", "new"} or code)
+        held = after in _HOLDING or (after in _MODAL and after2 in _HOLDING)
+        if named or kind or held:
+            found.append((i, word, True))
+        elif before in _DESTINATION or (before == "to" and code):
+            if before == "as" and "import" in lowered[max(0, i - 4):i]:
+                continue  # "import pandas as pd"
+            if after in ("", *_CLAUSE_END) or code:
+                found.append((i, word, False))
+    return found
+
+
+def expected_outcomes(text: str, known: Collection[str] = (), columns: Collection[str] = ()
+                      ) -> list[Outcome]:
+    """What ``text`` asks to leave behind. ``known``: the notebook's variable names; ``columns``:
+    the columns of its DataFrames (neither can be a new name after a preposition)."""
+    tokens = _tokens(text)
+    outcomes: list[Outcome] = []
+    known_set, column_set = set(known), set(columns)
+    for _, word, strong in _candidates(tokens):
+        if not strong and (word in known_set or word in column_set):
+            continue
+        outcome = Outcome("variable", word)
+        if outcome not in outcomes:
+            outcomes.append(outcome)
+    if _COLUMN_NEW.search(text):
+        lowered = [w.lower() for w, _ in tokens]
+        for i, (word, code) in enumerate(tokens):
+            near = {lowered[j] for j in (i - 1, i + 1) if 0 <= j < len(tokens)}
+            named = i > 1 and lowered[i - 1] in _NAMING and lowered[i - 2] in _COLUMN
+            if (near & _COLUMN or named) and _usable(word, code) and word not in column_set \
+                    and word not in known_set:
+                outcome = Outcome("column", word)
+                if outcome not in outcomes:
+                    outcomes.append(outcome)
+                break
+    if _FIGURE.search(text):
+        outcomes.append(Outcome("figure"))
+    return outcomes
+
+
+def requested_target(text: str, known: Collection[str] = (), columns: Collection[str] = ()) -> str | None:
+    """The (first) variable name ``text`` asks the result to be stored in, or None."""
+    for outcome in expected_outcomes(text, known, columns):
+        if outcome.kind == "variable":
+            return outcome.name
     return None
 
 
 _VARIABLES_HEADER = re.compile(r"^Notebook variables \(\d+\):$", re.MULTILINE)
 _VARIABLE_LINE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*): ", re.MULTILINE)
+_COLUMNS_PART = re.compile(r"\(([^()]*)\)\s*$")
 _WORD = re.compile(r"`?\b([A-Za-z_][A-Za-z0-9_]*)\b`?")
+
+
+def _variables_block(context: str) -> str:
+    header = _VARIABLES_HEADER.search(context)
+    if header is None:
+        return ""
+    return context[header.end():].split("\n\n", 1)[0]  # the summary ends at a blank line
 
 
 def notebook_variables(context: str) -> list[str]:
     """The names listed under "Notebook variables (n):" in a notebook-context block."""
-    header = _VARIABLES_HEADER.search(context)
-    if header is None:
-        return []
-    body = context[header.end():].split("\n\n", 1)[0]  # the summary ends at a blank line
-    return _VARIABLE_LINE.findall(body)
+    return _VARIABLE_LINE.findall(_variables_block(context))
+
+
+def notebook_columns(context: str) -> list[str]:
+    """The DataFrame columns the context's variable lines list (``df: DataFrame 24 x 4 (month:
+    str, region: str)``)."""
+    names: list[str] = []
+    for line in _variables_block(context).splitlines():
+        match = _COLUMNS_PART.search(line)
+        if match and "DataFrame" in line:
+            names += [part.split(":", 1)[0].strip() for part in match.group(1).split(",") if ":" in part]
+    return names
 
 
 def requested_subject(text: str, context: str) -> str | None:

@@ -22,6 +22,10 @@ So each request is reshaped (``shape_request``, an ``on_payload`` hook):
   the conversation contains (and their roundings): the 0.5B model otherwise answers "the
   total revenue is 100" next to a tool output that says 1445.2.
 
+The run checks (magics/outcome.py) use ``stated_values`` / ``ungrounded_values`` (the names,
+labels, dates and numbers an answer states, and those no result shows), and may end a run with
+a corrective user message whose ``FORCED_REPLY_MARK`` sentence becomes the reply word for word.
+
 ``TextToolCallStream`` turns the streamed text back into pi's events: prose streams as
 text, a JSON call streams as a tool call. Without the grammar (``PI_NOTEBOOK_LOCAL_TOOLCALLS=
 parse``) the same parser recovers an unknown tool name whose arguments fit exactly one
@@ -39,7 +43,7 @@ from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any
 
 from .._json import parse_streaming_json
-from .local_intent import requested_subject, requested_target
+from .local_intent import notebook_columns, notebook_variables, requested_subject, requested_target
 from ..types import (
     AssistantMessage,
     AssistantMessageEvent,
@@ -58,7 +62,8 @@ from ..types import (
 
 __all__ = [
     "NOTE_PREFIX", "TOOLCALL_MODES", "TOOLCALL_FAILURE_HINT", "tool_call_mode", "tools_grammar",
-    "shape_request", "TextToolCallStream", "friendly_error", "recover_tool_name",
+    "shape_request", "TextToolCallStream", "friendly_error", "recover_tool_name", "stated_values",
+    "ungrounded_values", "CHECK_PREFIX", "FORCED_REPLY_MARK",
 ]
 
 TOOLCALL_MODES = ("grammar", "parse", "server")
@@ -256,6 +261,82 @@ def grounded_numbers(messages: list[Mapping[str, Any]]) -> list[str]:
     return list(seen)[:MAX_GROUNDED_NUMBERS]
 
 
+# --- values an answer states ----------------------------------------------------------------
+
+# Capitalised words that are prose, not values, inside a sentence
+_GENERIC_WORDS = frozenset({
+    "i", "dataframe", "dataframes", "series", "python", "pandas", "numpy", "matplotlib", "jupyter",
+    "notebook", "nan", "none", "true", "false", "csv", "json", "ok", "id", "sql", "api", "excel",
+    "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday",
+})
+# a month is a value ("the best month is April"): grounded by its name or by a date in it
+_MONTHS = {name: i + 1 for i, names in enumerate([
+    ("january", "jan"), ("february", "feb"), ("march", "mar"), ("april", "apr"), ("may",),
+    ("june", "jun"), ("july", "jul"), ("august", "aug"), ("september", "sep", "sept"),
+    ("october", "oct"), ("november", "nov"), ("december", "dec")]) for name in names}
+_QUOTED = re.compile(r"`([^`\n]{1,60})`|'([^'\n]{1,60})'|\"([^\"\n]{1,60})\"|\*\*([^*\n]{1,60})\*\*")
+_DATE = re.compile(r"\b\d{4}-\d{2}(?:-\d{2})?\b")
+_SENTENCE_BREAK = re.compile(r"[.!?:;]\s+|\n+|^\s*(?:[-*]|\d+\.)\s+", re.MULTILINE)
+_ANSWER_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
+# a maximal run of digits, "," and ".": 1,445.2 is 1445.2, but "1,24,4,4" (digits the model
+# glued from allowed numbers) is one value that no result shows
+_ANSWER_NUMBER = re.compile(r"(?<![\w.,])\d[\d,]*(?:\.\d+)?(?![\w])")
+_THOUSANDS = re.compile(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?")
+
+
+def stated_values(answer: str, labels: Iterable[str] = ()) -> list[str]:
+    """What ``answer`` states as values besides prose: quoted or code-spelled names, dates,
+    numbers, capitalised words inside a sentence ("the top products are Apple and Banana"), and
+    any of ``labels`` (the data's own column names and categories, lowercase ones included)."""
+    values: dict[str, None] = {}
+    for groups in _QUOTED.findall(answer):
+        for value in groups:
+            if value.strip():
+                values.setdefault(value.strip(), None)
+    for date in _DATE.findall(answer):
+        values.setdefault(date, None)
+    undated = _DATE.sub(" ", answer)
+    for number in _ANSWER_NUMBER.findall(undated.replace(", ", "; ")):  # "11, 10 and 5": a list
+        number = number.rstrip(",")
+        if "," not in number or _THOUSANDS.fullmatch(number):
+            number = number.replace(",", "")
+        values.setdefault(number, None)
+    for sentence in _SENTENCE_BREAK.split(undated):
+        words = _ANSWER_WORD.findall(sentence)
+        for word in words[1:]:
+            if word[0].isupper() and word.lower() not in _GENERIC_WORDS:
+                values.setdefault(word, None)
+    wanted = {label.lower() for label in labels if len(label) > 1}
+    if wanted:
+        for word in _ANSWER_WORD.findall(undated):
+            if word.lower() in wanted:
+                values.setdefault(word, None)
+    # in the answer's order, for the message that names them
+    return sorted(values, key=lambda v: (answer.find(v) % (len(answer) + 1)))
+
+
+def ungrounded_values(answer: str, sources: Iterable[str], labels: Iterable[str] = ()) -> list[str]:
+    """The values ``answer`` states (``stated_values``) that appear in none of ``sources`` (the
+    run's tool outputs, the user's words, the notebook's names). Case does not matter for
+    words; a number is grounded by any of its roundings (``grounded_numbers``)."""
+    text = "\n".join(sources)
+    lowered = text.lower()
+    numbers = set(grounded_numbers([{"role": "user", "content": text}]))
+    months = {int(m) for m in re.findall(r"\b\d{4}-(\d{2})\b", text)}
+    missing = []
+    for value in stated_values(answer, labels):
+        month = _MONTHS.get(value.lower())
+        if month is not None and value[0].isupper():
+            if month not in months and value.lower() not in lowered:
+                missing.append(value)
+        elif _NUMBER_RE.fullmatch(value):
+            if value not in numbers and value.rstrip("0").rstrip(".") not in numbers:
+                missing.append(value)
+        elif value.lower() not in lowered:
+            missing.append(value)
+    return missing
+
+
 def _request_parts(messages: list[Mapping[str, Any]]) -> tuple[str, str]:
     """(the user's own words, the notebook context) of the last user message: its last text
     part, and the parts before it (the context travels as a part before it; magics/context.py)."""
@@ -279,6 +360,22 @@ def _strip_notes(messages: list[dict[str, Any]]) -> None:
                 isinstance(p, Mapping) and str(p.get("text", "")).startswith(NOTE_PREFIX))]
 
 
+# A corrective user message of the run checks (magics/outcome.py) that ends with
+# FORCED_REPLY_MARK + a sentence makes the next reply exactly that sentence.
+CHECK_PREFIX = "Check: "
+FORCED_REPLY_MARK = "Reply exactly: "
+
+
+def _forced_reply(messages: list[Mapping[str, Any]]) -> str | None:
+    if not messages or messages[-1].get("role") != "user":
+        return None
+    text = "\n".join(_texts(messages[-1].get("content")))
+    if not text.startswith(CHECK_PREFIX) or FORCED_REPLY_MARK not in text:
+        return None
+    sentence = text.rsplit(FORCED_REPLY_MARK, 1)[1].strip()
+    return sentence or None
+
+
 def shape_request(params: dict[str, Any], *, mode: str, max_tool_calls: int = DEFAULT_MAX_TOOL_CALLS,
                   require_first_call: bool = True, last_result_failed: bool = False,
                   ground_numbers: bool = True) -> dict[str, Any]:
@@ -291,6 +388,13 @@ def shape_request(params: dict[str, Any], *, mode: str, max_tool_calls: int = DE
     params["tool_choice"] = "none"  # the template still shows the tools; we parse the calls
     params.pop("parallel_tool_calls", None)
     if mode != "grammar":
+        return params
+    forced = _forced_reply(messages)
+    if forced is not None:
+        # the run checks' last word on an answer no result supports (magics/outcome.py): the
+        # reply is exactly this sentence, so the run ends saying what is known and what failed
+        params["grammar"] = f"root ::= {json.dumps(forced, ensure_ascii=False)}\n"
+        params["max_tokens"] = FINAL_ANSWER_TOKENS
         return params
     done = _tool_calls_since_user(messages)
     first_turn = done is None
@@ -313,7 +417,7 @@ def shape_request(params: dict[str, Any], *, mode: str, max_tool_calls: int = DE
         request, context = _request_parts(messages)
         if _CODE_IN_REQUEST.search(request):
             request = ""  # the user wrote the code: the model is not steered away from it
-        target = requested_target(request)
+        target = requested_target(request, notebook_variables(context), notebook_columns(context))
         subject = requested_subject(request, context) if target is None else None
         start = f"{target} = " if target else subject
     params["grammar"] = tools_grammar(tools, allow_call=allow_call, allow_text=allow_text, numbers=numbers,

@@ -1,0 +1,332 @@
+"""Checks of a small model's run against the kernel state (docs/design/local-model.md).
+
+Applied with the small-model profile (magics/profile.py), for each run:
+
+- **the outcome, not the phrasing.** When the model answers, what the request asked to leave
+  behind (ai/providers/local_intent.expected_outcomes: a named variable, a new column, a
+  figure) is looked up in the user's namespace and the run's tool results. When it is missing
+  the model gets one precise corrective turn ("Check: `top3` does not exist. Assign the result
+  to `top3`."), a user message the view shows like a steer.
+- **every value from a result.** The names, labels, dates and numbers the answer states
+  (local_tools.stated_values) must appear in the prompt's tool outputs, the user's words or the
+  notebook's names; otherwise one corrective turn names them ('Check: no output shows
+  "Apple"...'). One correction of each kind per prompt, so a run always ends.
+- **a failing call is not repeated.** A call identical to one that already failed in this
+  prompt is not run; its result says so and asks for another approach or an honest answer.
+- **paths as the user wrote them.** Code that reads a file path that neither the request, an
+  earlier message nor one of the user's cells wrote is not run; the result names the data
+  already in the notebook (the 0.5B read a non-existent ``data.csv`` with ``df`` present).
+
+Everything here is plain data in, a decision out; the hooks are the Agent's
+``should_stop_after_turn`` and ``before_tool_call``.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from ..agent.types import BeforeToolCallResult
+from ..ai.providers.local_intent import Outcome, expected_outcomes
+from ..ai.providers.local_tools import CHECK_PREFIX, FORCED_REPLY_MARK, NOTE_PREFIX, ungrounded_values
+from ..ai.types import ToolCall, UserMessage
+
+__all__ = ["CHECK_PREFIX", "NamespaceSnapshot", "RunChecks", "missing_outcome", "read_paths"]
+
+_VALUES = "no output shows"  # the words that mark a values correction
+_MAX_LABEL_ROWS = 20_000
+_MAX_LABELS = 2_000
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    return "\n".join(str(getattr(b, "text", "")) for b in content or () if getattr(b, "type", "") == "text")
+
+
+def _is_check(message: Any) -> bool:
+    return getattr(message, "role", None) == "user" and _text(message.content).startswith(CHECK_PREFIX)
+
+
+class NamespaceSnapshot:
+    """The user's names at the start of a run: what existed (by identity) and the DataFrames'
+    columns, so "the result exists" means it was made or replaced by this run."""
+
+    def __init__(self, user_ns: Mapping[str, Any]) -> None:
+        self.ids = {k: id(v) for k, v in user_ns.items() if not k.startswith("_")}
+        self.columns = {str(c) for v in user_ns.values() for c in _columns(v)}
+
+    def made(self, user_ns: Mapping[str, Any], name: str) -> bool:
+        return name in user_ns and self.ids.get(name) != id(user_ns[name])
+
+    def new_names(self, user_ns: Mapping[str, Any]) -> list[str]:
+        return [k for k in user_ns if not k.startswith("_") and self.made(user_ns, k)]
+
+
+def _columns(value: Any) -> list[Any]:
+    columns = getattr(value, "columns", None)
+    if columns is None or type(value).__name__ != "DataFrame":
+        return []
+    try:
+        return list(columns)[:200]
+    except Exception:  # an unusual frame type: no columns rather than a failed check
+        return []
+
+
+def _labels(user_ns: Mapping[str, Any]) -> list[str]:
+    """The categories of the notebook's small DataFrames (their text columns' values) and their
+    column names: an answer that states one of these states a result."""
+    labels: list[str] = []
+    for name, value in user_ns.items():
+        if name.startswith("_") or type(value).__name__ != "DataFrame":
+            continue
+        labels += [str(c) for c in _columns(value)]
+        try:
+            if len(value) > _MAX_LABEL_ROWS:
+                continue
+            for column in list(value.columns)[:30]:
+                series = value[column]
+                if str(series.dtype) in ("object", "string", "str", "category") or str(series.dtype).startswith("string"):
+                    labels += [str(v) for v in series.dropna().unique()[:200]]
+        except Exception:  # a frame that cannot be read cheaply gives no labels
+            continue
+        if len(labels) > _MAX_LABELS:
+            break
+    return labels[:_MAX_LABELS]
+
+
+def _has_figure(results: Iterable[Any]) -> bool:
+    for message in results:
+        if any(getattr(b, "type", "") == "image" for b in message.content):
+            return True
+        details = getattr(message, "details", None)
+        displays = details.get("displays") if isinstance(details, dict) else None
+        if any("image/png" in (d.get("data") or {}) for d in displays or () if isinstance(d, dict)):
+            return True
+    return False
+
+
+def missing_outcome(outcome: Outcome, user_ns: Mapping[str, Any], before: NamespaceSnapshot,
+                    results: list[Any]) -> str | None:
+    """The corrective message when ``outcome`` is not in the kernel state, else None. (No
+    ``=`` or ``(`` in it: the provider then steers the next call to the assignment.)"""
+    if outcome.kind == "variable":
+        if before.made(user_ns, outcome.name):
+            return None
+        others = [n for n in before.new_names(user_ns) if n != outcome.name][:3]
+        made = f" The code made {', '.join(f'`{n}`' for n in others)} instead." if others else ""
+        state = "was not changed" if outcome.name in user_ns else "does not exist"
+        return (f"{CHECK_PREFIX}`{outcome.name}` {state}.{made} Assign the result to "
+                f"`{outcome.name}`.")
+    if outcome.kind == "column":
+        if any(outcome.name in map(str, _columns(v)) for k, v in user_ns.items() if not k.startswith("_")):
+            return None
+        return f"{CHECK_PREFIX}no DataFrame has a column `{outcome.name}` yet. Add the column `{outcome.name}`."
+    if outcome.kind == "figure":
+        if _has_figure(results):
+            return None
+        return f"{CHECK_PREFIX}no figure was shown. Plot it with matplotlib and show the plot."
+    return None
+
+
+# --- paths --------------------------------------------------------------------------------
+
+_DATA_EXT = re.compile(r"\.(?:csv|tsv|txt|json|jsonl|xlsx?|parquet|feather|pkl|pickle|h5|hdf5|sqlite|db|"
+                       r"npy|npz|xml|html?)$", re.IGNORECASE)
+
+
+_READ_CALL = re.compile(r"""\b(?:read\w*|load\w*|open)\(\s*(?:f|r)?['"]([^'"\n]+)['"]""")
+
+
+def read_paths(code: str) -> list[str]:
+    """File paths ``code`` reads: the first string argument of ``read_*`` / ``load*`` calls and
+    of ``open`` without a writing mode (the code is parsed, not run)."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        # code that does not parse may still be fixed into a read of the same file: the paths
+        # its calls name, found by pattern (measured: a SyntaxError next to read_csv('data.csv'))
+        return [m for m in _READ_CALL.findall(code) if _DATA_EXT.search(m) or "/" in m]
+    paths: list[tuple[int, int, str]] = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call) or not node.args:
+            continue
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        first = node.args[0]
+        if not (isinstance(first, ast.Constant) and isinstance(first.value, str)):
+            continue
+        if name == "open":
+            mode = node.args[1] if len(node.args) > 1 else next(
+                (k.value for k in node.keywords if k.arg == "mode"), None)
+            if isinstance(mode, ast.Constant) and isinstance(mode.value, str) and set(mode.value) & set("wax+"):
+                continue
+        elif not (name.startswith("read") or name.startswith("load")):
+            continue
+        if _DATA_EXT.search(first.value) or "/" in first.value:
+            paths.append((node.lineno, node.col_offset, first.value))
+    return [path for _, _, path in sorted(paths)]
+
+
+# --- the checks of one run ------------------------------------------------------------------
+
+class RunChecks:
+    """The per-run hooks; ``steer`` queues the corrective user message (``Agent.steer``)."""
+
+    def __init__(self, user_ns: Mapping[str, Any], steer: Callable[[Any], Any],
+                 max_turns: int | None = None) -> None:
+        self.user_ns = user_ns
+        self.before = NamespaceSnapshot(user_ns)
+        self.steer = steer
+        self.max_turns = max_turns
+
+    # the part of the conversation that belongs to the latest prompt
+    @staticmethod
+    def _since_prompt(messages: list[Any]) -> tuple[Any, list[Any]]:
+        for i in range(len(messages) - 1, -1, -1):
+            message = messages[i]
+            if getattr(message, "role", None) == "user" and not _is_check(message):
+                return message, messages[i + 1:]
+        return None, list(messages)
+
+    def should_stop(self, ctx: Any, signal: object = None) -> bool:
+        message = getattr(ctx, "message", None)
+        is_answer = (getattr(message, "stop_reason", None) == "stop"
+                     and not any(isinstance(b, ToolCall) for b in getattr(message, "content", ())))
+        if is_answer:
+            correction = self.correction(list(ctx.context.messages))
+            if correction is not None:
+                self.steer(UserMessage(content=correction))
+                return False
+        if self.max_turns:
+            since_user = 0
+            for m in reversed(ctx.new_messages):
+                if getattr(m, "role", None) == "user":
+                    break
+                since_user += getattr(m, "role", None) == "assistant"
+            return since_user >= self.max_turns
+        return False
+
+    def correction(self, messages: list[Any]) -> str | None:
+        """The corrective turn for the latest answer in ``messages``, or None (also when this
+        kind of correction was already given for the prompt)."""
+        prompt, after = self._since_prompt(messages)
+        if prompt is None or not after:
+            return None
+        given = {_kind(_text(m.content)) for m in after if _is_check(m)}
+        results = [m for m in after if getattr(m, "role", None) == "toolResult"]
+        request = _text(prompt.content)
+        if "final" in given:
+            return None
+        if "outcome" not in given:
+            for outcome in expected_outcomes(request, self.before.ids, self.before.columns):
+                message = missing_outcome(outcome, self.user_ns, self.before, results)
+                if message is not None:
+                    return message
+        answer = _text(after[-1].content) if getattr(after[-1], "role", None) == "assistant" else ""
+        answer = "\n\n".join(p for p in answer.split("\n\n") if not p.startswith(NOTE_PREFIX))
+        # (the prompt's own code too: "I grouped with `groupby`" quotes no result, but states
+        # nothing it did not do)
+        code = [str(b.arguments.get("code", "")) for m in after if getattr(m, "role", None) == "assistant"
+                for b in m.content if isinstance(b, ToolCall)]
+        # (not the checks: they quote the values they question)
+        users = [_text(m.content) for m in messages if getattr(m, "role", None) == "user" and not _is_check(m)]
+        sources = [request, *users,
+                   *(_text(m.content) for m in results), *code, *self.before.ids, *self.before.columns,
+                   *self.user_ns.keys()]
+        missing = ungrounded_values(answer, sources, _labels(self.user_ns))
+        if not missing:
+            return None
+        quoted = ", ".join(f'"{v}"' for v in missing[:5])
+        errors = [_last_error_line(_text(m.content)) for m in results if getattr(m, "is_error", False)]
+        all_failed = bool(results) and len(errors) == len(results)
+        if _VALUES not in given:
+            failed = " The code failed, so say what failed and what is not known." if all_failed else ""
+            return (f"{CHECK_PREFIX}{_VALUES} {quoted}.{failed} State only values the "
+                    "output shows, or run code that shows them.")
+        # the second answer still states them: the run ends with what is known, in words
+        # the model is made to write (local_tools: FORCED_REPLY_MARK)
+        if all_failed:
+            known = f"The code failed ({errors[-1]}), so I do not know the answer."
+        elif not results:
+            known = "No code ran for this request, so I do not know the answer."
+        else:
+            known = ("The outputs above do not show the values my answer stated, so I cannot give "
+                     "them as the result: only the outputs above are known.")
+        return f"{CHECK_PREFIX}{_VALUES} {quoted} again. {FORCED_REPLY_MARK}{known}"
+
+    def before_tool_call(self, ctx: Any) -> BeforeToolCallResult | None:
+        call = ctx.tool_call
+        messages = list(ctx.context.messages)
+        _, after = self._since_prompt(messages)
+        repeated = _failed_before(call, after)
+        if repeated is not None:
+            return BeforeToolCallResult(block=True, reason=(
+                "Not run: this is the same call that already failed "
+                f"({repeated}). Running it again fails the same way: change the code, or answer "
+                "that it failed and why."))
+        code = str((call.arguments or {}).get("code", "")) if call.name == "python" else ""
+        for path in read_paths(code):
+            if not self._written_by_user(path, messages):
+                return BeforeToolCallResult(block=True, reason=self._path_reason(path))
+        return None
+
+    def _written_by_user(self, path: str, messages: list[Any]) -> bool:
+        texts = [_text(m.content) for m in messages if getattr(m, "role", None) == "user"]
+        cells = self.user_ns.get("In")
+        if isinstance(cells, list):
+            texts += [c for c in cells if isinstance(c, str)]
+        # the whole path, as written: "x.csv" is not "shop/x.csv"
+        written = re.compile(r"(?<![\w./-])" + re.escape(path) + r"(?![\w/-])")
+        return any(written.search(t) for t in texts)
+
+    def _path_reason(self, path: str) -> str:
+        frames = [k for k, v in self.user_ns.items()
+                  if not k.startswith("_") and type(v).__name__ in ("DataFrame", "Series")][:3]
+        if frames:
+            have = ", ".join(f"`{f}`" for f in frames)
+            return (f"Not run: no message or cell names the file {path!r}. The data is already in "
+                    f"the notebook: {have}. Use it.")
+        return (f"Not run: no message or cell names the file {path!r}. Use a file path exactly "
+                "as the user wrote it.")
+
+
+def _kind(check: str) -> str:
+    if FORCED_REPLY_MARK in check:
+        return "final"
+    return _VALUES if _VALUES in check else "outcome"
+
+
+def _last_error_line(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    line = next((x for x in lines if "Error" in x or "error" in x), lines[-1] if lines else "an error")
+    return line.removeprefix("[error] ")[:160]
+
+
+def _call_key(call: Any) -> str:
+    arguments = dict(call.arguments or {})
+    if isinstance(arguments.get("code"), str):
+        arguments["code"] = "\n".join(line.rstrip() for line in arguments["code"].strip().splitlines()
+                                      if line.strip())
+    return call.name + json.dumps(arguments, sort_keys=True, default=str)
+
+
+def _failed_before(call: Any, messages: list[Any]) -> str | None:
+    """The first line of the error of an identical earlier call in ``messages``, or None."""
+    key = _call_key(call)
+    failed = {m.tool_call_id: _text(m.content) for m in messages
+              if getattr(m, "role", None) == "toolResult" and getattr(m, "is_error", False)}
+    for message in messages:
+        if getattr(message, "role", None) != "assistant":
+            continue
+        for block in message.content:
+            if isinstance(block, ToolCall) and block.id in failed and block.id != call.id \
+                    and _call_key(block) == key:
+                lines = [line.strip() for line in failed[block.id].splitlines() if line.strip()]
+                error = next((line for line in reversed(lines) if "Error" in line or "error" in line),
+                             lines[-1] if lines else "an error")
+                return error[:200]
+    return None

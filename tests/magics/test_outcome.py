@@ -1,0 +1,249 @@
+"""The small model's run checks (magics/outcome.py): the outcome a request names is checked
+against the namespace and corrected once, answers state only values a result showed, an
+identical failing call is not run again, and a path nobody wrote is not read. Scripted
+model (faux provider), real Agent loop, a dict as the namespace."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from pi_notebook.agent import Agent, tool
+from pi_notebook.ai.providers.faux import faux_assistant_message, faux_tool_call, register_faux_provider
+from pi_notebook.magics.config import DEFAULT_SYSTEM_PROMPT
+from pi_notebook.magics.outcome import RunChecks, read_paths
+from pi_notebook.magics.profile import apply_model_profile
+
+SALES = pd.DataFrame({"product": ["Widget", "Gizmo", "Gadget", "Doohickey"], "units": [40, 31, 25, 3]})
+
+
+def _run(prompt: str, steps: list[Any], ns: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+         ) -> tuple[Agent, list[str]]:
+    """Run ``prompt`` with the small profile on the faux model; returns the agent and the code
+    the python tool really executed."""
+    monkeypatch.setenv("PI_NOTEBOOK_SMALL_PROFILE", "1")
+    executed: list[str] = []
+
+    @tool
+    def python(code: str) -> str:
+        """Run code in the notebook."""
+        executed.append(code)
+        result = eval(code, ns) if "=" not in code.replace("==", "") else exec(code, ns)
+        return "" if result is None else str(result)
+
+    faux = register_faux_provider()
+    try:
+        faux.set_responses(steps)
+        agent = Agent(initial_state={"tools": [python], "model": faux.get_model()})
+        apply_model_profile(agent, DEFAULT_SYSTEM_PROMPT, [python], user_ns=ns)
+        asyncio.run(agent.prompt(prompt))
+    finally:
+        faux.unregister()
+    return agent, executed
+
+
+def _users(agent: Agent) -> list[str]:
+    out = []
+    for m in agent.state.messages:
+        if m.role == "user":
+            c = m.content
+            out.append(c if isinstance(c, str) else " ".join(getattr(b, "text", "") for b in c))
+    return out
+
+
+def _call(code: str) -> Any:
+    return faux_assistant_message(faux_tool_call("python", {"code": code}), stop_reason="toolUse")
+
+
+def test_a_missing_named_result_gets_one_precise_corrective_turn(monkeypatch):
+    ns = {"pd": pd, "sales": SALES}
+    agent, executed = _run("put the top 3 products by units in top3", [
+        _call("sales.nlargest(3, 'units')"),            # shows the rows, assigns nothing
+        faux_assistant_message("Here are the top 3 products."),
+        _call("top3 = sales.nlargest(3, 'units')"),     # the corrected turn
+        faux_assistant_message("Done."),
+    ], ns, monkeypatch)
+    checks = [u for u in _users(agent) if u.startswith("Check: ")]
+    assert checks == ["Check: `top3` does not exist. Assign the result to `top3`."]
+    assert list(ns["top3"]["product"]) == ["Widget", "Gizmo", "Gadget"]
+    assert executed[-1].startswith("top3 = ")
+
+
+def test_the_corrective_turn_says_what_the_code_made_instead(monkeypatch):
+    ns = {"pd": pd, "sales": SALES}
+    agent, _ = _run("I need top3 to hold the three best sellers", [
+        _call("top_3 = sales.nlargest(3, 'units')"),
+        faux_assistant_message("Stored."),
+        _call("top3 = top_3"),
+        faux_assistant_message("Stored in top3."),
+    ], ns, monkeypatch)
+    assert "Check: `top3` does not exist. The code made `top_3` instead." in " ".join(_users(agent))
+
+
+def test_no_corrective_turn_when_the_named_result_exists(monkeypatch):
+    ns = {"pd": pd, "sales": SALES}
+    agent, executed = _run("put the top 3 products by units in top3", [
+        _call("top3 = sales.nlargest(3, 'units')"),
+        faux_assistant_message("The top 3 are in top3."),
+    ], ns, monkeypatch)
+    assert not [u for u in _users(agent) if u.startswith("Check: ")]
+    assert len([m for m in agent.state.messages if m.role == "assistant"]) == 2
+    assert len(executed) == 1
+
+
+def test_a_result_that_already_existed_must_be_replaced_by_the_run(monkeypatch):
+    ns = {"pd": pd, "sales": SALES, "top3": "old"}
+    agent, _ = _run("make a DataFrame top3 with the 3 best sellers", [
+        _call("sales.nlargest(3, 'units')"),
+        faux_assistant_message("Here they are."),
+        _call("top3 = sales.nlargest(3, 'units')"),
+        faux_assistant_message("Done."),
+    ], ns, monkeypatch)
+    assert "Check: `top3` was not changed. Assign the result to `top3`." in _users(agent)
+    assert isinstance(ns["top3"], pd.DataFrame)
+
+
+def test_only_one_outcome_correction_per_prompt(monkeypatch):
+    ns = {"pd": pd, "sales": SALES}
+    agent, _ = _run("put the top 3 in top3", [
+        _call("sales.head(3)"),
+        faux_assistant_message("Here."),
+        _call("sales.head(3)"),            # ignores the correction
+        faux_assistant_message("Here again."),
+    ], ns, monkeypatch)
+    assert sum(u.startswith("Check: ") for u in _users(agent)) == 1
+    assert agent.state.messages[-1].role == "assistant"  # the run ended with the model's answer
+
+
+def test_an_answer_naming_values_no_result_showed_is_flagged_and_corrected(monkeypatch):
+    ns = {"pd": pd, "sales": SALES}
+    agent, _ = _run("which 3 products sold the most units?", [
+        _call("sales.nlargest(3, 'unit')['product']"),   # KeyError
+        _call("sales.nlargest(3, 'units')['product'].tolist()"),
+        faux_assistant_message("The top products are Apple, Banana and Orange, with 12 units."),
+        faux_assistant_message("The top products are Widget, Gizmo and Gadget."),
+    ], ns, monkeypatch)
+    checks = [u for u in _users(agent) if u.startswith("Check: ")]
+    assert len(checks) == 1
+    assert '"Apple", "Banana", "Orange", "12"' in checks[0]
+    assert '"Widget"' not in checks[0]
+
+
+def test_an_answer_from_the_results_is_not_flagged(monkeypatch):
+    ns = {"pd": pd, "sales": SALES}
+    agent, _ = _run("which product sold the most units?", [
+        _call("sales.loc[sales.units.idxmax(), ['product', 'units']].tolist()"),
+        faux_assistant_message("Widget sold the most, with 40 units."),
+    ], ns, monkeypatch)
+    assert not [u for u in _users(agent) if u.startswith("Check: ")]
+
+
+def test_a_label_from_the_data_is_a_value_even_in_lowercase(monkeypatch):
+    # the data's own categories count as stated values, so "gizmo" needs a result that shows it
+    ns = {"pd": pd, "sales": SALES.assign(product=SALES["product"].str.lower())}
+    agent, _ = _run("which product sold the fewest units?", [
+        _call("sales.units.min()"),
+        faux_assistant_message("The product gizmo sold the fewest."),
+        faux_assistant_message("The fewest units sold were 3."),
+    ], ns, monkeypatch)
+    checks = [u for u in _users(agent) if u.startswith("Check: ")]
+    assert len(checks) == 1 and '"gizmo"' in checks[0]
+
+
+def test_an_identical_failing_call_is_not_run_again(monkeypatch):
+    ns = {"pd": pd, "sales": SALES}
+    agent, executed = _run("what is the mean price?", [
+        _call("sales['price'].mean()"),
+        _call("sales['price'].mean()"),      # the same call: not run
+        _call("sales['units'].mean()"),      # another approach: runs
+        faux_assistant_message("There is no price column; the mean of units is 24.75."),
+    ], ns, monkeypatch)
+    assert executed == ["sales['price'].mean()", "sales['units'].mean()"]
+    results = [m for m in agent.state.messages if m.role == "toolResult"]
+    assert results[0].is_error and results[1].is_error
+    assert "Not run: this is the same call that already failed" in results[1].content[0].text
+    assert "'price'" in results[1].content[0].text  # what the first run said
+
+
+def test_a_different_call_after_a_failure_runs():
+    checks = RunChecks({}, steer=lambda m: None)
+    from types import SimpleNamespace
+
+    from pi_notebook.ai.types import AssistantMessage, TextContent, ToolCall, ToolResultMessage, Usage, UserMessage
+    first = ToolCall(id="a", name="python", arguments={"code": "x = 1/0"})
+    messages = [UserMessage(content="go"),
+                AssistantMessage(content=[first], api="x", provider="x", model="x", usage=Usage(),
+                                 stop_reason="toolUse"),
+                ToolResultMessage(tool_call_id="a", tool_name="python", is_error=True,
+                                  content=[TextContent(text="[error] ZeroDivisionError: division by zero")])]
+    same = ToolCall(id="b", name="python", arguments={"code": "x = 1/0\n"})
+    other = ToolCall(id="c", name="python", arguments={"code": "x = 1/1"})
+    ctx = SimpleNamespace(context=SimpleNamespace(messages=messages))
+    assert checks.before_tool_call(SimpleNamespace(tool_call=same, **vars(ctx))).block
+    assert checks.before_tool_call(SimpleNamespace(tool_call=other, **vars(ctx))) is None
+
+
+def test_a_path_nobody_wrote_is_not_read_when_the_data_is_there(monkeypatch):
+    ns = {"pd": pd, "df": SALES, "In": ["", "df = make_sales()"]}
+    agent, executed = _run("how many rows does df have?", [
+        _call("df = pd.read_csv('data.csv')"),
+        _call("len(df)"),
+        faux_assistant_message("df has 4 rows."),
+    ], ns, monkeypatch)
+    assert executed == ["len(df)"]
+    blocked = next(m for m in agent.state.messages if m.role == "toolResult")
+    assert "no message or cell names the file 'data.csv'" in blocked.content[0].text
+    assert "`df`" in blocked.content[0].text
+    assert ns["df"] is SALES  # nothing replaced the user's data
+
+
+def test_a_path_the_user_wrote_is_read():
+    checks = RunChecks({"In": ["", "orders = pd.read_csv('bench/data/orders.csv')"]}, steer=lambda m: None)
+    from types import SimpleNamespace
+
+    from pi_notebook.ai.types import ToolCall, UserMessage
+    ctx = SimpleNamespace(context=SimpleNamespace(messages=[UserMessage(content="load shop/x.csv into x")]))
+    for code, blocked in [("x = pd.read_csv('shop/x.csv')", False),
+                          ("o = pd.read_csv('bench/data/orders.csv')", False),   # an earlier cell wrote it
+                          ("x = pd.read_csv('x.csv')", True),                    # shortened: not as written
+                          ("df.to_csv('out.csv')", False)]:                      # writing is not reading
+        result = checks.before_tool_call(SimpleNamespace(
+            tool_call=ToolCall(id="1", name="python", arguments={"code": code}), **vars(ctx)))
+        assert (result is not None and result.block) is blocked, code
+
+
+def test_read_paths_finds_the_files_code_reads():
+    code = ("import json\nd = pd.read_csv('a/b.csv')\nwith open('c.json') as f: j = json.load(f)\n"
+            "open('out.txt', 'w').write('x')\np = pd.read_parquet(path)\nnp.load('arr.npy')")
+    assert read_paths(code) == ["a/b.csv", "c.json", "arr.npy"]
+    assert read_paths("this is not python (") == []
+    # code with a syntax error still names the file it would read once fixed
+    assert read_paths("df = pd.read_csv('data.csv')\nprint(f'{df[\"x\"]')") == ["data.csv"]
+
+
+def test_an_answer_still_unsupported_after_the_correction_ends_with_what_is_known(monkeypatch):
+    from pi_notebook.ai.providers.local_tools import shape_request
+
+    ns = {"pd": pd, "sales": SALES}
+    agent, _ = _run("which product sold the most units?", [
+        _call("sales.nlargest(1, 'unit')"),                     # KeyError
+        faux_assistant_message("The best seller is Apple."),
+        _call("sales.nlargest(1, 'unitz')"),                    # KeyError again
+        faux_assistant_message("It is Apple."),                 # the check's quote grounds nothing
+        faux_assistant_message("The code failed ('unitz'), so I do not know the answer."),
+    ], ns, monkeypatch)
+    checks = [u for u in _users(agent) if u.startswith("Check: ")]
+    assert len(checks) == 2
+    assert checks[1] == ('Check: no output shows "Apple" again. Reply exactly: The code failed '
+                         "('unitz'), so I do not know the answer.")
+    # the provider makes that the reply, word for word
+    messages = [{"role": "user", "content": "which product sold the most units?"},
+                {"role": "assistant", "content": "It is Apple."}, {"role": "user", "content": checks[1]}]
+    params = shape_request({"messages": messages, "tools": [{"type": "function", "function": {
+        "name": "python", "parameters": {"type": "object", "properties": {"code": {"type": "string"}}}}}]},
+        mode="grammar")
+    assert params["grammar"] == 'root ::= "The code failed (\'unitz\'), so I do not know the answer."\n'
+    assert agent.state.messages[-1].role == "assistant"
