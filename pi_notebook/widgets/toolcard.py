@@ -73,7 +73,12 @@ def display_html(data: dict[str, Any]) -> str | None:
     if isinstance(plain, list):
         plain = "".join(plain)
     if isinstance(plain, str) and plain:
-        return f'<pre class="pi-out">{escape_text(strip_control(plain))}</pre>'
+        # The model's copy of a value is budgeted; the card's must be too: a 20 MB repr sent
+        # whole reached the browser as 20 MB of iopub. The whole value stays in the kernel.
+        cut = len(plain) - MAX_RESULT_CHARS
+        note = (f'<div class="pi-note">… {cut:,} more characters (the whole value is in the kernel)</div>'
+                if cut > 0 else "")
+        return f'<pre class="pi-out">{escape_text(strip_control(plain[:MAX_RESULT_CHARS]))}</pre>{note}'
     return None
 
 

@@ -184,3 +184,17 @@ def _walk(widget):
     yield widget
     for child in getattr(widget, "children", ()) or ():
         yield from _walk(child)
+
+
+def test_a_huge_value_is_previewed_in_the_card_not_sent_whole():
+    """Issue 20 (first round, still open): a 20 MB last-expression value went to the browser
+    whole. The card shows a bounded preview and says how much is left out."""
+    from pi_notebook.widgets.toolcard import MAX_RESULT_CHARS, display_html
+
+    value = "x" * 20_000_000
+    html = display_html({"text/plain": value})
+    assert html is not None
+    assert len(html) < MAX_RESULT_CHARS + 1_000
+    assert f"{20_000_000 - MAX_RESULT_CHARS:,} more characters" in html
+    small = display_html({"text/plain": "42"})
+    assert small is not None and "more characters" not in small
