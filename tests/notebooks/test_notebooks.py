@@ -196,9 +196,24 @@ def check_agent_cell(cell: nbformat.NotebookNode) -> None:
                 if o.output_type in ("display_data", "execute_result") and "text/markdown" in o.get("data", {})]
     assert markdown, f"no Markdown transcript under {cell.source.splitlines()[0]!r}"
     prompt = _normalise(cell.source.split("\n", 1)[1])
-    assert any(prompt in _normalise(_unquote(m)) for m in markdown), markdown
-    header = markdown[-1].splitlines()[0]
+    assert any(prompt in _normalise(_unquote(m)) or prompt in _normalise(_reader_text(m)) for m in markdown), markdown
+    header = _first_text_line(markdown[-1])
     assert " done " in f" {header} ".replace("·", " "), header
+
+
+def _reader_text(md: str) -> str:
+    """What a reader sees of a static transcript: it is framed in HTML with a stylesheet
+    (the live view's frame), which a reader does not see; Markdown quotes undone."""
+    import html
+
+    text = re.sub(r"(?s)<style>.*?</style>", "", md)
+    text = re.sub(r"</(div|p|pre|li|tr|summary|h\d)>|<br>", "\n", text)
+    return _unquote(html.unescape(re.sub(r"<[^>]+>", "", text)))
+
+
+def _first_text_line(md: str) -> str:
+    """The transcript's header as a reader sees it: model, status, time."""
+    return next((line.strip() for line in _reader_text(md).splitlines() if line.strip()), "")
 
 
 # --- every notebook -------------------------------------------------------------------------
