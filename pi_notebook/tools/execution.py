@@ -109,26 +109,56 @@ def _new_figures(before: set[int]) -> list[Any]:
     return [plt.figure(num) for num in plt.get_fignums() if num not in before]
 
 
-def _show_and_close_figures(shell: Any, figures: list[Any], room: int) -> int:
-    """The kernel shows new figures in post_execute, which never fires for agent code.
-
-    Draws at most ``room`` of them (drawing is the slow part); closes all; returns how many
-    were closed without being drawn."""
-    plt = sys.modules.get("matplotlib.pyplot")
-    dropped = 0
-    for index, fig in enumerate(figures):
+def _render_pngs(figures: list[Any]) -> list[bytes | str]:
+    """Each figure as PNG bytes, or the text of the error that stopped its drawing."""
+    pngs: list[bytes | str] = []
+    for fig in figures:
         try:
-            if index >= room:
-                dropped += 1
-                continue
             buf = io.BytesIO()
             fig.savefig(buf, format="png", bbox_inches="tight")
-            data = {"image/png": base64.b64encode(buf.getvalue()).decode("ascii"), "text/plain": repr(fig)}
+            pngs.append(buf.getvalue())
+        except Exception as exc:  # one broken figure must not cost the others
+            pngs.append(f"{type(exc).__name__}: {exc}")
+    return pngs
+
+
+def _close_figures(figures: list[Any]) -> None:
+    plt = sys.modules.get("matplotlib.pyplot")
+    if plt is None:
+        return
+    for fig in figures:
+        try:
+            plt.close(fig)
+        except Exception:
+            pass
+
+
+async def _show_and_close_figures(shell: Any, run: ToolInterrupt, sink: OutputSink,
+                                  figures: list[Any], room: int) -> int:
+    """The kernel shows new figures in post_execute, which never fires for agent code.
+
+    Draws at most ``room`` of them, on a worker thread (drawing is the slow part: on the loop,
+    ten figures kept the kernel silent for over a second), and none once the run was
+    interrupted; publishes them on the loop; closes all; returns how many were closed
+    without being drawn."""
+    to_draw = [] if run.requested else figures[:room]
+    try:
+        pngs: list[bytes | str] = []
+        if to_draw:
+            try:
+                pngs = await _on_worker(run, sink, lambda: _render_pngs(to_draw))
+            except (_Abandoned, KeyboardInterrupt):  # stopped while drawing: what is drawn is lost
+                pngs = []
+                _clear_our_cancel(run)
+        for fig, png in zip(to_draw, pngs, strict=False):  # fewer pngs: stopped while drawing
+            if isinstance(png, str):
+                sink.stream("stderr", f"a figure could not be drawn: {png}\n")
+                continue
+            data = {"image/png": base64.b64encode(png).decode("ascii"), "text/plain": repr(fig)}
             shell.display_pub.publish(data=data, metadata={})
-        finally:
-            if plt is not None:
-                plt.close(fig)
-    return dropped
+    finally:
+        _close_figures(figures)
+    return len(figures) - len(pngs)
 
 
 @dataclass
@@ -282,100 +312,105 @@ async def execute(shell: Any, code: str, sink: OutputSink, run: ToolInterrupt,
                    late: OutputSink | None = None, max_figures: int = 10,
                    route_fd_output: bool = True) -> Outcome:
     out = Outcome()
-    filename = "<agent-code>"
     plt = sys.modules.get("matplotlib.pyplot")
     figures_before = set(plt.get_fignums()) if plt is not None else set()
-    user_global_ns, user_ns = shell.user_global_ns, shell.user_ns
     late_stream = late.stream if late is not None else None
     late_display = late.display if late is not None else None
-    with capture(sink.stream, sink.display, on_late_stream=late_stream,
-                 on_late_display=late_display) as cap, route_fds(cap, route_fd_output):
+    # Held from the first statement until the figures are closed: a request that ends
+    # meanwhile neither shows nor draws the figures this code makes (guards.py).
+    with hold_figure_flush(), capture(sink.stream, sink.display, on_late_stream=late_stream,
+                                      on_late_display=late_display) as cap, route_fds(cap, route_fd_output):
         try:
-            with run.running():
-                src = _transform(shell, code)
-                filename = _register_source(src)
-                tree = shell.transform_ast(ast.parse(src, filename=filename))
-                last = None
-                if tree.body and isinstance(tree.body[-1], ast.Expr) and not _quiet(src):
-                    last = ast.Expression(tree.body.pop().value)
-                groups, last_step = _compile_steps(tree, last, filename)
-            formatted = None
-            for index, (is_async, codes) in enumerate(groups):
-                if is_async:
-                    with run.running():
-                        result = eval(codes[0], user_global_ns, user_ns)
-                    if inspect.iscoroutine(result):
-                        await run.drive(result)
-                    continue
-                # The value joins the job of the last group when both are synchronous.
-                value_code = None
-                if index == len(groups) - 1 and last_step is not None and not last_step[0]:
-                    value_code, last_step = last_step[1], None
-
-                def run_sync(codes: list[CodeType] = codes, value_code: CodeType | None = value_code) -> Any:
-                    for code_obj in codes:
-                        exec(code_obj, user_global_ns, user_ns)
-                    if value_code is None:
-                        return None
-                    return _format_value(shell, eval(value_code, user_global_ns, user_ns))
-
-                formatted = await _on_worker(run, sink, run_sync)
-            if last_step is not None:
-                is_async, value_code = last_step
-                if is_async:
-                    with run.running():
-                        value = eval(value_code, user_global_ns, user_ns)
-                    if inspect.iscoroutine(value):
-                        value = await run.drive(value)
-                    # Formatting calls the value's own repr code: also off the loop.
-                    formatted = None if value is None else await _on_worker(
-                        run, sink, lambda: _format_value(shell, value))
-                else:
-                    formatted = await _on_worker(
-                        run, sink, lambda: _format_value(shell, eval(value_code, user_global_ns, user_ns)))
-            if formatted is not None:
-                data, metadata, text = formatted
-                if data:
-                    out.value = {"data": redact_bundle(data), "metadata": redact_data(metadata)}
-                    out.value_text = redact(text) if text is not None else None
-        except _Abandoned:
-            _clear_our_cancel(run)
-            out.interrupted = True
-            out.error = {"ename": "KeyboardInterrupt", "evalue": run.message + _BLOCKED_NOTE, "traceback": ""}
-        except asyncio.CancelledError as exc:
-            if run.requested:
-                _clear_our_cancel(run)
-                out.interrupted = True
-                out.error = {"ename": "KeyboardInterrupt", "evalue": run.message, "traceback": ""}
-            elif caller_cancelled():
-                raise  # our caller was cancelled: not ours to swallow
-            else:  # the code itself raised (or awaited something cancelled): its error
-                out.error = _error_record(shell, exc, filename, run)
-        except BaseException as exc:  # everything the code raises is the tool's result
-            etype, evalue, tb = type(exc), exc, exc.__traceback__
-            out.interrupted = isinstance(exc, KeyboardInterrupt) and run.requested
-            if out.interrupted:
-                _clear_our_cancel(run)
-            evalue_text = str(evalue)
-            if out.interrupted and run.requested:
-                evalue_text = run.message
-            out.error = {
-                "ename": etype.__name__,
-                "evalue": redact(evalue_text),
-                "traceback": redact(_format_traceback(shell, etype, evalue, tb, filename)),
-            }
-            del exc, tb, evalue
-        finally:
-            # On the loop, after the worker: figures made off the main thread are drawn here
-            # (what post_execute would do for a cell).
-            try:
-                with run.running(check=False):
-                    out.figures_dropped = _show_and_close_figures(
-                        shell, _new_figures(figures_before), max(0, max_figures - sink.images_kept))
-            except BaseException:
-                pass
+            await _run_code(shell, code, sink, run, out)
+        except BaseException:  # our caller was cancelled: nothing is shown
+            _close_figures(_new_figures(figures_before))
+            raise
+        out.figures_dropped = await _show_and_close_figures(
+            shell, run, sink, _new_figures(figures_before), max(0, max_figures - sink.images_kept))
     restore_routing()
     return out
+
+
+async def _run_code(shell: Any, code: str, sink: OutputSink, run: ToolInterrupt, out: Outcome) -> None:
+    """Run the cell into ``out``: everything the code raises becomes ``out.error``; only the
+    cancellation of our caller propagates."""
+    filename = "<agent-code>"
+    user_global_ns, user_ns = shell.user_global_ns, shell.user_ns
+    try:
+        with run.running():
+            src = _transform(shell, code)
+            filename = _register_source(src)
+            tree = shell.transform_ast(ast.parse(src, filename=filename))
+            last = None
+            if tree.body and isinstance(tree.body[-1], ast.Expr) and not _quiet(src):
+                last = ast.Expression(tree.body.pop().value)
+            groups, last_step = _compile_steps(tree, last, filename)
+        formatted = None
+        for index, (is_async, codes) in enumerate(groups):
+            if is_async:
+                with run.running():
+                    result = eval(codes[0], user_global_ns, user_ns)
+                if inspect.iscoroutine(result):
+                    await run.drive(result)
+                continue
+            # The value joins the job of the last group when both are synchronous.
+            value_code = None
+            if index == len(groups) - 1 and last_step is not None and not last_step[0]:
+                value_code, last_step = last_step[1], None
+
+            def run_sync(codes: list[CodeType] = codes, value_code: CodeType | None = value_code) -> Any:
+                for code_obj in codes:
+                    exec(code_obj, user_global_ns, user_ns)
+                if value_code is None:
+                    return None
+                return _format_value(shell, eval(value_code, user_global_ns, user_ns))
+
+            formatted = await _on_worker(run, sink, run_sync)
+        if last_step is not None:
+            is_async, value_code = last_step
+            if is_async:
+                with run.running():
+                    value = eval(value_code, user_global_ns, user_ns)
+                if inspect.iscoroutine(value):
+                    value = await run.drive(value)
+                # Formatting calls the value's own repr code: also off the loop.
+                formatted = None if value is None else await _on_worker(
+                    run, sink, lambda: _format_value(shell, value))
+            else:
+                formatted = await _on_worker(
+                    run, sink, lambda: _format_value(shell, eval(value_code, user_global_ns, user_ns)))
+        if formatted is not None:
+            data, metadata, text = formatted
+            if data:
+                out.value = {"data": redact_bundle(data), "metadata": redact_data(metadata)}
+                out.value_text = redact(text) if text is not None else None
+    except _Abandoned:
+        _clear_our_cancel(run)
+        out.interrupted = True
+        out.error = {"ename": "KeyboardInterrupt", "evalue": run.message + _BLOCKED_NOTE, "traceback": ""}
+    except asyncio.CancelledError as exc:
+        if run.requested:
+            _clear_our_cancel(run)
+            out.interrupted = True
+            out.error = {"ename": "KeyboardInterrupt", "evalue": run.message, "traceback": ""}
+        elif caller_cancelled():
+            raise  # our caller was cancelled: not ours to swallow
+        else:  # the code itself raised (or awaited something cancelled): its error
+            out.error = _error_record(shell, exc, filename, run)
+    except BaseException as exc:  # everything the code raises is the tool's result
+        etype, evalue, tb = type(exc), exc, exc.__traceback__
+        out.interrupted = isinstance(exc, KeyboardInterrupt) and run.requested
+        if out.interrupted:
+            _clear_our_cancel(run)
+        evalue_text = str(evalue)
+        if out.interrupted and run.requested:
+            evalue_text = run.message
+        out.error = {
+            "ename": etype.__name__,
+            "evalue": redact(evalue_text),
+            "traceback": redact(_format_traceback(shell, etype, evalue, tb, filename)),
+        }
+        del exc, tb, evalue
 
 
 def _error_record(shell: Any, exc: BaseException, filename: str, run: ToolInterrupt) -> dict[str, Any]:

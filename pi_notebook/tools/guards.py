@@ -10,11 +10,17 @@ everything else:
   ``kernel.getpass`` that ipykernel installs per request) raise ``StdinNotImplementedError``
   with a clear message: nobody can answer agent code, and from a worker thread during a
   user's request ipykernel would ask the user in the wrong cell.
-- matplotlib-inline's ``flush_figures`` (a ``post_execute`` callback that displays and
-  closes *all* open figures of the current request) is skipped by requests that end while
-  ``hold_figure_flush()`` is held (agent code runs on a worker thread), so a half-made agent
-  figure never lands in the user's cell; matplotlib keeps its "draw pending" flag, so the
-  user's own figures are shown after the next request.
+- The two figure callbacks of ``post_execute`` are skipped by requests that end while
+  ``hold_figure_flush()`` is held (agent code is running, from its first statement until its
+  figures are closed):
+  * matplotlib-inline's ``flush_figures`` displays and closes *all* open figures of the
+    current request: a half-made agent figure would land in the user's cell;
+  * pyplot's ``_draw_all_if_interactive`` draws every *stale* figure, on the kernel's main
+    thread: agent code making 1,000 pyplot figures kept every request (a ``%agent status``,
+    a widget's request) busy drawing all of them, 32 s without an answer. The agent's
+    figures are drawn (at most ``max_figures``, off the loop) or closed undrawn by the tool.
+  matplotlib keeps its "draw pending" and "stale" flags, so the user's own figures are drawn
+  and shown after the next request.
 - ``shell._showtraceback`` (called when a display formatter raises, e.g. a broken
   ``_repr_html_``; ipykernel publishes an ``error`` message in whatever cell is current)
   writes the traceback to the capture's stderr instead.
@@ -172,7 +178,7 @@ _flush_holds_lock = threading.Lock()
 
 @contextmanager
 def hold_figure_flush() -> Iterator[None]:
-    """While held, requests that end skip matplotlib-inline's ``flush_figures``."""
+    """While held, requests that end skip the figure callbacks (module docstring)."""
     global _flush_holds
     with _flush_holds_lock:
         _flush_holds += 1
@@ -183,8 +189,14 @@ def hold_figure_flush() -> Iterator[None]:
             _flush_holds -= 1
 
 
+# (callback name, a part of its module's name): see the module docstring.
+_FIGURE_CALLBACKS = (("flush_figures", "matplotlib_inline"), ("_draw_all_if_interactive", "matplotlib"))
+
+
 def _is_figure_flush(fn: Any) -> bool:
-    return getattr(fn, "__name__", "") == "flush_figures" and "matplotlib_inline" in (getattr(fn, "__module__", "") or "")
+    name = getattr(fn, "__name__", "")
+    module = getattr(fn, "__module__", "") or ""
+    return any(name == n and part in module for n, part in _FIGURE_CALLBACKS)
 
 
 def _install_flush_guard(shell: Any) -> None:

@@ -29,8 +29,10 @@ How it works:
     ``PyThreadState_SetAsyncExc`` with KeyboardInterrupt;
   * if the run is awaiting: cancels the run's task on its loop (``call_soon_threadsafe``);
   * if it is between the two, the next step raises KeyboardInterrupt at its start.
-  Code that swallows KeyboardInterrupt is kicked again every 0.25 s (for 5 s), also after
-  the tool stopped waiting for a stuck worker.
+  Code that swallows KeyboardInterrupt is kicked again every 0.25 s (then every 1 s) until
+  it has left tool code, also after the tool stopped waiting for a stuck worker.
+- SIGINT during one of ipykernel's shell requests (which swap the handler around every
+  request) still reaches tool code: see ``_wrap_request_hooks``.
 - ``ToolInterrupt.drive(coro)`` wraps a coroutine so that each of its steps runs inside
   ``running()`` (a small trampoline in place of ``await coro``).
 
@@ -60,6 +62,7 @@ _MESSAGES = {
     "kernel interrupt": "tool code interrupted by a kernel interrupt",
 }
 _KICK_INTERVAL_S = 0.25
+_SLOW_KICK_INTERVAL_S = 1.0
 _MAX_KICKS = 20
 
 _lock = threading.Lock()
@@ -76,6 +79,7 @@ class _GuardState:
         self.prev: Any = None  # the handler ours replaced (put back when the last run ends)
         self.installed = False
         self.kernel: Any = None
+        self.hooks: list[tuple[str, Any, bool]] = []  # (name, our wrapper, was an instance attr)
 
 
 _guard = _GuardState()
@@ -106,6 +110,69 @@ def _sigint_handler(signum: int, frame: Any) -> None:
     prev = _guard.prev
     if callable(prev) and prev is not _signal.default_int_handler and prev is not _sigint_handler:
         prev(signum, frame)
+
+
+def _in_request_sigint_handler(signum: int, frame: Any) -> None:
+    """In place of ipykernel's ``default_int_handler`` during a shell request that runs while
+    tool code runs (a ``%agent status``, a widget's comm message, a frontend's poll): the
+    tool code is interrupted too, then the request is, as ipykernel's handler would do.
+    Before, a Stop that landed in such a request (a fifth of the time while a frontend
+    polls) only interrupted the request and the code kept running."""
+    for guarded in list(_guarded_runs):
+        guarded._forward_kernel_interrupt()
+    _signal.default_int_handler(signum, frame)
+
+
+def _wrap_request_hooks(kernel: Any) -> None:
+    """Keep SIGINT reaching tool code across ipykernel's per-request handler swaps.
+
+    ipykernel's ``pre_handler_hook`` saves the current handler and installs
+    ``default_int_handler``; its ``post_handler_hook`` puts the saved one back. A tool that
+    started during a request was left without our handler when the request ended (the
+    saved one, the idle kernel's ``SIG_IGN``, came back): every Stop was ignored until the
+    code ended."""
+    for name in ("pre_handler_hook", "post_handler_hook"):
+        orig = getattr(kernel, name, None)
+        if not callable(orig):
+            continue
+
+        def wrapper(*args: Any, _orig: Any = orig, _name: str = name, **kwargs: Any) -> Any:
+            result = _orig(*args, **kwargs)
+            if _guarded_runs and _on_main_thread():
+                _after_request_hook(_name)
+            return result
+
+        wrapper._pi_orig = orig  # type: ignore[attr-defined]
+        was_own = name in getattr(kernel, "__dict__", {})
+        try:
+            setattr(kernel, name, wrapper)  # an instance attribute shadows the method
+        except (AttributeError, TypeError):
+            continue
+        _guard.hooks.append((name, wrapper, was_own))
+
+
+def _after_request_hook(name: str) -> None:
+    current = _signal.getsignal(_signal.SIGINT)
+    if name == "pre_handler_hook":
+        if current is _signal.default_int_handler:
+            _signal.signal(_signal.SIGINT, _in_request_sigint_handler)
+        return
+    # post_handler_hook put back the handler saved when the request began.
+    if current is not None and current is not _sigint_handler and current is not _in_request_sigint_handler:
+        _guard.prev = current  # what the kernel has between requests: put back at the end
+        _guard.installed = True
+        _signal.signal(_signal.SIGINT, _sigint_handler)
+
+
+def _unwrap_request_hooks(kernel: Any) -> None:
+    for name, wrapper, was_own in reversed(_guard.hooks):
+        if kernel is None or getattr(kernel, "__dict__", {}).get(name) is not wrapper:
+            continue  # replaced since: our wrapper passes through (no runs are guarded)
+        if was_own:
+            setattr(kernel, name, wrapper.__dict__["_pi_orig"])
+        else:
+            delattr(kernel, name)
+    _guard.hooks = []
 
 
 def _raise_in_thread(thread_id: int) -> None:
@@ -179,6 +246,13 @@ class ToolInterrupt:
         if self._closed:
             return
         self._note("kernel interrupt")
+        # Kick the worker now if the lock is free: on a loaded machine the loop callback
+        # below can come late. It does the rest (task cancel, the kicker that retries).
+        if _lock.acquire(blocking=False):
+            try:
+                self._kick_locked(main_thread=False)
+            finally:
+                _lock.release()
         loop = self._loop
         try:
             if loop is None or loop.is_closed():
@@ -213,26 +287,37 @@ class ToolInterrupt:
         self._kick()
 
     def _kick(self) -> None:
-        main_id = threading.main_thread().ident
         # Holding the lock: running() cannot finish its step (and restore the previous
         # handler) between our check and the signal, so the signal meets our handler.
         with _lock:
-            for thread_id in list(self._threads):
-                if thread_id == main_id:
+            self._kick_locked()
+
+    def _kick_locked(self, main_thread: bool = True) -> None:
+        main_id = threading.main_thread().ident
+        for thread_id in list(self._threads):
+            if thread_id == main_id:
+                if main_thread:  # (not from the signal handler: it raises there itself)
                     assert main_id is not None
                     _signal.pthread_kill(main_id, _signal.SIGINT)
-                else:
-                    _raise_in_thread(thread_id)
+            else:
+                _raise_in_thread(thread_id)
 
     def _keep_kicking(self) -> None:
-        # For code that catches KeyboardInterrupt and carries on. A worker thread the tool
-        # stopped waiting for (abandoned) is still registered after close(): keep kicking it.
-        for _ in range(_MAX_KICKS):
-            threading.Event().wait(_KICK_INTERVAL_S)
+        # For code that catches KeyboardInterrupt and carries on, and for a kick that did not
+        # land. Retried until no thread of this run executes tool code any more, also after the
+        # tool stopped waiting for a stuck worker (abandoned: still registered after close()):
+        # every _KICK_INTERVAL_S at first, then every _SLOW_KICK_INTERVAL_S. Stops once nothing
+        # is registered and the run is closed (or after _MAX_KICKS rounds with nothing
+        # registered: the code is awaiting, cancelled through its task).
+        kicks = idle_rounds = 0
+        while True:
+            threading.Event().wait(_KICK_INTERVAL_S if kicks < _MAX_KICKS else _SLOW_KICK_INTERVAL_S)
             if not self._threads:
-                if self._closed:
+                idle_rounds += 1
+                if self._closed or idle_rounds >= _MAX_KICKS:
                     return
                 continue
+            kicks += 1
             self._kick()
 
     def _cancel_waiting_task(self) -> None:
@@ -382,16 +467,25 @@ def _guard_enter(run: ToolInterrupt, kernel: Any) -> None:
         _signal.signal(_signal.SIGINT, _sigint_handler)
         _guard.prev = current
         _guard.installed = True
+    if kernel is not None:
+        _wrap_request_hooks(kernel)
 
 
 def _guard_leave(run: ToolInterrupt) -> None:
     _guarded_runs.discard(run)
     _guard.depth -= 1
-    if _guard.depth > 0 or not _guard.installed:
+    if _guard.depth > 0:
+        return
+    _unwrap_request_hooks(_guard.kernel)
+    current = _signal.getsignal(_signal.SIGINT)
+    if current is _in_request_sigint_handler:  # we end inside a request: its handler again
+        _signal.signal(_signal.SIGINT, _signal.default_int_handler)
+    if not _guard.installed:
+        _guard.kernel = None
         return
     _guard.installed = False
     kernel, _guard.kernel = _guard.kernel, None
-    if _signal.getsignal(_signal.SIGINT) is _sigint_handler:
+    if current is _sigint_handler:
         _signal.signal(_signal.SIGINT, _guard.prev)
     elif kernel is not None and getattr(kernel, "saved_sigint_handler", None) is _sigint_handler:
         # We end inside a request: ipykernel saved our handler before the request and puts

@@ -65,3 +65,51 @@ def test_probes_are_answered_during_a_huge_read_and_pathological_markdown(tmp_pa
         assert max(gaps) < 4.0, gaps  # 6.6-11.2 s before; generous for a shared machine
     finally:
         kernel.shutdown()
+
+
+FIGURES = 300
+
+
+def test_probes_are_answered_while_agent_code_makes_many_pyplot_figures():
+    # Every request that ended while agent code made pyplot figures ran pyplot's post_execute
+    # draw_all on the main thread, drawing each stale agent figure: 200 figures kept the
+    # kernel silent 15 s, 1,000 figures 50 s (measured on this machine before the fix).
+    kernel = Kernel()
+    try:
+        kernel.ok("import ipywidgets")
+        kernel.open_widget_control_comm()
+        kernel.wait_for("__import__('ipywidgets').widgets.widget.Widget._control_comm is not None")
+        kernel.ok("%matplotlib inline")
+        kernel.ok(faux_setup(None))
+        kernel.ok("%agent model faux/faux-1")
+        kernel.ok("%config AgentMagics.approval = 'auto'")
+        code = (f"import matplotlib.pyplot as plt\nfor i in range({FIGURES}):\n"
+                "    plt.figure()\n    plt.plot([1, 2, i])\n")
+        kernel.ok("faux.set_responses([faux_assistant_message([faux_tool_call('python', "
+                  f"{{'code': {code!r}}})], stop_reason='toolUse'), faux_assistant_message('done')])")
+        kernel.ok("%%agent\nmake figures")
+        gaps = []
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:
+            started = time.monotonic()
+            probe = kernel.start("%agent status")
+            kernel.wait_reply(probe, timeout=120)
+            gaps.append(time.monotonic() - started)
+            if "run: active" not in kernel.text_of(probe):
+                break
+        assert not kernel.ev(f"{RUNTIME}.is_running()"), "the run did not end"
+        print(f"probe replies: {len(gaps)}, longest {max(gaps):.2f} s")
+        assert len(gaps) > 3, gaps  # the probes really ran while the figures were made
+        assert max(gaps) < 4.0, gaps  # 15 s for 200 figures before; generous for a shared machine
+        result = kernel.ev(f"[m for m in {RUNTIME}.get_agent().state.messages if m.role == 'toolResult'][0]"
+                           ".model_dump(mode='json')")
+        text = "".join(b.get("text", "") for b in result["content"])
+        drawn = [o for o in result["details"]["outputs"] if "image/png" in o.get("data", {})]
+        assert len(drawn) == 10, text  # max_figures drawn, the rest closed undrawn
+        assert f"{FIGURES - 10} more figures" in text, text
+        assert kernel.ev("__import__('matplotlib.pyplot').pyplot.get_fignums()") == []
+        # the user's own figure is still drawn and shown after their cell
+        after = kernel.ok("plt.plot([3, 2, 1]);")
+        assert [m for m in after["outputs"] if m["msg_type"] == "display_data"]
+    finally:
+        kernel.shutdown()

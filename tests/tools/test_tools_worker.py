@@ -166,3 +166,91 @@ async def test_future_imports_apply_to_the_rest_of_the_cell() -> None:
     with routed():
         result = await run_code(get_shell(), code)
     assert result.error is None and result.value["data"]["text/plain"] == "'NotDefinedAnywhere'"
+
+
+class _RequestKernel:
+    """ipykernel's per-request SIGINT bookkeeping (kernelbase.pre/post_handler_hook)."""
+
+    saved_sigint_handler: Any = None
+
+    def pre_handler_hook(self) -> None:
+        self.saved_sigint_handler = signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    def post_handler_hook(self) -> None:
+        signal.signal(signal.SIGINT, self.saved_sigint_handler)
+
+
+async def _spin_with_kernel(kernel: _RequestKernel, during: Any) -> Any:
+    """Run `while True: pass` as agent code with ``shell.kernel = kernel``; ``during()`` runs
+    on the loop once the code spins; returns the result (an Abort ends a missed Stop)."""
+    shell = get_shell()
+    had = "kernel" in shell.__dict__
+    old = shell.__dict__.get("kernel")
+    shell.kernel = kernel
+    controller = AbortController()
+    try:
+        with routed():
+            task = asyncio.ensure_future(run_code(shell, "spin_started = True\nwhile True: pass",
+                                                  signal=controller.signal))
+            while not shell.user_ns.get("spin_started"):
+                await asyncio.sleep(0.02)
+            await asyncio.sleep(0.1)
+            during()
+            done, _ = await asyncio.wait({task}, timeout=10)
+            if not done:
+                controller.abort()  # the Stop was lost: end the code, then fail
+            result = await task
+    finally:
+        shell.user_ns.pop("spin_started", None)
+        if had:
+            shell.kernel = old
+        else:
+            del shell.__dict__["kernel"]
+    assert done, "the Stop did not reach the code (ended by an Abort after 10 s)"
+    assert "kernel interrupt" in result.error["evalue"], result.error
+    return result
+
+
+async def test_stop_reaches_code_that_started_during_a_request_which_then_ended() -> None:
+    # The tool started inside a request: when the request ended, ipykernel put back the idle
+    # handler it had saved (SIG_IGN) over ours, and every Stop was ignored.
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # ipykernel while idle
+    kernel = _RequestKernel()
+    try:
+        kernel.pre_handler_hook()  # a request begins (the tool starts within it)
+
+        def request_ends_then_stop() -> None:
+            kernel.post_handler_hook()
+            os.kill(os.getpid(), signal.SIGINT)
+
+        result = await _spin_with_kernel(kernel, request_ends_then_stop)
+        assert result.interrupted
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN  # the idle handler is back
+        assert "pre_handler_hook" not in vars(kernel) and "post_handler_hook" not in vars(kernel)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+async def test_stop_during_a_request_interrupts_the_code_and_the_request() -> None:
+    # A Stop that landed while the kernel handled any request (a `%agent status`, a comm
+    # message, a frontend's poll: a fifth of the time measured in a kernel) only raised in
+    # that request; the agent code kept running.
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    kernel = _RequestKernel()
+    seen: list[str] = []
+    try:
+        def stop_during_a_request() -> None:
+            kernel.pre_handler_hook()
+            try:
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(1.0)  # the handler runs here, in the request
+            except KeyboardInterrupt:
+                seen.append("request interrupted")
+            finally:
+                kernel.post_handler_hook()
+
+        result = await _spin_with_kernel(kernel, stop_during_a_request)
+        assert result.interrupted and seen == ["request interrupted"]  # as ipykernel does
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, previous)
