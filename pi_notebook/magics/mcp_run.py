@@ -47,12 +47,15 @@ def notebook_dir(shell: Any, explicit: str) -> Path:
 class McpLink:
     def __init__(self, *, start_dir: Callable[[], Path], explicit: Callable[[], str],
                  timeout: Callable[[], float], tool_settings: Callable[[], PythonToolSettings],
-                 policy: Callable[[], str], in_agent_code: Callable[[], bool]) -> None:
+                 policy: Callable[[], str], in_agent_code: Callable[[], bool],
+                 trust_annotations: Callable[[], bool] = lambda: False) -> None:
         self.manager = McpManager(McpSources(start_dir=start_dir, explicit=explicit, timeout=timeout,
                                              tool_settings=tool_settings, policy=policy,
                                              in_agent_code=in_agent_code))
         self._policy = policy
+        self._trust = trust_annotations
         self._base_gated: set[str] | None = None
+        self.gate: McpGate | None = None
         set_manager(self.manager)  # pi_notebook.mcp.call reaches this kernel's servers
 
     @property
@@ -62,14 +65,17 @@ class McpLink:
     def install_gate(self, agent: Agent, approval: ApprovalHook) -> McpGate:
         """Put the MCP gate in front of the approval hook (once, with the Agent)."""
         self._base_gated = set(approval.tools)
-        gate = McpGate(approval, lambda: self.auto_approved, self._policy)
+        gate = McpGate(approval, lambda: self.manager.toolset.meta, self._policy, self._trust)
         agent.before_tool_call = gate
+        self.gate = gate
         return gate
 
     async def prepare(self, agent: Agent, approval: ApprovalHook | None, notice: Callable[[str], None],
                       *, small_model: bool) -> None:
         """Start the servers this run needs and offer their tools (module docstring)."""
         manager = self.manager
+        if self.gate is not None:
+            self.gate.reset_run()  # "Always for this tool" ends with its run
         manager.reload()
         if not manager.has_servers():
             manager.toolset.tools = []

@@ -138,7 +138,8 @@ class Runtime:
                 explicit=lambda: self.settings.mcp_config.strip(),
                 timeout=lambda: self.settings.mcp_timeout,
                 tool_settings=lambda: self._tool_settings or python_tool_settings(self.settings),
-                policy=self.current_policy, in_agent_code=IN_AGENT_RUN.get)
+                policy=self.current_policy, in_agent_code=IN_AGENT_RUN.get,
+                trust_annotations=lambda: bool(self.settings.mcp_trust_annotations))
         return self._mcp
 
     def current_policy(self) -> str:

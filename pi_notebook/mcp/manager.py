@@ -212,7 +212,7 @@ class McpManager:
             from .schema import tool_name
 
             refusal = namespace_refusal(self.sources.policy(), tool in server.config.auto_approve,
-                                        tool_name(server_name, tool))
+                                        tool_name(server_name, tool), server.config.approval)
             if refusal is not None:
                 raise McpToolError(refusal)
         timeout = server.config.timeout or self.sources.timeout() or None

@@ -249,6 +249,11 @@ class AgentView(W.VBox):
         card = self._block(item)
         assert isinstance(card, ToolCard)
         card.on_approval_click = self._approval_clicked
+        extra = field(request, "extra")
+        mcp = extra.get("mcp") if isinstance(extra, dict) else None
+        # an MCP tool's panel: the server's annotations as badges, and what "Always" covers
+        # ("tool": this tool for the run; None: no third button, e.g. a destructive tool)
+        card.approval_hints = mcp if isinstance(mcp, dict) else None
         previous = self._approvals.pop(tool_call_id, None)
         if previous is not None and not previous[1].done():
             previous[1].set_result("skip")

@@ -276,3 +276,99 @@ async def test_progress_reaches_the_card_as_partial_results(shell, faux, project
         assert _tool_results(rt)[-1].content[0].text == "worked 3 steps"
     finally:
         await _close(rt)
+
+
+def _decision(result):
+    return result.details["approval"]["decision"]
+
+
+def _interactive(rt):
+    rt._approval._is_interactive = lambda: True  # someone is there to click (a FakeView answers)
+
+
+async def test_annotations_are_shown_and_trusted_only_when_the_user_opted_in(shell, faux, project):
+    project({"t": _server(), "u": _server(autoApprove=["drop"])})
+    rt = runtime()
+    _interactive(rt)
+    try:
+        await _run(shell, faux, "--approve ask", [faux_tool_call("t__peek", {"key": "k"}),
+                                                  faux_tool_call("t__drop", {"table": "orders"})])
+        asked = [c[1] for c in FakeView.instances[-1].kinds("approval")]
+        assert [r.tool_name for r in asked] == ["t__peek", "t__drop"]  # not trusted by default
+        peek, drop = (r.extra["mcp"] for r in asked)
+        assert peek["read_only"] is True and peek["always"] == "tool"
+        assert drop["destructive"] is True and drop["always"] is None  # asked at every call
+        results = _tool_results(rt)[-2:]
+        assert [_decision(r) for r in results] == ["clicked_run", "clicked_run"]
+        assert results[0].details["mcp"]["read_only"] is True  # the card's badge comes from here
+
+        rt.settings.mcp_trust_annotations = True
+        await _run(shell, faux, "--approve ask", [faux_tool_call("t__peek", {"key": "k"}),
+                                                  faux_tool_call("t__drop", {"table": "orders"}),
+                                                  faux_tool_call("u__drop", {"table": "tmp"})])
+        asked = [c[1].tool_name for c in FakeView.instances[-1].kinds("approval")]
+        assert asked == ["t__drop"]  # destructive still asks; autoApprove (the user's word) wins
+        peek, drop, auto = _tool_results(rt)[-3:]
+        assert _decision(peek) == "read_only_trusted" and "mcp_trust_annotations" in peek.details["approval"]["line"]
+        assert peek.content[0].text == "value of k"
+        assert _decision(drop) == "clicked_run" and _decision(auto) == "auto_approved"
+
+        await _run(shell, faux, "--approve deny", [faux_tool_call("t__peek", {"key": "k"})])
+        assert "policy is 'deny'" in _tool_results(rt)[-1].content[0].text  # trust never lifts deny
+    finally:
+        await _close(rt)
+
+
+async def test_always_for_this_tool_covers_that_tool_only_and_not_a_destructive_one(shell, faux, project):
+    project({"t": _server()})
+    rt = runtime()
+    _interactive(rt)
+
+    def always(*args):
+        view = FakeView(*args)
+        view.approval_answer = "always"
+        return view
+
+    rt.view_factory = always
+    try:
+        await _run(shell, faux, "--approve ask", [faux_tool_call("t__echo", {"text": "1"}),
+                                                  faux_tool_call("t__echo", {"text": "2"}),
+                                                  faux_tool_call("t__table", {"n": 1}),
+                                                  faux_tool_call("t__drop", {"table": "a"}),
+                                                  faux_tool_call("t__drop", {"table": "b"})])
+        asked = [c[1].tool_name for c in FakeView.instances[-1].kinds("approval")]
+        assert asked == ["t__echo", "t__table", "t__drop", "t__drop"]
+        results = _tool_results(rt)[-5:]
+        assert [_decision(r) for r in results] == ["clicked_always_tool", "always_tool", "clicked_always_tool",
+                                                   "clicked_run", "clicked_run"]
+        assert not rt._approval.always  # python's run-wide "always" was not set by an MCP answer
+        assert [r.content[0].text for r in results[:2]] == ["1", "2"]
+
+        await _run(shell, faux, "--approve ask", [faux_tool_call("t__echo", {"text": "3"})])
+        assert [c[1].tool_name for c in FakeView.instances[-1].kinds("approval")] == ["t__echo"]  # a new run asks
+    finally:
+        await _close(rt)
+
+
+async def test_a_server_approval_override_applies_to_its_tools(shell, faux, project):
+    project({"a": _server(approval="auto"), "d": _server(approval="deny"), "k": _server(approval="ask")})
+    rt = runtime()  # nobody to click: headless
+    try:
+        calls = [faux_tool_call("a__echo", {"text": "auto"}), faux_tool_call("d__echo", {"text": "deny"}),
+                 faux_tool_call("k__echo", {"text": "ask"})]
+        await _run(shell, faux, "--approve ask", calls)
+        auto, deny, ask = _tool_results(rt)[-3:]
+        assert auto.content[0].text == "auto" and _decision(auto) == "server_auto"
+        assert deny.is_error and "approval 'deny'" in deny.content[0].text and _decision(deny) == "server_deny"
+        assert ask.is_error and "not interactive" in ask.content[0].text and _decision(ask) == "headless"
+
+        await _run(shell, faux, "--approve auto", calls)
+        auto, deny, ask = _tool_results(rt)[-3:]
+        assert _decision(auto) == "auto" and not auto.is_error
+        assert deny.is_error and _decision(deny) == "server_deny"
+        assert ask.is_error and _decision(ask) == "headless"  # the server asks for approval even so
+
+        await _run(shell, faux, "--approve deny", calls[:1])
+        assert _decision(_tool_results(rt)[-1]) == "deny"  # a config file does not lift the run's deny
+    finally:
+        await _close(rt)
