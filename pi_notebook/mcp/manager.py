@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +25,10 @@ from .gate import namespace_refusal
 from .server import McpCallError, McpServer, McpUnavailable
 from .tools import McpToolSet, build_tools
 
-__all__ = ["McpManager", "McpSources", "McpToolError"]
+__all__ = ["McpManager", "McpSources", "McpToolError", "TURN_RELIST_S"]
+
+TURN_RELIST_S = 10.0  # a list older than this is fetched again at a turn boundary
+TURN_LIST_TIMEOUT_S = 5.0
 
 
 class McpToolError(Exception):
@@ -120,6 +124,28 @@ class McpManager:
                                    self.sources.timeout)
         notices.extend(n for n in self.toolset.notices if self._report.once("tools", n))
         return self.toolset, notices
+
+    async def refresh_between_turns(self, called: set[str]) -> bool:
+        """At a turn boundary: list again the tools of each server that may have changed
+        them (a legacy ``tools/list_changed`` arrived; or the server says its list may
+        change and one of its tools ran in the last turn, or its list is older than
+        ``TURN_RELIST_S``); True when a list changed. Bounded per server, in parallel: a
+        slow server keeps its old list rather than holding the turn."""
+        now = time.monotonic()
+        due = [s for s in self.servers.values() if s.state == "connected" and not s.crashed
+               and (s.tools_stale or (s.tools_may_change
+                                      and (s.name in called or now - s.listed_at > TURN_RELIST_S)))]
+        if not due:
+            return False
+        changed = await asyncio.gather(*(s.refresh_tools(TURN_LIST_TIMEOUT_S) for s in due),
+                                       return_exceptions=True)
+        return any(c is True for c in changed)
+
+    def rebuild_tools(self, taken: set[str]) -> tuple[McpToolSet, list[str]]:
+        """The tools again from the servers' current lists (after a change within a run)."""
+        self.toolset = build_tools(list(self.servers.values()), taken, self.sources.tool_settings,
+                                   self.sources.timeout)
+        return self.toolset, [n for n in self.toolset.notices if self._report.once("tools", n)]
 
     def report_once(self, topic: str, text: str) -> bool:
         """True the first time this (topic, text) is reported in this kernel."""

@@ -91,6 +91,11 @@ class McpServer:
         self.reason: str = "disabled in the config" if config.disabled else ""
         self.tools: list[ToolInfo] = []
         self.crashed = False  # the connection dropped: the next call starts it again
+        # tool-list changes during a run (docs/design/mcp.md "Tool lists"): the server's
+        # capability, when its list was fetched, and a legacy tools/list_changed seen
+        self.tools_may_change = True
+        self.listed_at = 0.0
+        self.tools_stale = False
         self.started_at: float | None = None
         self._client: Any = None
         self._task: asyncio.Task[None] | None = None
@@ -169,9 +174,11 @@ class McpServer:
             log.write(f"\n--- {time.strftime('%Y-%m-%d %H:%M:%S')} starting {self.config.describe()}\n")
             log.flush()
             transport = self._transport(log)
-            async with Client(transport, cache=None) as client:
+            async with Client(transport, cache=None, message_handler=self._on_message) as client:
                 self._client = client
                 self.tools = await self._list_tools(client)
+                self.listed_at, self.tools_stale = time.monotonic(), False
+                self.tools_may_change = _may_change(client)
                 self.state = "connected"
                 if not ready.done():
                     ready.set_result(None)
@@ -211,16 +218,29 @@ class McpServer:
             env=dict(config.env), cwd=config.cwd, encoding_error_handler="replace")
         return stdio_client(params, errlog=log)
 
-    async def refresh_tools(self) -> None:
-        """List the tools again (every run does, for a server already connected): a tool
-        list that changed is picked up between runs whatever the protocol version; on the
-        2026-07-28 protocol ``tools/list_changed`` is no longer a plain notification, so
-        listening for it would miss changes. A failure keeps the old list."""
+    async def refresh_tools(self, timeout_s: float = START_TIMEOUT_S) -> bool:
+        """List the tools again; True when the list changed. Every run does it for a server
+        already connected, and the turns of a run for a server whose tools may have changed
+        (manager.py): on the 2026-07-28 protocol ``tools/list_changed`` is not a plain
+        notification the client sees, so waiting for it would miss changes. A failure or a
+        slow answer keeps the old list."""
         client = self._client
         if client is None:
-            return
-        with contextlib.suppress(Exception):
-            self.tools = await asyncio.wait_for(self._list_tools(client), START_TIMEOUT_S)
+            return False
+        try:
+            tools = await asyncio.wait_for(self._list_tools(client), timeout_s)
+        except Exception:
+            return False
+        self.listed_at, self.tools_stale = time.monotonic(), False
+        changed = tools != self.tools
+        self.tools = tools
+        return changed
+
+    async def _on_message(self, message: Any) -> None:
+        """A legacy (2025-11-25) connection delivers ``notifications/tools/list_changed``
+        here: the next turn boundary lists the tools again."""
+        if getattr(message, "method", None) == "notifications/tools/list_changed":
+            self.tools_stale = True
 
     @staticmethod
     async def _list_tools(client: Any) -> list[ToolInfo]:
@@ -337,6 +357,15 @@ class McpServer:
         reason = f": {self.reason}" if self.reason and self.state in ("failed", "off") else ""
         crashed = " (stopped; restarts on the next call)" if self.crashed else ""
         return f"{self.name}: {self.state}{crashed}{tools} — {self.config.describe()}{reason}"
+
+
+def _may_change(client: Any) -> bool:
+    """Does the server say its tool list may change (``tools.listChanged``)? Unknown: yes."""
+    try:
+        tools = client.server_capabilities.tools
+    except Exception:
+        return True
+    return tools is not None and getattr(tools, "list_changed", True) is not False
 
 
 class _Clock:

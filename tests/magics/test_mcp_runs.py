@@ -372,3 +372,32 @@ async def test_a_server_approval_override_applies_to_its_tools(shell, faux, proj
         assert _decision(_tool_results(rt)[-1]) == "deny"  # a config file does not lift the run's deny
     finally:
         await _close(rt)
+
+
+async def test_a_tool_added_during_a_run_is_offered_at_the_next_turn(shell, faux, project):
+    project({"t": _server()})
+    rt = runtime()
+    offered: list[list[str]] = []
+
+    def turn(message):
+        def step(context, options, state, model):
+            offered.append([t.name for t in context.tools or []])
+            return message
+        return step
+
+    try:
+        faux.set_responses([
+            turn(faux_assistant_message([faux_tool_call("t__grow", {})], stop_reason="toolUse")),
+            turn(faux_assistant_message([faux_tool_call("t__extra", {})], stop_reason="toolUse")),
+            turn(faux_assistant_message("done"))])
+        await run_cell(shell, "%%agent --approve auto\ngrow\n")
+        await settle(120)
+        assert "t__extra" not in offered[0] and "t__extra" in offered[1]
+        grow, extra = _tool_results(rt)[-2:]
+        assert grow.content[0].text == "grown"
+        assert not extra.is_error and extra.content[0].text == "extra tool"
+        assert _decision(extra) == "auto"  # the new tool passed the gate like the others
+        notices = [c[2] for c in FakeView.instances[-1].kinds("notice") if "changed during the run" in c[2]]
+        assert notices == ["MCP tools changed during the run: added t__extra."]
+    finally:
+        await _close(rt)
