@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..agent.types import AgentLoopTurnUpdate
+from ..mcp.elicit import FormAnswer, FormRequest
 from ..mcp.gate import McpGate, gate_tools
 from ..mcp.manager import McpManager, McpSources
 from ..mcp.namespace import set_manager
@@ -62,10 +63,15 @@ class McpLink:
     def __init__(self, *, start_dir: Callable[[], Path], explicit: Callable[[], str],
                  timeout: Callable[[], float], tool_settings: Callable[[], PythonToolSettings],
                  policy: Callable[[], str], in_agent_code: Callable[[], bool],
-                 trust_annotations: Callable[[], bool] = lambda: False) -> None:
+                 trust_annotations: Callable[[], bool] = lambda: False,
+                 form_view: Callable[[], Any] = lambda: None,
+                 warn: Callable[[str], None] = lambda _text: None) -> None:
         self.manager = McpManager(McpSources(start_dir=start_dir, explicit=explicit, timeout=timeout,
                                              tool_settings=tool_settings, policy=policy,
-                                             in_agent_code=in_agent_code))
+                                             in_agent_code=in_agent_code, elicit=self.ask_form,
+                                             notice=warn))
+        self._form_view = form_view
+        self._warn = warn
         self._policy = policy
         self._trust = trust_annotations
         self._base_gated: set[str] | None = None
@@ -169,6 +175,21 @@ class McpLink:
         run.agent.state.tools = [*(t for t in run.agent.state.tools if t.name not in old), *offered]
         self._gate_offered(run.approval, offered)
         return AgentLoopTurnUpdate(context=dataclasses.replace(ctx.context, tools=[*kept, *offered]))
+
+    async def ask_form(self, request: FormRequest) -> FormAnswer:
+        """A server asks the user for input: the run's view shows a form, or, when none can
+        be shown (headless, terminal IPython, no run at work), the request is declined with a
+        notice."""
+        view = self._form_view()
+        ask = getattr(view, "request_input", None) if view is not None else None
+        if ask is None:
+            self._warn(f"MCP server {request.server!r} asked for input ({request.message[:120]}); declined: "
+                       "no notebook frontend here to show a form.")
+            return FormAnswer("decline")
+        action, values = await ask(request)
+        if action not in ("accept", "decline", "cancel"):
+            action = "cancel"
+        return FormAnswer(action, dict(values or {}))
 
     def _allow_listed(self, origin: tuple[str, str] | None) -> bool:
         if origin is None:

@@ -13,10 +13,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..tools.python_tool import PythonToolSettings
 from ..tools.redact import redact_data
@@ -24,6 +24,9 @@ from .config import CONFIG_NAME, LoadedConfig, ServerConfig, load_config, parse_
 from .gate import namespace_refusal
 from .server import McpCallError, McpServer, McpUnavailable
 from .tools import McpToolSet, build_tools
+
+if TYPE_CHECKING:
+    from .elicit import FormAnswer, FormRequest
 
 __all__ = ["McpManager", "McpSources", "McpToolError", "TURN_RELIST_S"]
 
@@ -48,6 +51,9 @@ class McpSources:
     policy: Callable[[], str] = lambda: "ask"
     in_agent_code: Callable[[], bool] = lambda: False
     user_path: Path | None = None  # tests: instead of ~/.pi_notebook/mcp.json
+    # a server's request for input (elicit.py): the notebook shows a form, or declines
+    elicit: Callable[[FormRequest], Awaitable[FormAnswer]] | None = None
+    notice: Callable[[str], None] | None = None  # one line for the user (the run's view)
 
 
 @dataclass
@@ -91,7 +97,7 @@ class McpManager:
                 server.config = new  # tools / autoApprove / timeout apply at once
         for name, config in wanted.items():
             if name not in self.servers:
-                server = McpServer(config)
+                server = McpServer(config, on_elicit=self.sources.elicit, on_notice=self.sources.notice)
                 if name in self.turned_off:
                     server.state, server.reason = "off", "turned off (%agent mcp off)"
                 self.servers[name] = server

@@ -26,13 +26,16 @@ import contextlib
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..tools.redact import redact
 from .config import ServerConfig
+
+if TYPE_CHECKING:
+    from .elicit import FormAnswer, FormRequest
 
 __all__ = ["McpServer", "McpUnavailable", "McpCallError", "ServerState", "ToolInfo", "log_dir",
            "MISSING_SDK"]
@@ -85,7 +88,9 @@ def _tool_info(tool: Any) -> ToolInfo:
 class McpServer:
     """One configured server (module docstring). Lives on the kernel loop."""
 
-    def __init__(self, config: ServerConfig, *, on_log: Callable[[str], None] | None = None) -> None:
+    def __init__(self, config: ServerConfig, *, on_log: Callable[[str], None] | None = None,
+                 on_elicit: Callable[[FormRequest], Awaitable[FormAnswer]] | None = None,
+                 on_notice: Callable[[str], None] | None = None) -> None:
         self.config = config
         self.state: ServerState = "off" if config.disabled else "idle"
         self.reason: str = "disabled in the config" if config.disabled else ""
@@ -102,6 +107,11 @@ class McpServer:
         self._ready: asyncio.Future[None] | None = None
         self._stop: asyncio.Event | None = None
         self._on_log = on_log
+        # elicitation (elicit.py): who answers a form, and how many forms are open now (the
+        # timeout of a call does not run while the user fills one in)
+        self._on_elicit = on_elicit
+        self._on_notice = on_notice
+        self.forms_open = 0
         if config.error:
             self.state, self.reason = "failed", config.error
 
@@ -174,7 +184,8 @@ class McpServer:
             log.write(f"\n--- {time.strftime('%Y-%m-%d %H:%M:%S')} starting {self.config.describe()}\n")
             log.flush()
             transport = self._transport(log)
-            async with Client(transport, cache=None, message_handler=self._on_message) as client:
+            async with Client(transport, cache=None, message_handler=self._on_message,
+                              elicitation_callback=self._elicitation()) as client:
                 self._client = client
                 self.tools = await self._list_tools(client)
                 self.listed_at, self.tools_stale = time.monotonic(), False
@@ -235,6 +246,19 @@ class McpServer:
         changed = tools != self.tools
         self.tools = tools
         return changed
+
+    def _elicitation(self) -> Any:
+        """The SDK callback, when someone answers forms (without one the SDK does not offer
+        elicitation to the server)."""
+        if self._on_elicit is None:
+            return None
+        from .elicit import elicitation_callback
+
+        def waiting(on: bool) -> None:
+            self.forms_open = max(0, self.forms_open + (1 if on else -1))
+
+        notice = self._on_notice or (lambda _text: None)
+        return elicitation_callback(self.name, self._on_elicit, notice, waiting)
 
     async def _on_message(self, message: Any) -> None:
         """A legacy (2025-11-25) connection delivers ``notifications/tools/list_changed``
@@ -302,7 +326,7 @@ class McpServer:
         notification from the server starts the timeout afresh (a long call that says it is
         working is not cut) and is handed to ``on_progress`` as one line."""
         client = await self.ensure()
-        clock = _Clock(timeout_s or 0.0)
+        clock = _Clock(timeout_s or 0.0, paused=lambda: self.forms_open > 0)
 
         async def progress(value: float, total: float | None, message: str | None) -> None:
             clock.restart()
@@ -374,8 +398,9 @@ class _Clock:
     loop) counts only as long as a step may take. ``restart()`` (a progress notification)
     starts the count again."""
 
-    def __init__(self, timeout_s: float, step: float = 0.5) -> None:
+    def __init__(self, timeout_s: float, step: float = 0.5, paused: Callable[[], bool] = lambda: False) -> None:
         self.timeout_s, self.step, self.remaining = timeout_s, step, timeout_s
+        self.paused = paused  # a form is open: the user is the one taking time
 
     def restart(self) -> None:
         self.remaining = self.timeout_s
@@ -384,6 +409,9 @@ class _Clock:
         while self.remaining > 0:
             before = time.monotonic()
             await asyncio.sleep(min(self.step, self.remaining))
+            if self.paused():
+                self.remaining = self.timeout_s  # the count starts again when the form closes
+                continue
             self.remaining -= min(time.monotonic() - before, self.step * 1.5)
 
 

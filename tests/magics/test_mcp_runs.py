@@ -401,3 +401,29 @@ async def test_a_tool_added_during_a_run_is_offered_at_the_next_turn(shell, faux
         assert notices == ["MCP tools changed during the run: added t__extra."]
     finally:
         await _close(rt)
+
+
+async def test_elicitation_in_a_run_asks_the_view_and_headless_declines_with_a_notice(shell, faux, project):
+    project({"t": _server()})
+    rt = runtime()
+    try:
+        await _run(shell, faux, "--approve auto", [faux_tool_call("t__ask", {})])
+        assert _tool_results(rt)[-1].content[0].text == "decline"  # no frontend: declined
+        notices = [c[2] for c in FakeView.instances[-1].kinds("notice") if "asked for input" in c[2]]
+        assert len(notices) == 1 and "'t'" in notices[0] and "no notebook frontend" in notices[0]
+
+        forms = []
+
+        class FormView(FakeView):
+            async def request_input(self, request):
+                forms.append(request)
+                return "accept", {"name": "Bea", "quantity": 5}
+
+        rt.view_factory = FormView
+        rt.mcp()._form_view = lambda: FakeView.instances[-1]  # a frontend that shows forms
+        await _run(shell, faux, "--approve auto", [faux_tool_call("t__ask", {})])
+        text = _tool_results(rt)[-1].content[0].text
+        assert text.startswith("accepted ") and json.loads(text.split(" ", 1)[1])["name"] == "Bea"
+        assert [f.name for f in forms[0].fields] == ["name", "quantity", "price", "size", "express"]
+    finally:
+        await _close(rt)
