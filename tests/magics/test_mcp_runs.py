@@ -350,7 +350,7 @@ async def test_always_for_this_tool_covers_that_tool_only_and_not_a_destructive_
         await _close(rt)
 
 
-async def test_a_server_approval_override_applies_to_its_tools(shell, faux, project):
+async def test_a_server_approval_override_applies_to_its_tools(shell, faux, project, capsys):
     project({"a": _server(approval="auto"), "d": _server(approval="deny"), "k": _server(approval="ask")})
     rt = runtime()  # nobody to click: headless
     try:
@@ -370,6 +370,10 @@ async def test_a_server_approval_override_applies_to_its_tools(shell, faux, proj
 
         await _run(shell, faux, "--approve deny", calls[:1])
         assert _decision(_tool_results(rt)[-1]) == "deny"  # a config file does not lift the run's deny
+        capsys.readouterr()
+        shell.run_line_magic("agent", "mcp tools a")
+        header = capsys.readouterr().out.splitlines()[0]
+        assert header.startswith("a: ") and "(approval: auto, from its config)" in header
     finally:
         await _close(rt)
 
