@@ -431,3 +431,35 @@ async def test_elicitation_in_a_run_asks_the_view_and_headless_declines_with_a_n
         assert [f.name for f in forms[0].fields] == ["name", "quantity", "price", "size", "express"]
     finally:
         await _close(rt)
+
+
+async def test_pythons_always_for_this_run_is_unchanged_but_does_not_cover_a_destructive_tool(shell, faux, project):
+    project({"t": _server()})
+    rt = runtime()
+    _interactive(rt)
+
+    def always(*args):
+        view = FakeView(*args)
+        view.approval_answer = "always"
+        return view
+
+    rt.view_factory = always
+    from pi_notebook.agent.types import AgentTool, AgentToolResult
+    from pi_notebook.ai.types import TextContent
+
+    async def fake_python(tool_call_id, params, signal=None, on_update=None):
+        return AgentToolResult(content=[TextContent(text="ran")], details={})
+
+    rt._all_tools = [AgentTool(name="python", label="python", description="runs code", execute=fake_python,
+                               parameters={"type": "object", "properties": {"code": {"type": "string"}}})]
+    try:
+        await _run(shell, faux, "--approve ask", [faux_tool_call("python", {"code": "mcp_always_probe = 1"}),
+                                                  faux_tool_call("t__echo", {"text": "covered"}),
+                                                  faux_tool_call("t__drop", {"table": "t"})])
+        asked = [c[1].tool_name for c in FakeView.instances[-1].kinds("approval")]
+        assert asked == ["python", "t__drop"]
+        results = _tool_results(rt)[-3:]
+        assert [_decision(r) for r in results] == ["clicked_always", "always", "clicked_run"]
+        assert rt._approval.always  # python's answer still means the rest of the run
+    finally:
+        await _close(rt)
