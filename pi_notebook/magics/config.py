@@ -100,6 +100,10 @@ class AgentMagics(Configurable):
                          "after ~/.pi_notebook/mcp.json and the project's .pi_notebook/mcp.json.").tag(config=True)
     mcp_timeout = Float(120.0, help="Seconds an MCP tool call may take before it is cancelled (a "
                         "server's own 'timeout' wins; 0: no limit).").tag(config=True)
+    mcp_trust_annotations = Bool(False, help="Under approval 'ask', let an MCP tool that its server "
+                                 "marks read-only (readOnlyHint, and not destructiveHint) run without "
+                                 "asking. Off by default: a server's word about itself is not "
+                                 "yours.").tag(config=True)
     instructions = Unicode("", help="Text added to the system prompt of new conversations, after "
                            "the project's AGENTS.md files.").tag(config=True)
 

@@ -68,7 +68,8 @@ def mcp_command(runtime: Runtime, words: list[str]) -> str:
     from ..mcp.schema import tool_name
 
     allowed = server.config.tools
-    lines = [f"{server.name}: {len(server.tools)} tools"]
+    approval = f" (approval: {server.config.approval}, from its config)" if server.config.approval else ""
+    lines = [f"{server.name}: {len(server.tools)} tools{approval}"]
     for info in server.tools:
         marks = []
         if allowed is not None and info.name not in allowed:

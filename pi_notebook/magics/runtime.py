@@ -138,8 +138,18 @@ class Runtime:
                 explicit=lambda: self.settings.mcp_config.strip(),
                 timeout=lambda: self.settings.mcp_timeout,
                 tool_settings=lambda: self._tool_settings or python_tool_settings(self.settings),
-                policy=self.current_policy, in_agent_code=IN_AGENT_RUN.get)
+                policy=self.current_policy, in_agent_code=IN_AGENT_RUN.get,
+                trust_annotations=lambda: bool(self.settings.mcp_trust_annotations),
+                form_view=self._form_view, warn=self._warn)
         return self._mcp
+
+    def _form_view(self) -> RunView | None:
+        """The view that may show an MCP server's input form now: the run at work's, in a
+        kernel with a frontend (not headless, not terminal IPython)."""
+        run = self._serving
+        if run is None or getattr(self.shell, "kernel", None) is None or not self.is_interactive():
+            return None
+        return run.view
 
     def current_policy(self) -> str:
         """The approval policy of the prompt being answered."""

@@ -5,7 +5,8 @@ Cursor, notebook-intelligence).
 
     {"mcpServers": {
         "files": {"command": "python", "args": ["server.py"], "env": {"TOKEN": "${MY_TOKEN}"},
-                  "cwd": "tools", "tools": ["read"], "autoApprove": ["read"], "timeout": 30},
+                  "cwd": "tools", "tools": ["read"], "autoApprove": ["read"], "timeout": 30,
+                  "approval": "ask"},
         "web":   {"url": "http://127.0.0.1:8000/mcp", "headers": {"Authorization": "Bearer ${WEB_KEY}"}},
         "old":   {"command": "old-server", "disabled": true}}}
 
@@ -46,6 +47,7 @@ _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _NAME_OK = re.compile(r"[^A-Za-z0-9_-]")
 
 Transport = Literal["stdio", "http"]
+APPROVALS = ("ask", "auto", "deny")
 
 
 @dataclass
@@ -64,6 +66,9 @@ class ServerConfig:
     tools: list[str] | None = None  # allow-list of MCP tool names; None: all
     auto_approve: list[str] = field(default_factory=list)  # MCP tool names run without asking
     timeout: float | None = None  # seconds per call; None: AgentMagics.mcp_timeout
+    # "ask" | "auto" | "deny" for this server's tools instead of the run's policy (a run
+    # under "deny" stays denied: gate.py); None: the run's policy
+    approval: str | None = None
     source: str = ""  # where it came from (a path, "%agent mcp add")
     error: str | None = None  # why this entry cannot be used
 
@@ -153,6 +158,11 @@ def _server(name: str, raw: Any, source: str, environ: Mapping[str, str]) -> Ser
             config.tools = _str_list(raw["tools"], "tools")
         if raw.get("autoApprove") is not None:
             config.auto_approve = _str_list(raw["autoApprove"], "autoApprove")
+        if raw.get("approval") is not None:
+            approval = raw["approval"]
+            if not isinstance(approval, str) or approval.strip().lower() not in APPROVALS:
+                raise ValueError("'approval' must be one of: " + ", ".join(APPROVALS))
+            config.approval = approval.strip().lower()
         if raw.get("timeout") is not None:
             timeout = raw["timeout"]
             if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:

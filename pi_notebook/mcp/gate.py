@@ -3,9 +3,23 @@
 The agent's ``before_tool_call`` is the :class:`ApprovalHook`; the MCP tools are added to the
 set of tools it gates, so under ``ask`` the card shows the call (server, tool, arguments as
 pretty JSON) with Run / Skip / Always, ``deny`` refuses, and a headless ``ask`` refuses as for
-Python. :class:`McpGate` sits in front of it for one thing only: a tool the server's config
-lists in ``autoApprove`` runs without the prompt under ``ask`` (never under ``deny``, which
-stays a refusal for every gated tool).
+Python. :class:`McpGate` sits in front of it and decides what only MCP knows, in this order:
+
+1. The policy of the call: the server's config ``approval`` ("ask" | "auto" | "deny")
+   instead of the run's, except that a run under ``deny`` stays denied (the user's word for
+   the run wins over a config file). A server ``deny`` refuses (``server_deny``); a server
+   ``auto`` under an ``ask`` run runs without asking (``server_auto``); a server ``ask``
+   under an ``auto`` run asks (headless: refused, as for Python).
+2. Under ``ask``: a tool in the server's ``autoApprove`` runs (``auto_approved``: the user's
+   explicit word, it wins over everything below); a tool the user answered "Always for this
+   tool" earlier in the run runs (``always_tool``); with ``AgentMagics.mcp_trust_annotations``
+   a tool the server marks read-only and not destructive runs (``read_only_trusted``).
+3. Else the hook asks. The request carries ``extra["mcp"]`` (server, tool, annotations,
+   the scope of the third button) for the panel. For an MCP tool the third button means
+   "Always for this tool" (the gate remembers the tool for the run and hands the hook a plain
+   "run", so the hook's own run-wide "always" is not set); Python keeps "Always for this run".
+   A tool the server marks destructive is asked every time under ``ask``: the panel has no
+   third button, and a run-wide "Always" given at a Python call does not cover it.
 
 :func:`namespace_refusal` decides for ``pi_notebook.mcp.call`` made by *agent code*: no card
 can be shown for a call inside a Python call, so under ``ask`` a tool that is not
@@ -15,39 +29,128 @@ acting and need no prompt.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+import dataclasses
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
 
+from ..agent.types import BeforeToolCallResult
 from ..ai.types import get_field
-from ..tools.approval import DENIED_REASON, ApprovalHook
+from ..tools.approval import DENIED_REASON, ApprovalHook, ApprovalRecord, ApprovalRequest
 
-__all__ = ["McpGate", "gate_tools", "namespace_refusal"]
+if TYPE_CHECKING:
+    from .tools import McpToolMeta
+
+__all__ = ["McpGate", "gate_tools", "namespace_refusal", "effective_policy", "SERVER_DENIED"]
 
 ASK_IN_CODE = ("This MCP call needs the user's approval (approval policy 'ask'), which cannot be "
                "asked from inside agent code. Call the tool {tool!r} directly instead, so the user "
                "can approve it, or ask the user to list it in the server's autoApprove.")
+SERVER_DENIED = ("The MCP server {server!r} is set to approval 'deny' in the user's MCP config, so "
+                 "this tool call was not run. Do not retry it; answer without this server's tools.")
+
+
+def _norm(policy: str | None) -> str:
+    return (policy or "ask").strip().lower()
+
+
+def effective_policy(run_policy: str, server_approval: str | None) -> str:
+    """The policy of one MCP call: the server's ``approval``, unless the run is ``deny``
+    (or an unknown policy, which the hook refuses)."""
+    run = _norm(run_policy)
+    if server_approval is None or run not in ("ask", "auto"):
+        return run
+    return _norm(server_approval)
 
 
 class McpGate:
-    """``before_tool_call``: auto-approved MCP tools skip the prompt under ``ask``."""
+    """``before_tool_call`` in front of the approval hook (module docstring)."""
 
-    def __init__(self, approval: ApprovalHook, auto_approved: Callable[[], set[str]],
-                 policy: Callable[[], str]) -> None:
+    def __init__(self, approval: ApprovalHook, meta: Callable[[], dict[str, McpToolMeta]],
+                 policy: Callable[[], str], trust_annotations: Callable[[], bool] = lambda: False) -> None:
         self.approval = approval
-        self._auto = auto_approved
+        self._meta = meta
         self._policy = policy
+        self._trust = trust_annotations
+        self.always_tools: set[str] = set()  # "Always for this tool" answers of this run
+        self._always_clicked: set[str] = set()  # call ids whose answer was "Always for this tool"
+        self._override: str | None = None  # the policy of the MCP call the hook is deciding
+        # The hook's two seams, given to its constructor: the policy it reads and the ask it
+        # awaits. Wrapped once, so that an MCP call is decided under its own policy and its
+        # request carries what the panel shows; Python calls see them unchanged.
+        run_policy = approval._get_policy
+        approval._get_policy = lambda: self._override if self._override is not None else run_policy()
+        inner = approval._ask
+        approval._ask = self._asking(inner) if inner is not None else None
+
+    def _asking(self, inner: Callable[[ApprovalRequest], Awaitable[str]]
+                ) -> Callable[[ApprovalRequest], Awaitable[str]]:
+        async def ask(request: ApprovalRequest) -> str:
+            meta = self._meta().get(request.tool_name)
+            if meta is None:
+                return await _answer(inner(request))
+            request.extra["mcp"] = {**meta.hints(), "always": None if meta.destructive else "tool"}
+            answer = await _answer(inner(request))
+            if answer == "always":
+                if not meta.destructive:
+                    self._always_clicked.add(request.tool_call_id)
+                return "run"  # never the hook's run-wide "always" (module docstring)
+            return answer
+        return ask
 
     async def __call__(self, ctx: Any, signal: Any = None) -> Any:
         tool_call = get_field(ctx, "tool_call")
         name = get_field(tool_call, "name", default="")
-        if name in self._auto() and (self._policy() or "ask").strip().lower() == "ask":
-            # recorded like every decision of the gate: "why did this run without asking?"
-            self.approval.note(get_field(tool_call, "id", default="") or "", "auto_approved", "ask")
-            return None
-        return await self.approval(ctx, signal)
+        meta = self._meta().get(name)
+        if meta is None or name not in self.approval.tools:
+            return await self.approval(ctx, signal)
+        call_id = get_field(tool_call, "id", default="") or ""
+        run_policy = _norm(self._policy())
+        policy = effective_policy(run_policy, meta.approval)
+        if meta.approval is not None and policy != run_policy:
+            if policy == "deny":
+                self.approval.note(call_id, "server_deny", policy)
+                record = self.approval.records.pop(call_id)  # a refused call has no after_tool_call
+                return BeforeToolCallResult(block=True, reason=SERVER_DENIED.format(server=meta.server),
+                                            details={"approval": record.as_details()})
+            if policy == "auto":
+                self.approval.note(call_id, "server_auto", policy)
+                return None
+        if policy == "ask":
+            skip = ("auto_approved" if meta.auto_approved
+                    else "always_tool" if name in self.always_tools
+                    else "read_only_trusted" if meta.trusted_read_only and self._trust() else None)
+            if skip is not None:
+                # recorded like every decision of the gate: "why did this run without asking?"
+                self.approval.note(call_id, skip, policy)
+                return None
+        run_wide = self.approval.always
+        self._override = policy
+        if meta.destructive:
+            self.approval.always = False  # asked every time (module docstring)
+        try:
+            result = await self.approval(ctx, signal)
+        finally:
+            self._override = None
+            if meta.destructive:
+                self.approval.always = run_wide
+        if call_id in self._always_clicked:
+            self._always_clicked.discard(call_id)
+            self.always_tools.add(name)
+            clicked = self.approval.records.get(call_id)
+            if isinstance(clicked, ApprovalRecord):
+                self.approval.records[call_id] = dataclasses.replace(clicked, decision="clicked_always_tool")
+        return result
 
     def reset_run(self) -> None:
-        self.approval.reset_run()
+        """A new run: "Always for this tool" answers end with the run they were given in."""
+        self.always_tools.clear()
+        self._always_clicked.clear()
+
+
+async def _answer(pending: Any) -> str:
+    if hasattr(pending, "__await__"):
+        return str(await pending)
+    return str(pending)
 
 
 def gate_tools(approval: ApprovalHook, base: set[str], mcp_names: set[str]) -> None:
@@ -55,9 +158,10 @@ def gate_tools(approval: ApprovalHook, base: set[str], mcp_names: set[str]) -> N
     approval.tools = set(base) | set(mcp_names)
 
 
-def namespace_refusal(policy: str, auto_approved: bool, agent_name: str) -> str | None:
+def namespace_refusal(policy: str, auto_approved: bool, agent_name: str,
+                      server_approval: str | None = None) -> str | None:
     """Why agent code may not make this namespace call now (None: it may)."""
-    policy = (policy or "ask").strip().lower()
+    policy = effective_policy(policy, server_approval)
     if policy == "auto":
         return None
     if policy == "deny":

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..tools.python_tool import PythonToolSettings
 from ..tools.redact import redact_data
@@ -24,7 +25,13 @@ from .gate import namespace_refusal
 from .server import McpCallError, McpServer, McpUnavailable
 from .tools import McpToolSet, build_tools
 
-__all__ = ["McpManager", "McpSources", "McpToolError"]
+if TYPE_CHECKING:
+    from .elicit import FormAnswer, FormRequest
+
+__all__ = ["McpManager", "McpSources", "McpToolError", "TURN_RELIST_S"]
+
+TURN_RELIST_S = 10.0  # a list older than this is fetched again at a turn boundary
+TURN_LIST_TIMEOUT_S = 5.0
 
 
 class McpToolError(Exception):
@@ -44,6 +51,9 @@ class McpSources:
     policy: Callable[[], str] = lambda: "ask"
     in_agent_code: Callable[[], bool] = lambda: False
     user_path: Path | None = None  # tests: instead of ~/.pi_notebook/mcp.json
+    # a server's request for input (elicit.py): the notebook shows a form, or declines
+    elicit: Callable[[FormRequest], Awaitable[FormAnswer]] | None = None
+    notice: Callable[[str], None] | None = None  # one line for the user (the run's view)
 
 
 @dataclass
@@ -87,7 +97,7 @@ class McpManager:
                 server.config = new  # tools / autoApprove / timeout apply at once
         for name, config in wanted.items():
             if name not in self.servers:
-                server = McpServer(config)
+                server = McpServer(config, on_elicit=self.sources.elicit, on_notice=self.sources.notice)
                 if name in self.turned_off:
                     server.state, server.reason = "off", "turned off (%agent mcp off)"
                 self.servers[name] = server
@@ -120,6 +130,28 @@ class McpManager:
                                    self.sources.timeout)
         notices.extend(n for n in self.toolset.notices if self._report.once("tools", n))
         return self.toolset, notices
+
+    async def refresh_between_turns(self, called: set[str]) -> bool:
+        """At a turn boundary: list again the tools of each server that may have changed
+        them (a legacy ``tools/list_changed`` arrived; or the server says its list may
+        change and one of its tools ran in the last turn, or its list is older than
+        ``TURN_RELIST_S``); True when a list changed. Bounded per server, in parallel: a
+        slow server keeps its old list rather than holding the turn."""
+        now = time.monotonic()
+        due = [s for s in self.servers.values() if s.state == "connected" and not s.crashed
+               and (s.tools_stale or (s.tools_may_change
+                                      and (s.name in called or now - s.listed_at > TURN_RELIST_S)))]
+        if not due:
+            return False
+        changed = await asyncio.gather(*(s.refresh_tools(TURN_LIST_TIMEOUT_S) for s in due),
+                                       return_exceptions=True)
+        return any(c is True for c in changed)
+
+    def rebuild_tools(self, taken: set[str]) -> tuple[McpToolSet, list[str]]:
+        """The tools again from the servers' current lists (after a change within a run)."""
+        self.toolset = build_tools(list(self.servers.values()), taken, self.sources.tool_settings,
+                                   self.sources.timeout)
+        return self.toolset, [n for n in self.toolset.notices if self._report.once("tools", n)]
 
     def report_once(self, topic: str, text: str) -> bool:
         """True the first time this (topic, text) is reported in this kernel."""
@@ -212,7 +244,7 @@ class McpManager:
             from .schema import tool_name
 
             refusal = namespace_refusal(self.sources.policy(), tool in server.config.auto_approve,
-                                        tool_name(server_name, tool))
+                                        tool_name(server_name, tool), server.config.approval)
             if refusal is not None:
                 raise McpToolError(refusal)
         timeout = server.config.timeout or self.sources.timeout() or None

@@ -26,13 +26,16 @@ import contextlib
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..tools.redact import redact
 from .config import ServerConfig
+
+if TYPE_CHECKING:
+    from .elicit import FormAnswer, FormRequest
 
 __all__ = ["McpServer", "McpUnavailable", "McpCallError", "ServerState", "ToolInfo", "log_dir",
            "MISSING_SDK"]
@@ -85,18 +88,30 @@ def _tool_info(tool: Any) -> ToolInfo:
 class McpServer:
     """One configured server (module docstring). Lives on the kernel loop."""
 
-    def __init__(self, config: ServerConfig, *, on_log: Callable[[str], None] | None = None) -> None:
+    def __init__(self, config: ServerConfig, *, on_log: Callable[[str], None] | None = None,
+                 on_elicit: Callable[[FormRequest], Awaitable[FormAnswer]] | None = None,
+                 on_notice: Callable[[str], None] | None = None) -> None:
         self.config = config
         self.state: ServerState = "off" if config.disabled else "idle"
         self.reason: str = "disabled in the config" if config.disabled else ""
         self.tools: list[ToolInfo] = []
         self.crashed = False  # the connection dropped: the next call starts it again
+        # tool-list changes during a run (docs/design/mcp.md "Tool lists"): the server's
+        # capability, when its list was fetched, and a legacy tools/list_changed seen
+        self.tools_may_change = True
+        self.listed_at = 0.0
+        self.tools_stale = False
         self.started_at: float | None = None
         self._client: Any = None
         self._task: asyncio.Task[None] | None = None
         self._ready: asyncio.Future[None] | None = None
         self._stop: asyncio.Event | None = None
         self._on_log = on_log
+        # elicitation (elicit.py): who answers a form, and how many forms are open now (the
+        # timeout of a call does not run while the user fills one in)
+        self._on_elicit = on_elicit
+        self._on_notice = on_notice
+        self.forms_open = 0
         if config.error:
             self.state, self.reason = "failed", config.error
 
@@ -169,9 +184,12 @@ class McpServer:
             log.write(f"\n--- {time.strftime('%Y-%m-%d %H:%M:%S')} starting {self.config.describe()}\n")
             log.flush()
             transport = self._transport(log)
-            async with Client(transport, cache=None) as client:
+            async with Client(transport, cache=None, message_handler=self._on_message,
+                              elicitation_callback=self._elicitation()) as client:
                 self._client = client
                 self.tools = await self._list_tools(client)
+                self.listed_at, self.tools_stale = time.monotonic(), False
+                self.tools_may_change = _may_change(client)
                 self.state = "connected"
                 if not ready.done():
                     ready.set_result(None)
@@ -211,16 +229,42 @@ class McpServer:
             env=dict(config.env), cwd=config.cwd, encoding_error_handler="replace")
         return stdio_client(params, errlog=log)
 
-    async def refresh_tools(self) -> None:
-        """List the tools again (every run does, for a server already connected): a tool
-        list that changed is picked up between runs whatever the protocol version; on the
-        2026-07-28 protocol ``tools/list_changed`` is no longer a plain notification, so
-        listening for it would miss changes. A failure keeps the old list."""
+    async def refresh_tools(self, timeout_s: float = START_TIMEOUT_S) -> bool:
+        """List the tools again; True when the list changed. Every run does it for a server
+        already connected, and the turns of a run for a server whose tools may have changed
+        (manager.py): on the 2026-07-28 protocol ``tools/list_changed`` is not a plain
+        notification the client sees, so waiting for it would miss changes. A failure or a
+        slow answer keeps the old list."""
         client = self._client
         if client is None:
-            return
-        with contextlib.suppress(Exception):
-            self.tools = await asyncio.wait_for(self._list_tools(client), START_TIMEOUT_S)
+            return False
+        try:
+            tools = await asyncio.wait_for(self._list_tools(client), timeout_s)
+        except Exception:
+            return False
+        self.listed_at, self.tools_stale = time.monotonic(), False
+        changed = tools != self.tools
+        self.tools = tools
+        return changed
+
+    def _elicitation(self) -> Any:
+        """The SDK callback, when someone answers forms (without one the SDK does not offer
+        elicitation to the server)."""
+        if self._on_elicit is None:
+            return None
+        from .elicit import elicitation_callback
+
+        def waiting(on: bool) -> None:
+            self.forms_open = max(0, self.forms_open + (1 if on else -1))
+
+        notice = self._on_notice or (lambda _text: None)
+        return elicitation_callback(self.name, self._on_elicit, notice, waiting)
+
+    async def _on_message(self, message: Any) -> None:
+        """A legacy (2025-11-25) connection delivers ``notifications/tools/list_changed``
+        here: the next turn boundary lists the tools again."""
+        if getattr(message, "method", None) == "notifications/tools/list_changed":
+            self.tools_stale = True
 
     @staticmethod
     async def _list_tools(client: Any) -> list[ToolInfo]:
@@ -282,7 +326,7 @@ class McpServer:
         notification from the server starts the timeout afresh (a long call that says it is
         working is not cut) and is handed to ``on_progress`` as one line."""
         client = await self.ensure()
-        clock = _Clock(timeout_s or 0.0)
+        clock = _Clock(timeout_s or 0.0, paused=lambda: self.forms_open > 0)
 
         async def progress(value: float, total: float | None, message: str | None) -> None:
             clock.restart()
@@ -339,14 +383,24 @@ class McpServer:
         return f"{self.name}: {self.state}{crashed}{tools} — {self.config.describe()}{reason}"
 
 
+def _may_change(client: Any) -> bool:
+    """Does the server say its tool list may change (``tools.listChanged``)? Unknown: yes."""
+    try:
+        tools = client.server_capabilities.tools
+    except Exception:
+        return True
+    return tools is not None and getattr(tools, "list_changed", True) is not False
+
+
 class _Clock:
     """A call's timeout in loop-awake time: ``run()`` returns after ``timeout_s`` seconds in
     which the loop ran; a step that took much longer than asked (a user cell blocked the
     loop) counts only as long as a step may take. ``restart()`` (a progress notification)
     starts the count again."""
 
-    def __init__(self, timeout_s: float, step: float = 0.5) -> None:
+    def __init__(self, timeout_s: float, step: float = 0.5, paused: Callable[[], bool] = lambda: False) -> None:
         self.timeout_s, self.step, self.remaining = timeout_s, step, timeout_s
+        self.paused = paused  # a form is open: the user is the one taking time
 
     def restart(self) -> None:
         self.remaining = self.timeout_s
@@ -355,6 +409,9 @@ class _Clock:
         while self.remaining > 0:
             before = time.monotonic()
             await asyncio.sleep(min(self.step, self.remaining))
+            if self.paused():
+                self.remaining = self.timeout_s  # the count starts again when the form closes
+                continue
             self.remaining -= min(time.monotonic() - before, self.step * 1.5)
 
 

@@ -25,9 +25,34 @@ from .results import convert_result, error_result
 from .schema import SchemaRejected, simplify_schema, tool_name, unique_name
 from .server import McpCallError, McpServer, McpUnavailable
 
-__all__ = ["McpToolSet", "build_tools", "abort_future"]
+__all__ = ["McpToolSet", "McpToolMeta", "build_tools", "abort_future"]
 
 ABORTED = "The call was aborted by the user before the MCP server answered (the request was cancelled)."
+
+
+@dataclass(frozen=True)
+class McpToolMeta:
+    """What the approval gate and the view need of one offered MCP tool: its server, the
+    server's own word about it (annotations: never trusted unless the user opted in), and
+    the config's say (``autoApprove``, the server's ``approval``)."""
+
+    server: str
+    tool: str
+    read_only: bool | None = None
+    destructive: bool | None = None
+    auto_approved: bool = False
+    approval: str | None = None
+
+    @property
+    def trusted_read_only(self) -> bool:
+        """Read-only and not destructive by the server's annotations (a tool that claims
+        both is contradictory and is not taken as read-only)."""
+        return self.read_only is True and self.destructive is not True
+
+    def hints(self) -> dict[str, Any]:
+        """For ``details["mcp"]`` and the approval request: the card's badges."""
+        return {"server": self.server, "tool": self.tool, "read_only": self.read_only,
+                "destructive": self.destructive}
 
 
 @dataclass
@@ -38,6 +63,7 @@ class McpToolSet:
     auto_approved: set[str] = field(default_factory=set)
     notices: list[str] = field(default_factory=list)
     origin: dict[str, tuple[str, str]] = field(default_factory=dict)  # agent name -> (server, tool)
+    meta: dict[str, McpToolMeta] = field(default_factory=dict)  # agent name -> approval facts
 
 
 def abort_future(signal: Any) -> tuple[asyncio.Future[None] | None, Callable[[], None]]:
@@ -87,10 +113,15 @@ def build_tools(servers: list[McpServer], taken: set[str], settings: Callable[[]
                 out.notices.append(f"MCP tool {info.name!r} of {server.name!r} is offered as {name!r} "
                                    f"({base!r} was taken).")
             taken.add(name)
-            out.tools.append(_agent_tool(server, info.name, name, info.description, schema, settings,
+            meta = McpToolMeta(server=server.name, tool=info.name, read_only=info.read_only,
+                               destructive=info.destructive,
+                               auto_approved=info.name in server.config.auto_approve,
+                               approval=server.config.approval)
+            out.tools.append(_agent_tool(server, meta, name, info.description, schema, settings,
                                          default_timeout))
             out.origin[name] = (server.name, info.name)
-            if info.name in server.config.auto_approve:
+            out.meta[name] = meta
+            if meta.auto_approved:
                 out.auto_approved.add(name)
     return out
 
@@ -106,8 +137,19 @@ def _progress_to(on_update: Any) -> Callable[[str], None] | None:
     return update
 
 
-def _agent_tool(server: McpServer, mcp_name: str, name: str, description: str, schema: dict[str, Any],
+def _with_hints(result: AgentToolResult, meta: McpToolMeta) -> AgentToolResult:
+    """The tool's annotations join ``details["mcp"]``: the card shows them as badges."""
+    details = result.details
+    if isinstance(details, dict) and isinstance(details.get("mcp"), dict):
+        details["mcp"]["read_only"] = meta.read_only
+        details["mcp"]["destructive"] = meta.destructive
+    return result
+
+
+def _agent_tool(server: McpServer, meta: McpToolMeta, name: str, description: str, schema: dict[str, Any],
                 settings: Callable[[], PythonToolSettings], default_timeout: Callable[[], float]) -> AgentTool:
+    mcp_name = meta.tool
+
     async def execute(tool_call_id: str, params: Any, signal: Any = None, on_update: Any = None,
                       ) -> AgentToolResult:
         args = dict(params) if isinstance(params, dict) else {}
@@ -118,15 +160,15 @@ def _agent_tool(server: McpServer, mcp_name: str, name: str, description: str, s
                                        on_progress=_progress_to(on_update))
         except asyncio.CancelledError:
             if aborted is not None and aborted.done():
-                return error_result(ABORTED, server=server.name, tool=mcp_name)
+                return _with_hints(error_result(ABORTED, server=server.name, tool=mcp_name), meta)
             raise
         except (McpUnavailable, McpCallError) as exc:
-            return error_result(str(exc), server=server.name, tool=mcp_name)
+            return _with_hints(error_result(str(exc), server=server.name, tool=mcp_name), meta)
         finally:
             remove()
             if aborted is not None and not aborted.done():
                 aborted.cancel()
-        return convert_result(result, settings(), server=server.name, tool=mcp_name)
+        return _with_hints(convert_result(result, settings(), server=server.name, tool=mcp_name), meta)
 
     text = description.strip() or f"The {mcp_name!r} tool of the MCP server {server.name!r}."
     return AgentTool(name=name, description=f"[MCP server {server.name}] {text}"[:4000],

@@ -100,6 +100,12 @@ _LINES = {
     "always": "approval: Always for this run (given at an earlier call)",
     "auto": "approval: policy auto, ran without asking",
     "auto_approved": "approval: listed in the server's autoApprove, ran without asking",
+    "clicked_always_tool": "approval: clicked Always for this tool",
+    "always_tool": "approval: Always for this tool (given at an earlier call)",
+    "read_only_trusted": ("approval: read-only by the server's annotations, trusted "
+                          "(AgentMagics.mcp_trust_annotations), ran without asking"),
+    "server_auto": "approval: the server's config says approval 'auto', ran without asking",
+    "server_deny": "approval: the server's config says approval 'deny', not run",
     "skipped": "approval: clicked Skip, not run",
     "deny": "approval: policy deny, not run",
     "headless": "approval: no frontend to ask, refused, not run",
@@ -120,7 +126,8 @@ class ApprovalRecord:
 
     @property
     def ran(self) -> bool:
-        return self.decision in ("clicked_run", "clicked_always", "always", "auto", "auto_approved")
+        return self.decision in ("clicked_run", "clicked_always", "always", "auto", "auto_approved",
+                                 "clicked_always_tool", "always_tool", "read_only_trusted", "server_auto")
 
     @property
     def line(self) -> str:

@@ -93,17 +93,37 @@ def error_html(ename: str, evalue: str, traceback: list[str]) -> str:
     return html
 
 
-def _approval_text(item: ToolItem) -> str:
+def _approval_text(item: ToolItem, hints: dict[str, Any] | None = None) -> str:
     """The question above the buttons: code for python, a named call for any other tool
     (an MCP tool is ``server__tool``: both names are shown; the arguments are above)."""
     if item.tool_name == "python" or item.approval_code:
         return ('<div class="pi-approval-text"><b>Run this code?</b> The agent wants '
                 'to execute it in your kernel.</div>')
     server, _, tool = item.tool_name.partition("__")
+    if hints is not None and hints.get("server") and hints.get("tool"):  # the real names (a renamed tool)
+        server, tool = str(hints["server"]), str(hints["tool"])
     what = (f"the tool <code>{escape_text(tool)}</code> of the MCP server <code>{escape_text(server)}</code>"
             if tool else f"the tool <code>{escape_text(item.tool_name)}</code>")
-    return (f'<div class="pi-approval-text"><b>Call this tool?</b> The agent wants to call {what} '
-            'with the arguments shown above.</div>')
+    badges = hint_badges(hints)
+    note = ""
+    if hints is not None and hints.get("destructive") is True:
+        note = " The server marks it destructive: it is asked for at every call."
+    return (f'<div class="pi-approval-text"><b>Call this tool?</b> {badges} The agent wants to call {what} '
+            f'with the arguments shown above.{note}</div>')
+
+
+def hint_badges(hints: Any) -> str:
+    """The server's annotations of an MCP tool as badges ("read-only", "destructive"): its
+    own word about itself, shown as such (the text is escaped like everything else)."""
+    if not isinstance(hints, dict):
+        return ""
+    labels = []
+    if hints.get("read_only") is True:
+        labels.append(("read-only", "pi-badge-readonly", "the server says this tool only reads"))
+    if hints.get("destructive") is True:
+        labels.append(("destructive", "pi-badge-destructive", "the server says this tool may delete or overwrite"))
+    return "".join(f'<span class="pi-metric pi-badge {cls}" title="{escape_text(tip)}">{escape_text(label)}</span>'
+                   for label, cls, tip in labels)
 
 
 class ToolCard(Block[ToolItem]):
@@ -129,6 +149,8 @@ class ToolCard(Block[ToolItem]):
         # which approval request the panel on screen belongs to (the view numbers them)
         self.approval_request = 0
         self._approval_built_for = -1
+        # an MCP tool's request: server, tool, annotations, "always" scope (gate.py)
+        self.approval_hints: dict[str, Any] | None = None
 
     # -- what tests and the view read --
     tool_call_id = property(lambda self: self.item.tool_call_id)
@@ -141,7 +163,8 @@ class ToolCard(Block[ToolItem]):
 
     @property
     def approval_buttons(self) -> dict[str, W.Button]:
-        """The Run / Skip / Always buttons once the panel has been shown."""
+        """The Run / Skip / Always buttons once the panel has been shown (no "always" for a
+        tool asked at every call)."""
         return dict(zip(("run", "skip", "always"), self._approval_buttons, strict=False))
 
     def disable_buttons(self) -> None:
@@ -160,7 +183,10 @@ class ToolCard(Block[ToolItem]):
         elif item.started is not None and not item.frozen and item.status == "running":
             bits.append(f'<span class="pi-metric">{fmt_seconds(time.monotonic() - item.started, precise=False)}'
                         "</span>")
-        approval = approval_line(field(item.result, "details")) if item.result is not None else None
+        details = field(item.result, "details") if item.result is not None else None
+        mcp = details.get("mcp") if isinstance(details, dict) else None
+        bits.append(hint_badges(mcp if isinstance(mcp, dict) else self.approval_hints))
+        approval = approval_line(details) if item.result is not None else None
         if approval:  # why it ran (or did not): one short line, from the session's record
             bits.append(f'<span class="pi-metric pi-approval-line">{escape_text(approval)}</span>')
         return f'<div class="pi-tool-head">{"".join(bits)}</div>'
@@ -192,20 +218,26 @@ class ToolCard(Block[ToolItem]):
         if self._approval is None:
             self._approval_built_for = self.approval_request
             code = self.item.approval_code or ""
-            prompt = self.widgets.html(_approval_text(self.item) + invisible_warning_html(code))
+            prompt = self.widgets.html(_approval_text(self.item, self.approval_hints)
+                                       + invisible_warning_html(code))
 
             def button(description: str, icon: str, style: str = "") -> W.Button:
                 return self.widgets.add(W.Button(description=description, icon=icon, button_style=style,
                                                  layout=self.widgets.add(W.Layout(width="auto", flex="0 0 auto"))))
             run = button("Run", "play", "success")
             skip = button("Skip", "ban")
-            always = button("Always for this run", "check-double")
-            for b, choice in ((run, "run"), (skip, "skip"), (always, "always")):
+            hints = self.approval_hints
+            buttons = [(run, "run"), (skip, "skip")]
+            if hints is None:  # python (and any non-MCP tool): the rest of the run
+                buttons.append((button("Always for this run", "check-double"), "always"))
+            elif hints.get("always") == "tool":  # an MCP tool: this tool, for the rest of the run
+                buttons.append((button("Always for this tool", "check-double"), "always"))
+            for b, choice in buttons:
                 b.on_click(self._on_click(choice, self.approval_request))
-            self._approval_buttons = [run, skip, always]
+            self._approval_buttons = [b for b, _ in buttons]
             # Text above, the buttons in a row below: at any width the text wraps as
             # text, and the buttons wrap as a row (never one word per line).
-            row = self.widgets.add(W.HBox([run, skip, always]))
+            row = self.widgets.add(W.HBox(self._approval_buttons))
             row.add_class("pi-approval-buttons")
             self._approval = self.widgets.add(W.VBox([prompt, row]))
             self._approval.add_class("pi-approval")

@@ -37,6 +37,7 @@ from .blocks import (
     pill_html,
 )
 from .flush import DEFAULT_INTERVAL, FlushScheduler
+from .input_form import InputForm
 from .items import Item, NoticeItem, OtherItem, QueuedRow, TextItem, ThinkingItem, UserItem
 from .markdown import escape_text
 from .protocol import ApprovalChoice, NoticeLevel, QueueKind, RunStatus
@@ -83,6 +84,9 @@ class AgentView(W.VBox):
         # tool_call_id -> (request number, its answer); numbers bind clicks to their panel
         self._approvals: dict[str, tuple[int, asyncio.Future[ApprovalChoice]]] = {}
         self._approval_requests = 0
+        # MCP input forms (elicitation): request number -> (form, its answer)
+        self._forms: dict[int, tuple[InputForm, asyncio.Future[tuple[str, dict[str, Any] | None]]]] = {}
+        self._form_requests = 0
         self._tick_handle: asyncio.TimerHandle | None = None
         self._closed = False
         self._publish: Callable[[dict[str, Any]], None] | None = None  # see attach()
@@ -104,7 +108,8 @@ class AgentView(W.VBox):
         scroller = self._set.add(W.Box([self._transcript_box]))
         scroller.add_class("pi-scroll")
         self._queue_box = self._set.add(W.VBox([]))
-        super().__init__([style, head_row, scroller, self._queue_box],
+        self._forms_box = self._set.add(W.VBox([]))
+        super().__init__([style, head_row, scroller, self._forms_box, self._queue_box],
                          layout=self._set.add(W.Layout(width="100%")))
         self.add_class("pi-agent")
         self._scheduler = FlushScheduler(loop, self._flush, flush_interval)
@@ -249,6 +254,11 @@ class AgentView(W.VBox):
         card = self._block(item)
         assert isinstance(card, ToolCard)
         card.on_approval_click = self._approval_clicked
+        extra = field(request, "extra")
+        mcp = extra.get("mcp") if isinstance(extra, dict) else None
+        # an MCP tool's panel: the server's annotations as badges, and what "Always" covers
+        # ("tool": this tool for the run; None: no third button, e.g. a destructive tool)
+        card.approval_hints = mcp if isinstance(mcp, dict) else None
         previous = self._approvals.pop(tool_call_id, None)
         if previous is not None and not previous[1].done():
             previous[1].set_result("skip")
@@ -287,10 +297,54 @@ class AgentView(W.VBox):
                 self.set_status("running tool" if outcome != "skip" else "thinking", tool_name)
 
     def cancel_approvals(self) -> None:
-        """Resolve every pending approval with ``"skip"`` (e.g. the run is aborting)."""
+        """Resolve every pending approval with ``"skip"`` (e.g. the run is aborting), and
+        every open input form with ``"cancel"``."""
         for _request, future in list(self._approvals.values()):
             if not future.done():
                 future.set_result("skip")
+        for _form, answer in list(self._forms.values()):
+            if not answer.done():
+                answer.set_result(("cancel", None))
+
+    async def request_input(self, request: Any) -> tuple[str, dict[str, Any] | None]:
+        """An MCP server asks for input: show a form (widgets/input_form.py) below the
+        transcript and wait for Submit (``("accept", values)``), Decline or Cancel. Abort,
+        ``finish`` and ``close`` answer ``("cancel", None)``. What was typed is not kept in
+        the transcript (a one-line notice says how it was answered)."""
+        t = self.transcript
+        if t.finished or t.abort_requested or self._closed:
+            return "cancel", None
+        self._form_requests += 1
+        number = self._form_requests
+        form = InputForm(request, self._set, lambda action: self._hop(self._resolve_form, number, action))
+        answer: asyncio.Future[tuple[str, dict[str, Any] | None]] = self._loop.create_future()
+        self._forms[number] = (form, answer)
+        self._forms_box.children = (*self._forms_box.children, form.widget)
+        server = str(field(request, "server", "") or "")
+        action = "cancel"
+        try:
+            action, values = await answer
+            return action, values
+        finally:
+            self._forms.pop(number, None)
+            form.disable()
+            self._forms_box.children = tuple(w for w in self._forms_box.children if w is not form.widget)
+            said = {"accept": "submitted", "decline": "declined"}.get(action, "cancelled")
+            t.notice(f"MCP server {server!r} asked for input: {said}.", "info")
+
+    def _resolve_form(self, number: int, action: str) -> None:
+        pending = self._forms.get(number)
+        if pending is None or pending[1].done():
+            return
+        form, answer = pending
+        if action == "submit":
+            values, problem = form.collect()
+            if problem is not None:
+                form.show_error(problem)
+                return
+            answer.set_result(("accept", values))
+        elif action in ("decline", "cancel"):
+            answer.set_result((action, None))
 
     def finish(self, status: RunStatus | None = None) -> None:
         """End of the run: final status, clock stopped, pending approvals skipped,
@@ -320,6 +374,8 @@ class AgentView(W.VBox):
         for block in self._blocks.values():
             if isinstance(block, ToolCard):
                 block.disable_buttons()
+        for form, _answer in self._forms.values():
+            form.disable()
         self._abort_button.disabled = True
         for row in self._queue_widgets.values():
             for child in row.children:

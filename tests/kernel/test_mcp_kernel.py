@@ -107,3 +107,51 @@ def test_a_sigkilled_kernel_leaves_no_server(kernel):
     while _alive(server_pid) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not _alive(server_pid), "the MCP server outlived its SIGKILLed kernel"
+
+
+def _buttons(kernel: Kernel, description: str, count: int, timeout: float = 90) -> list[str]:
+    deadline = time.monotonic() + timeout
+    while len(kernel.buttons(description)) < count and time.monotonic() < deadline:
+        time.sleep(0.1)
+    found = kernel.buttons(description)
+    assert len(found) >= count, f"{count} {description!r} buttons expected, saw {len(found)}"
+    return found
+
+
+def test_always_for_this_tool_and_an_input_form_through_the_widget_protocol(tmp_path):
+    work = tmp_path / "work"
+    (work / ".pi_notebook").mkdir(parents=True)
+    (work / ".pi_notebook" / "mcp.json").write_text(json.dumps({"mcpServers": {
+        "t": {"command": sys.executable, "args": [SERVER]}}}))
+    k = Kernel(cwd=work, env={"HOME": str(tmp_path / "home"), "PI_NOTEBOOK_CACHE": str(tmp_path / "cache")},
+               log_path=tmp_path / "kernel.log")
+    try:
+        k.ok("import ipywidgets")
+        k.open_widget_control_comm()  # a frontend is there to click
+        k.wait_for("__import__('ipywidgets').widgets.widget.Widget._control_comm is not None")
+        k.ok(faux_setup(2000) + SCRIPT)
+        k.ok("%agent model faux/faux-1")
+        k.ok("faux.set_responses([tool_turn(('t__echo', {'text': 'a'}), ('t__echo', {'text': 'b'}), "
+             "('t__drop', {'table': 'x'}), ('t__ask', {})), answer(faux_assistant_message('done'))])")
+        k.ok("%%agent --approve ask\ngo")
+        k.click(_buttons(k, "Always for this tool", 1)[-1])  # the first echo: this tool, this run
+        run = _buttons(k, "Run", 2)  # the second echo was not asked; the destructive drop is
+        assert len(k.buttons("Always for this tool")) == 1, "a destructive tool offered Always"
+        k.click(run[-1])
+        k.click(_buttons(k, "Run", 3)[-1])  # t__ask is asked for too (no annotations)
+        submit = _buttons(k, "Submit", 1)[-1]
+        states = k.widget_states()
+        name = [cid for cid, s in states.items() if s.get("_model_name") == "TextModel"
+                and s.get("value") == "" and s.get("placeholder") == ""]
+        assert len(name) == 1, "the form's name field"
+        k.send_comm_msg(name[0], {"method": "update", "state": {"value": "Ann"}, "buffer_paths": []})
+        k.click(submit)
+        k.wait_for("not __import__('pi_notebook.magics', fromlist=['_']).current_runtime().is_running()",
+                   timeout=120)
+        results = k.ev("[(m.details['approval']['decision'], m.content[0].text) for m in "
+                       "__import__('pi_notebook').get_agent().state.messages if m.role == 'toolResult']")
+        assert [d for d, _ in results] == ["clicked_always_tool", "always_tool", "clicked_run", "clicked_run"]
+        assert results[0][1] == "a" and results[1][1] == "b" and results[2][1] == "dropped x"
+        assert results[3][1].startswith("accepted ") and json.loads(results[3][1].split(" ", 1)[1])["name"] == "Ann"
+    finally:
+        k.shutdown()

@@ -276,3 +276,190 @@ async def test_progress_reaches_the_card_as_partial_results(shell, faux, project
         assert _tool_results(rt)[-1].content[0].text == "worked 3 steps"
     finally:
         await _close(rt)
+
+
+def _decision(result):
+    return result.details["approval"]["decision"]
+
+
+def _interactive(rt):
+    rt._approval._is_interactive = lambda: True  # someone is there to click (a FakeView answers)
+
+
+async def test_annotations_are_shown_and_trusted_only_when_the_user_opted_in(shell, faux, project):
+    project({"t": _server(), "u": _server(autoApprove=["drop"])})
+    rt = runtime()
+    _interactive(rt)
+    try:
+        await _run(shell, faux, "--approve ask", [faux_tool_call("t__peek", {"key": "k"}),
+                                                  faux_tool_call("t__drop", {"table": "orders"})])
+        asked = [c[1] for c in FakeView.instances[-1].kinds("approval")]
+        assert [r.tool_name for r in asked] == ["t__peek", "t__drop"]  # not trusted by default
+        peek, drop = (r.extra["mcp"] for r in asked)
+        assert peek["read_only"] is True and peek["always"] == "tool"
+        assert drop["destructive"] is True and drop["always"] is None  # asked at every call
+        results = _tool_results(rt)[-2:]
+        assert [_decision(r) for r in results] == ["clicked_run", "clicked_run"]
+        assert results[0].details["mcp"]["read_only"] is True  # the card's badge comes from here
+
+        rt.settings.mcp_trust_annotations = True
+        await _run(shell, faux, "--approve ask", [faux_tool_call("t__peek", {"key": "k"}),
+                                                  faux_tool_call("t__drop", {"table": "orders"}),
+                                                  faux_tool_call("u__drop", {"table": "tmp"})])
+        asked = [c[1].tool_name for c in FakeView.instances[-1].kinds("approval")]
+        assert asked == ["t__drop"]  # destructive still asks; autoApprove (the user's word) wins
+        peek, drop, auto = _tool_results(rt)[-3:]
+        assert _decision(peek) == "read_only_trusted" and "mcp_trust_annotations" in peek.details["approval"]["line"]
+        assert peek.content[0].text == "value of k"
+        assert _decision(drop) == "clicked_run" and _decision(auto) == "auto_approved"
+
+        await _run(shell, faux, "--approve deny", [faux_tool_call("t__peek", {"key": "k"})])
+        assert "policy is 'deny'" in _tool_results(rt)[-1].content[0].text  # trust never lifts deny
+    finally:
+        await _close(rt)
+
+
+async def test_always_for_this_tool_covers_that_tool_only_and_not_a_destructive_one(shell, faux, project):
+    project({"t": _server()})
+    rt = runtime()
+    _interactive(rt)
+
+    def always(*args):
+        view = FakeView(*args)
+        view.approval_answer = "always"
+        return view
+
+    rt.view_factory = always
+    try:
+        await _run(shell, faux, "--approve ask", [faux_tool_call("t__echo", {"text": "1"}),
+                                                  faux_tool_call("t__echo", {"text": "2"}),
+                                                  faux_tool_call("t__table", {"n": 1}),
+                                                  faux_tool_call("t__drop", {"table": "a"}),
+                                                  faux_tool_call("t__drop", {"table": "b"})])
+        asked = [c[1].tool_name for c in FakeView.instances[-1].kinds("approval")]
+        assert asked == ["t__echo", "t__table", "t__drop", "t__drop"]
+        results = _tool_results(rt)[-5:]
+        assert [_decision(r) for r in results] == ["clicked_always_tool", "always_tool", "clicked_always_tool",
+                                                   "clicked_run", "clicked_run"]
+        assert not rt._approval.always  # python's run-wide "always" was not set by an MCP answer
+        assert [r.content[0].text for r in results[:2]] == ["1", "2"]
+
+        await _run(shell, faux, "--approve ask", [faux_tool_call("t__echo", {"text": "3"})])
+        assert [c[1].tool_name for c in FakeView.instances[-1].kinds("approval")] == ["t__echo"]  # a new run asks
+    finally:
+        await _close(rt)
+
+
+async def test_a_server_approval_override_applies_to_its_tools(shell, faux, project, capsys):
+    project({"a": _server(approval="auto"), "d": _server(approval="deny"), "k": _server(approval="ask")})
+    rt = runtime()  # nobody to click: headless
+    try:
+        calls = [faux_tool_call("a__echo", {"text": "auto"}), faux_tool_call("d__echo", {"text": "deny"}),
+                 faux_tool_call("k__echo", {"text": "ask"})]
+        await _run(shell, faux, "--approve ask", calls)
+        auto, deny, ask = _tool_results(rt)[-3:]
+        assert auto.content[0].text == "auto" and _decision(auto) == "server_auto"
+        assert deny.is_error and "approval 'deny'" in deny.content[0].text and _decision(deny) == "server_deny"
+        assert ask.is_error and "not interactive" in ask.content[0].text and _decision(ask) == "headless"
+
+        await _run(shell, faux, "--approve auto", calls)
+        auto, deny, ask = _tool_results(rt)[-3:]
+        assert _decision(auto) == "auto" and not auto.is_error
+        assert deny.is_error and _decision(deny) == "server_deny"
+        assert ask.is_error and _decision(ask) == "headless"  # the server asks for approval even so
+
+        await _run(shell, faux, "--approve deny", calls[:1])
+        assert _decision(_tool_results(rt)[-1]) == "deny"  # a config file does not lift the run's deny
+        capsys.readouterr()
+        shell.run_line_magic("agent", "mcp tools a")
+        header = capsys.readouterr().out.splitlines()[0]
+        assert header.startswith("a: ") and "(approval: auto, from its config)" in header
+    finally:
+        await _close(rt)
+
+
+async def test_a_tool_added_during_a_run_is_offered_at_the_next_turn(shell, faux, project):
+    project({"t": _server()})
+    rt = runtime()
+    offered: list[list[str]] = []
+
+    def turn(message):
+        def step(context, options, state, model):
+            offered.append([t.name for t in context.tools or []])
+            return message
+        return step
+
+    try:
+        faux.set_responses([
+            turn(faux_assistant_message([faux_tool_call("t__grow", {})], stop_reason="toolUse")),
+            turn(faux_assistant_message([faux_tool_call("t__extra", {})], stop_reason="toolUse")),
+            turn(faux_assistant_message("done"))])
+        await run_cell(shell, "%%agent --approve auto\ngrow\n")
+        await settle(120)
+        assert "t__extra" not in offered[0] and "t__extra" in offered[1]
+        grow, extra = _tool_results(rt)[-2:]
+        assert grow.content[0].text == "grown"
+        assert not extra.is_error and extra.content[0].text == "extra tool"
+        assert _decision(extra) == "auto"  # the new tool passed the gate like the others
+        notices = [c[2] for c in FakeView.instances[-1].kinds("notice") if "changed during the run" in c[2]]
+        assert notices == ["MCP tools changed during the run: added t__extra."]
+    finally:
+        await _close(rt)
+
+
+async def test_elicitation_in_a_run_asks_the_view_and_headless_declines_with_a_notice(shell, faux, project):
+    project({"t": _server()})
+    rt = runtime()
+    try:
+        await _run(shell, faux, "--approve auto", [faux_tool_call("t__ask", {})])
+        assert _tool_results(rt)[-1].content[0].text == "decline"  # no frontend: declined
+        notices = [c[2] for c in FakeView.instances[-1].kinds("notice") if "asked for input" in c[2]]
+        assert len(notices) == 1 and "'t'" in notices[0] and "no notebook frontend" in notices[0]
+
+        forms = []
+
+        class FormView(FakeView):
+            async def request_input(self, request):
+                forms.append(request)
+                return "accept", {"name": "Bea", "quantity": 5}
+
+        rt.view_factory = FormView
+        rt.mcp()._form_view = lambda: FakeView.instances[-1]  # a frontend that shows forms
+        await _run(shell, faux, "--approve auto", [faux_tool_call("t__ask", {})])
+        text = _tool_results(rt)[-1].content[0].text
+        assert text.startswith("accepted ") and json.loads(text.split(" ", 1)[1])["name"] == "Bea"
+        assert [f.name for f in forms[0].fields] == ["name", "quantity", "price", "size", "express"]
+    finally:
+        await _close(rt)
+
+
+async def test_pythons_always_for_this_run_is_unchanged_but_does_not_cover_a_destructive_tool(shell, faux, project):
+    project({"t": _server()})
+    rt = runtime()
+    _interactive(rt)
+
+    def always(*args):
+        view = FakeView(*args)
+        view.approval_answer = "always"
+        return view
+
+    rt.view_factory = always
+    from pi_notebook.agent.types import AgentTool, AgentToolResult
+    from pi_notebook.ai.types import TextContent
+
+    async def fake_python(tool_call_id, params, signal=None, on_update=None):
+        return AgentToolResult(content=[TextContent(text="ran")], details={})
+
+    rt._all_tools = [AgentTool(name="python", label="python", description="runs code", execute=fake_python,
+                               parameters={"type": "object", "properties": {"code": {"type": "string"}}})]
+    try:
+        await _run(shell, faux, "--approve ask", [faux_tool_call("python", {"code": "mcp_always_probe = 1"}),
+                                                  faux_tool_call("t__echo", {"text": "covered"}),
+                                                  faux_tool_call("t__drop", {"table": "t"})])
+        asked = [c[1].tool_name for c in FakeView.instances[-1].kinds("approval")]
+        assert asked == ["python", "t__drop"]
+        results = _tool_results(rt)[-3:]
+        assert [_decision(r) for r in results] == ["clicked_always", "always", "clicked_run"]
+        assert rt._approval.always  # python's answer still means the rest of the run
+    finally:
+        await _close(rt)

@@ -9,7 +9,9 @@
 Tools: ``echo`` (text), ``image`` (a 2x2 PNG), ``table`` (structured content), ``env`` (the
 value of one environment variable: the secret-leak canary), ``sleep`` (Abort and timeouts), ``work`` (progress),
 ``crash`` (the server process dies mid-call), ``pid`` (the server's process id), ``fails``
-(an isError result), ``grow`` (adds a tool and sends tools/list_changed).
+(an isError result), ``grow`` (adds a tool and sends tools/list_changed), ``peek``
+(annotated read-only), ``drop`` (annotated destructive), ``ask`` (elicits a form from the
+user: text, integer, number, choice, confirm).
 """
 
 from __future__ import annotations
@@ -19,7 +21,11 @@ import os
 import sys
 import time
 
-from mcp.server.mcpserver import Context, MCPServer
+from typing import Annotated, Literal
+
+from mcp.server.elicitation import AcceptedElicitation, ElicitationResult
+from mcp.server.mcpserver import Context, Elicit, MCPServer, Resolve
+from mcp_types import ToolAnnotations
 from mcp.server.mcpserver.utilities.types import Image
 from pydantic import BaseModel
 
@@ -107,6 +113,38 @@ async def grow(ctx: Context) -> str:
 def fails() -> str:
     """Always fails (an isError result), ``grow`` (adds a tool and sends tools/list_changed)."""
     raise ValueError("this tool always fails")
+
+
+@server.tool(annotations=ToolAnnotations(read_only_hint=True, destructive_hint=False))
+def peek(key: str) -> str:
+    """Reads a value (annotated read-only)."""
+    return f"value of {key}"
+
+
+@server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True))
+def drop(table: str) -> str:
+    """Deletes a table (annotated destructive)."""
+    return f"dropped {table}"
+
+
+class Order(BaseModel):
+    name: str
+    quantity: int = 1
+    price: float = 0.5
+    size: Literal["small", "large"] = "small"
+    express: bool = False
+
+
+def _ask_order() -> Elicit[Order]:
+    return Elicit("Which order should I place?", Order)
+
+
+@server.tool()
+def ask(answer: Annotated[ElicitationResult[Order], Resolve(_ask_order)]) -> str:
+    """Asks the user for an order (elicitation), then says what came back."""
+    if isinstance(answer, AcceptedElicitation):
+        return "accepted " + answer.data.model_dump_json()
+    return answer.action
 
 
 if __name__ == "__main__":

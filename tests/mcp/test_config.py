@@ -90,3 +90,11 @@ def test_cwd_is_relative_to_the_project(tmp_path):
     loaded = load_config(tmp_path, "", environ={}, user_path=tmp_path / "none.json")
     assert loaded.servers["s"].cwd == str((tmp_path / "tools").resolve())
     assert loaded.files == [path]
+
+
+def test_a_per_server_approval_override_is_checked():
+    servers = parse_servers({"mcpServers": {
+        "a": {"command": "x", "approval": "Auto"}, "d": {"command": "x", "approval": "deny"},
+        "n": {"command": "x"}, "bad": {"command": "x", "approval": "sometimes"}}}, "cfg.json", environ={})
+    assert (servers["a"].approval, servers["d"].approval, servers["n"].approval) == ("auto", "deny", None)
+    assert servers["bad"].error and "'approval' must be one of: ask, auto, deny" in servers["bad"].error

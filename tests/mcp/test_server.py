@@ -186,3 +186,29 @@ async def test_progress_is_reported_and_keeps_a_long_call_alive(cache):
         assert lines[0] == "1/6 step 1" and lines[-1] == "6/6 step 6"
     finally:
         await server.stop()
+
+
+async def test_turn_boundaries_list_again_only_servers_whose_tools_may_have_changed(cache):
+    from pi_notebook.mcp.manager import McpManager, McpSources
+    from pi_notebook.tools.python_tool import PythonToolSettings
+
+    manager = McpManager(McpSources(start_dir=lambda: cache, explicit=lambda: "", timeout=lambda: 30.0,
+                                    tool_settings=PythonToolSettings, user_path=cache / "none.json"))
+    manager.session_added["t"] = stdio_config()
+    try:
+        toolset, _ = await manager.prepare_run(set())
+        server = manager.servers["t"]
+        assert server.state == "connected" and server.tools_may_change  # the SDK server says listChanged
+        listed = server.listed_at
+        assert not await manager.refresh_between_turns(set())  # nothing ran, the list is fresh
+        assert server.listed_at == listed  # ... and no request was sent
+        assert not await manager.refresh_between_turns({"t"})  # a tool ran; the list is the same
+        await server.call("grow", {}, timeout_s=30)
+        assert await manager.refresh_between_turns({"t"})
+        assert "extra" in {t.name for t in server.tools}
+        new_set, _ = manager.rebuild_tools(set())
+        assert "t__extra" in new_set.meta and "t__extra" not in toolset.meta
+        server.tools_stale = True  # a legacy connection's tools/list_changed
+        assert not await manager.refresh_between_turns(set()) and not server.tools_stale
+    finally:
+        await manager.close()

@@ -125,6 +125,7 @@ async def test_the_real_python_tools_typed_details_carry_the_record() -> None:
 
 async def test_an_mcp_tool_in_auto_approve_is_recorded_as_such() -> None:
     from pi_notebook.mcp.gate import McpGate
+    from pi_notebook.mcp.tools import McpToolMeta
 
     asked: list[str] = []
 
@@ -136,7 +137,8 @@ async def test_an_mcp_tool_in_auto_approve_is_recorded_as_such() -> None:
     try:
         hook = make_approval_hook(lambda: "ask", ask, lambda: True)
         hook.tools = {"python", "srv__echo"}
-        gate = McpGate(hook, lambda: {"srv__echo"}, lambda: "ask")
+        gate = McpGate(hook, lambda: {"srv__echo": McpToolMeta(server="srv", tool="echo", auto_approved=True)},
+                       lambda: "ask")
 
         async def echo(tool_call_id: str, params: Any, signal: Any = None, on_update: Any = None) -> AgentToolResult:
             return AgentToolResult(content=[TextContent(text="hi")], details={"server": "srv"})
