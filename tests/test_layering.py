@@ -19,7 +19,7 @@ ALLOWED = {
     "agent": {"agent", "ai"},
     "session": {"session", "agent", "ai", "tools.updates", "tools.redact", "widgets.markdown"},
     "tools": {"tools", "agent", "ai"},
-    "widgets": {"widgets", "ai", "agent", "tools.updates", "tools.approval"},
+    "widgets": {"widgets", "ai", "agent", "tools.updates", "tools.approval", "tools.policy"},
     "mcp": {"mcp", "tools", "agent", "ai"},
     "magics": {"magics", "widgets", "tools", "session", "mcp", "agent", "ai"},
 }

@@ -12,29 +12,31 @@ from dataclasses import dataclass
 
 from IPython.core.error import UsageError
 
-from ..tools.policy import APPROVAL_POLICIES
-from .config import THINKING_LEVELS
+from ..levels import AgentThinkingLevel, parse_thinking_level
+from ..tools.policy import APPROVAL_POLICIES, ApprovalPolicy, parse_policy
 
 __all__ = ["AgentArgs", "AgentCommand", "parse_agent_args", "parse_agent_command", "COMMANDS",
            "AGENT_USAGE"]
 
 AGENT_USAGE = ("%%agent [-m provider/model] [--base-url URL] [--thinking LEVEL] [--new] "
-               "[--wait | --no-wait] [--approve ask|auto|deny] [--resume]")
+               f"[--wait | --no-wait] [--approve {'|'.join(APPROVAL_POLICIES)}] [--resume]")
 
 
 @dataclass
 class AgentArgs:
     model: str | None = None
     base_url: str | None = None
-    thinking: str | None = None
+    thinking: AgentThinkingLevel | None = None
     new: bool = False
     wait: bool | None = None  # None: decide from AgentMagics.wait and the frontend
-    approve: str | None = None
+    approve: ApprovalPolicy | None = None
     resume: bool = False
 
 
 _VALUE_OPTIONS = {"-m": "model", "--model": "model", "--base-url": "base_url",
                   "--thinking": "thinking", "--approve": "approve"}
+# the options whose values are a vocabulary: parsed here, once, into their Literal
+_PARSERS = {"thinking": parse_thinking_level, "approve": parse_policy}
 _FLAG_OPTIONS = {"--new": ("new", True), "--wait": ("wait", True), "--no-wait": ("wait", False),
                  "--resume": ("resume", True)}
 
@@ -65,7 +67,13 @@ def parse_agent_args(line: str) -> AgentArgs:
                 raise UsageError(f"%%agent: {name} needs a value. Usage: {AGENT_USAGE}")
             if not value:
                 raise UsageError(f"%%agent: {name} needs a value. Usage: {AGENT_USAGE}")
-            setattr(args, _VALUE_OPTIONS[name], value)
+            attr = _VALUE_OPTIONS[name]
+            if attr in _PARSERS:
+                try:
+                    value = _PARSERS[attr](value)
+                except ValueError as exc:
+                    raise UsageError(f"%%agent: {name} {exc}.") from None
+            setattr(args, attr, value)
         elif token in _FLAG_OPTIONS:
             attr, flag = _FLAG_OPTIONS[token]
             if attr == "wait":
@@ -79,16 +87,6 @@ def parse_agent_args(line: str) -> AgentArgs:
             raise UsageError(f"%%agent: unexpected argument {token!r} (the prompt goes in the "
                              f"cell body). Usage: {AGENT_USAGE}")
         i += 1
-    if args.thinking is not None:
-        args.thinking = args.thinking.lower()
-        if args.thinking not in THINKING_LEVELS:
-            raise UsageError(f"%%agent: --thinking must be one of {', '.join(THINKING_LEVELS)}, "
-                             f"not {args.thinking!r}.")
-    if args.approve is not None:
-        args.approve = args.approve.lower()
-        if args.approve not in APPROVAL_POLICIES:
-            raise UsageError(f"%%agent: --approve must be one of {', '.join(APPROVAL_POLICIES)}, "
-                             f"not {args.approve!r}.")
     if args.resume and args.new:
         raise UsageError("%%agent: --resume and --new exclude each other.")
     return args

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from ..agent import Agent
     from ..tools import PythonToolSettings
     from ..tools.approval import ApprovalHook
+    from ..tools.policy import ApprovalPolicy
 
 __all__ = ["McpLink", "notebook_dir"]
 
@@ -47,7 +48,7 @@ def notebook_dir(shell: Any, explicit: str) -> Path:
 class McpLink:
     def __init__(self, *, start_dir: Callable[[], Path], explicit: Callable[[], str],
                  timeout: Callable[[], float], tool_settings: Callable[[], PythonToolSettings],
-                 policy: Callable[[], str], in_agent_code: Callable[[], bool]) -> None:
+                 policy: Callable[[], ApprovalPolicy], in_agent_code: Callable[[], bool]) -> None:
         self.manager = McpManager(McpSources(start_dir=start_dir, explicit=explicit, timeout=timeout,
                                              tool_settings=tool_settings, policy=policy,
                                              in_agent_code=in_agent_code))

@@ -16,7 +16,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ._util import field, strip_control
-from .protocol import ApprovalChoice, NoticeLevel, QueueKind, RunStatus
+from ..tools.policy import ApprovalChoice, ApprovalPolicy
+from .protocol import NoticeLevel, QueueKind, RunStatus
 from .text import render_event_text
 
 if TYPE_CHECKING:
@@ -34,7 +35,7 @@ class TextView:
     def __init__(self, model_label: str, *, ask: Callable[[str], str] = input) -> None:
         self.model_label = model_label
         self.status: RunStatus = "idle"
-        self.policy: str | None = None
+        self.policy: ApprovalPolicy | None = None
         self._ask = ask
         self._kinds: deque[QueueKind] = deque()
         self._parts: list[str] = []
@@ -102,7 +103,7 @@ class TextView:
     def set_status(self, status: RunStatus, detail: str = "") -> None:
         self.status = status
 
-    def set_policy(self, policy: str) -> None:
+    def set_policy(self, policy: ApprovalPolicy) -> None:
         if policy != self.policy:
             self.policy = policy
             self._write(f"[approval: {policy}]\n")

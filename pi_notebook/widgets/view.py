@@ -39,7 +39,8 @@ from .blocks import (
 from .flush import DEFAULT_INTERVAL, FlushScheduler
 from .items import Item, NoticeItem, OtherItem, QueuedRow, TextItem, ThinkingItem, UserItem
 from .markdown import escape_text
-from .protocol import ApprovalChoice, NoticeLevel, QueueKind, RunStatus
+from ..tools.policy import APPROVAL_CHOICES, ApprovalChoice, ApprovalPolicy
+from .protocol import NoticeLevel, QueueKind, RunStatus
 from .theme import stylesheet
 from .toolcall import ToolItem
 from .toolcard import ToolCard
@@ -52,7 +53,6 @@ if TYPE_CHECKING:
 
 __all__ = ["AgentView", "APPROVAL_CHOICES", "FALLBACK_TEXT"]
 
-APPROVAL_CHOICES: tuple[ApprovalChoice, ...] = ("run", "skip", "always")
 WIDGET_VIEW_MIME = "application/vnd.jupyter.widget-view+json"
 FALLBACK_TEXT = "pi_notebook agent view (live only while its kernel runs)"
 _log = logging.getLogger(__name__)
@@ -217,7 +217,7 @@ class AgentView(W.VBox):
             self.cancel_approvals()
         self.transcript.set_status(status, detail)
 
-    def set_policy(self, policy: str) -> None:
+    def set_policy(self, policy: ApprovalPolicy) -> None:
         self.transcript.set_policy(policy)
 
     def set_model_label(self, label: str) -> None:

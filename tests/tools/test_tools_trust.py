@@ -14,7 +14,9 @@ from typing import Any
 import pytest
 from tools_helpers import get_shell, routed
 
+from pi_notebook.agent.types import BeforeToolCallContext
 from pi_notebook.ai.abort import AbortController
+from pi_notebook.ai.types import ToolCall
 from pi_notebook.tools import (
     APPROVAL_ENV,
     APPROVAL_POLICIES,
@@ -268,10 +270,9 @@ async def test_list_variables_stops_on_abort(odd_namespace) -> None:
 
 # --- approvals ---------------------------------------------------------------------------------
 
-class _Ctx:
-    def __init__(self) -> None:
-        self.tool_call = {"id": "c1", "name": "python"}
-        self.args = {"code": "print(1)"}
+def _Ctx() -> BeforeToolCallContext:
+    call = ToolCall(id="c1", name="python", arguments={"code": "print(1)"})
+    return BeforeToolCallContext(assistant_message=None, tool_call=call, args={"code": "print(1)"}, context=None)
 
 
 async def test_approval_fails_closed_when_the_frontend_goes_away() -> None:
