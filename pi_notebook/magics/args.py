@@ -1,4 +1,5 @@
-"""Argument parsing for the magics: small, strict, and one-line errors.
+"""Argument parsing for ``%%agent``: small, strict, and one-line errors (the ``%agent``
+subcommands are a registry beside their handlers, commands.py).
 
 argparse prints usage and calls ``sys.exit``; inside a kernel that becomes a
 traceback. Here every problem is a single-line ``UsageError`` that IPython shows
@@ -15,8 +16,7 @@ from IPython.core.error import UsageError
 from ..levels import AgentThinkingLevel, parse_thinking_level
 from ..tools.policy import APPROVAL_POLICIES, ApprovalPolicy, parse_policy
 
-__all__ = ["AgentArgs", "AgentCommand", "parse_agent_args", "parse_agent_command", "COMMANDS",
-           "AGENT_USAGE"]
+__all__ = ["AgentArgs", "parse_agent_args", "split_line", "AGENT_USAGE"]
 
 AGENT_USAGE = ("%%agent [-m provider/model] [--base-url URL] [--thinking LEVEL] [--new] "
                f"[--wait | --no-wait] [--approve {'|'.join(APPROVAL_POLICIES)}] [--resume]")
@@ -41,7 +41,8 @@ _FLAG_OPTIONS = {"--new": ("new", True), "--wait": ("wait", True), "--no-wait": 
                  "--resume": ("resume", True)}
 
 
-def _split(line: str) -> list[str]:
+def split_line(line: str) -> list[str]:
+    """The words of a magic's line, as a shell splits them (a one-line error for bad quotes)."""
     try:
         return shlex.split(line)
     except ValueError as exc:  # unbalanced quotes
@@ -51,7 +52,7 @@ def _split(line: str) -> list[str]:
 def parse_agent_args(line: str) -> AgentArgs:
     """Parse the ``%%agent`` line. Raises a one-line ``UsageError``."""
     args = AgentArgs()
-    tokens = _split(line)
+    tokens = split_line(line)
     seen_wait: str | None = None
     i = 0
     while i < len(tokens):
@@ -90,60 +91,3 @@ def parse_agent_args(line: str) -> AgentArgs:
     if args.resume and args.new:
         raise UsageError("%%agent: --resume and --new exclude each other.")
     return args
-
-
-# --- %agent <command> ---------------------------------------------------------------------
-
-# command -> (number of arguments, argument name for messages, one-line description)
-COMMANDS: dict[str, tuple[int, str, str]] = {
-    "status": (0, "", "show the model, run state, queued messages and conversation size"),
-    "abort": (0, "", "abort the running agent"),
-    "reset": (0, "", "start a new conversation (aborts a running one)"),
-    "model": (1, "ID", "switch the model, e.g. %agent model openai/gpt-4.1"),
-    "history": (0, "", "show the conversation so far"),
-    "sessions": (0, "", "list saved sessions of this directory"),
-    "load": (1, "NAME|PATH", "restore a saved session into the agent"),
-    "save": (1, "PATH", "write the conversation to a session file"),
-    "export": (1, "PATH.ipynb", "write the conversation as a notebook"),
-    "fix": (0, "", "explain and fix the error of your last cell"),
-    "code": (0, "", "put the code the latest run ran into a new cell below"),
-    # -1: its own sub-commands (magics/mcp_command.py)
-    "mcp": (-1, "[tools|add|restart|off] ...", "MCP servers: list them; %agent mcp help for more"),
-    "help": (0, "", "show this help"),
-}
-
-
-@dataclass
-class AgentCommand:
-    name: str
-    arg: str | None = None
-    rest: list[str] | None = None  # the words after a command with sub-commands
-
-
-def parse_agent_command(line: str) -> AgentCommand:
-    """Parse the ``%agent`` line magic: ``%agent`` alone is ``status``."""
-    tokens = _split(line)
-    if not tokens:
-        return AgentCommand("status")
-    name, rest = tokens[0].lower(), tokens[1:]
-    if name not in COMMANDS:
-        raise UsageError(f"%agent: unknown command {tokens[0]!r}; one of: {', '.join(COMMANDS)} "
-                         "(%agent help).")
-    count, arg_name, _ = COMMANDS[name]
-    if count < 0:
-        return AgentCommand(name, None, rest)
-    if len(rest) != count:
-        if count == 0:
-            raise UsageError(f"%agent {name} takes no argument.")
-        raise UsageError(f"%agent {name} needs exactly one argument: %agent {name} {arg_name}")
-    return AgentCommand(name, rest[0] if rest else None)
-
-
-def help_text() -> str:
-    lines = [f"  {AGENT_USAGE}", "      the cell body is the prompt; one conversation per kernel",
-             "  %steer TEXT        steer the running agent (delivered at the next turn)",
-             "  %followup TEXT     queue a follow-up (delivered when the agent would stop)"]
-    for name, (_, arg, description) in COMMANDS.items():
-        usage = f"%agent {name} {arg}".rstrip()
-        lines.append(f"  {usage:<18} {description}")
-    return "\n".join(lines)

@@ -1,7 +1,8 @@
 import pytest
 from IPython.core.error import UsageError
 
-from pi_notebook.magics.args import parse_agent_args, parse_agent_command
+from pi_notebook.magics.args import parse_agent_args
+from pi_notebook.magics.commands import parse_agent_command
 
 
 def test_defaults():
@@ -112,3 +113,31 @@ async def test_the_approval_hook_takes_the_policy_as_parsed():
     assert await make_approval_hook(lambda: "auto", None, lambda: True)(ctx, None) is None
     refused = await make_approval_hook(lambda: "AUTO", None, lambda: True)(ctx, None)
     assert refused is not None and refused.block and "Unknown approval policy" in refused.reason
+
+
+# --- %agent: one registry for parsing, dispatch and help --------------------------------------
+
+def test_every_subcommand_is_parsed_dispatched_and_helped_from_one_registry():
+    from pi_notebook.magics import args, commands
+
+    assert not hasattr(args, "COMMANDS")  # no second table
+    help_lines = commands.help_text().splitlines()
+    for name, spec in commands.COMMANDS.items():
+        assert spec.name == name and callable(spec.handler)
+        assert any(line.strip().startswith(f"%agent {name}") for line in help_lines), name
+        words = {0: "", 1: " x"}.get(spec.arity, " a b c")
+        parsed = parse_agent_command(name.upper() + words)
+        assert parsed.name == name
+        if spec.arity < 0:
+            assert parsed.rest == ("a", "b", "c")
+
+
+def test_dispatch_goes_through_the_registry(monkeypatch):
+    from pi_notebook.magics import commands
+
+    seen = []
+    spec = commands.COMMANDS["mcp"]
+    monkeypatch.setitem(commands.COMMANDS, "mcp", commands.Subcommand(
+        spec.name, spec.arity, spec.arg, spec.help, lambda magics, command: seen.append(command)))
+    commands.PiNotebookMagics._command(object(), "mcp tools web")
+    assert seen == [commands.AgentCommand("mcp", rest=("tools", "web"))]
