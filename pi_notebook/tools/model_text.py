@@ -12,9 +12,10 @@ from __future__ import annotations
 from typing import Any
 
 from ..ai.types import ImageContent, TextContent
-from .format import IMAGE_MIMES, bundle_text, cut, prepare_image, strip_ansi, terminal_text
+from .format import bundle_text, cut, prepare_image, strip_ansi, terminal_text
 from .python_types import ExecutionResult, PythonToolSettings
 from .redact import strip_unsafe_head
+from .updates import MODEL_IMAGE_MIMES
 
 __all__ = ["result_content"]
 
@@ -46,7 +47,7 @@ def result_content(result: ExecutionResult, settings: PythonToolSettings,
         parts.append(f"[{name}]\n{cut(text, budget).rstrip()}")
 
     def add_bundle(label: str, data: dict[str, Any], text: str | None) -> None:
-        image_mime = next((m for m in IMAGE_MIMES if m in data), None)
+        image_mime = next((m for m in MODEL_IMAGE_MIMES if m in data), None)
         if image_mime is not None:
             if not accepts_images:
                 parts.append(f"[{label}: {image_mime} image, not shown: the model does not take images]")
