@@ -85,18 +85,18 @@ class TextView:
     async def request_approval(self, request: ApprovalRequest) -> ApprovalChoice:
         """Ask at the terminal (the code was printed with the call). Blocking the loop is
         what the cell does anyway: nothing else runs while the run waits for the answer."""
-        name = strip_control(str(field(request, "tool_name", "") or "tool"))
+        name = strip_control(request.tool_name or "tool")
         while True:
             try:
                 answer = self._ask(f"Run this {name} call? [y]es / [N]o, skip / [a]lways for this run: ")
             except (EOFError, KeyboardInterrupt):
                 self._write("\n")
-                self._skipped.add(str(field(request, "tool_call_id", "") or ""))
+                self._skipped.add(request.tool_call_id)
                 return "skip"
             choice = _ANSWERS.get(answer.strip().lower())
             if choice is not None:
                 if choice == "skip":
-                    self._skipped.add(str(field(request, "tool_call_id", "") or ""))
+                    self._skipped.add(request.tool_call_id)
                 return choice
             self._write("Please answer y, n or a.\n")
 

@@ -232,20 +232,18 @@ class AgentView(W.VBox):
     async def request_approval(self, request: ApprovalRequest) -> ApprovalChoice:
         """Show Run / Skip / Always on the call's card and wait for a click.
 
-        Abort (button, ``set_status("aborting")``, the request's signal), ``finish``,
-        ``cancel_approvals`` or a repeated request for the same call resolve it with
-        ``"skip"``. If the awaiting task itself is cancelled, the panel is hidden and
-        the ``CancelledError`` propagates.
+        Abort (button, ``set_status("aborting")``), ``finish``, ``cancel_approvals`` or a
+        repeated request for the same call resolve it with ``"skip"``. If the awaiting task
+        itself is cancelled (the approval hook does so when the run's signal aborts, from
+        any thread), the panel is hidden and the ``CancelledError`` propagates.
         """
         t = self.transcript
-        tool_call_id = str(field(request, "tool_call_id", "") or "")
-        tool_name = str(field(request, "tool_name", "") or "python")
-        code = field(request, "code")
-        signal = field(request, "signal")
-        if t.finished or t.abort_requested or self._closed or getattr(signal, "aborted", False):
+        tool_call_id = request.tool_call_id
+        tool_name = request.tool_name or "python"
+        if t.finished or t.abort_requested or self._closed:
             return "skip"
         item = t.tool(tool_call_id, tool_name)
-        item.request_approval(code if isinstance(code, str) else None)
+        item.request_approval(request.code)
         card = self._block(item)
         assert isinstance(card, ToolCard)
         card.on_approval_click = self._approval_clicked
@@ -257,11 +255,6 @@ class AgentView(W.VBox):
         card.approval_request = request_no
         future: asyncio.Future[ApprovalChoice] = self._loop.create_future()
         self._approvals[tool_call_id] = (request_no, future)
-        remove_listener = None
-        if signal is not None and hasattr(signal, "add_listener"):
-            # The signal may fire on any thread: hop onto the loop.
-            remove_listener = signal.add_listener(
-                lambda *_a: self._hop(self._resolve_approval, tool_call_id, "skip", request_no))
         t.changed(item)
         self.set_status("waiting for approval", tool_name)
         outcome: ApprovalChoice = "skip"
@@ -276,9 +269,6 @@ class AgentView(W.VBox):
                 raise
             return outcome
         finally:
-            if callable(remove_listener):
-                with contextlib.suppress(Exception):
-                    remove_listener()
             if self._approvals.get(tool_call_id, (0, None))[1] is future:
                 del self._approvals[tool_call_id]
             item.resolve_approval(outcome, t.clock())
