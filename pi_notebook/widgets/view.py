@@ -59,7 +59,7 @@ _log = logging.getLogger(__name__)
 FALLBACK_REFRESH_S = 2.0  # at most this often, while no frontend renders the view
 
 
-class AgentView(W.VBox):
+class AgentView(W.VBox):  # type: ignore[misc]  # ipywidgets ships no type hints: VBox is Any
     """Live transcript of one agent run: header, conversation, tool cards, queue, Abort.
 
     ``model_label`` is shown in the header; ``loop`` is the kernel loop all state lives
