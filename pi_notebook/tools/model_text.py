@@ -78,16 +78,16 @@ def result_content(result: ExecutionResult, settings: PythonToolSettings,
         parts.append(f"[{result.figures_dropped} more figures/images not drawn or kept: at most "
                      f"{settings.max_figures} per call; they were closed]")
     if result.value is not None:
-        add_bundle("value", result.value.get("data") or {}, result.value_text)
+        add_bundle("value", result.value.data, result.value_text)
     if result.error is not None:
         err = result.error
-        head = f"{err['ename']}: {err['evalue']}" if err.get("evalue") else err["ename"]
+        head = f"{err.ename}: {err.evalue}" if err.evalue else err.ename
         if result.interrupted:
             parts.append(f"[interrupted] {head}")
         else:
             parts.append(f"[error] {head}" + (f" ({hint})" if hint else ""))
-        if err.get("traceback"):
-            parts.append(_short_traceback(err["traceback"]))
+        if err.traceback:
+            parts.append(_short_traceback("\n".join(err.traceback)))
     if not parts:
         parts.append("(no output)" if not assigned else "(no output; assigned)\n" + "\n".join(assigned))
     parts.append(f"[elapsed {result.elapsed_s:.2f} s]")
