@@ -19,7 +19,7 @@ ALLOWED = {
     "agent": {"agent", "ai"},
     "session": {"session", "agent", "ai", "tools.updates", "tools.redact", "widgets.markdown"},
     "tools": {"tools", "agent", "ai"},
-    "widgets": {"widgets", "ai", "agent", "tools.updates", "tools.approval"},
+    "widgets": {"widgets", "ai", "agent", "tools.updates", "tools.approval", "tools.policy"},
     "mcp": {"mcp", "tools", "agent", "ai"},
     "magics": {"magics", "widgets", "tools", "session", "mcp", "agent", "ai"},
 }
@@ -122,3 +122,12 @@ def test_only_http_module_imports_httpx():
             if any(n == "httpx" or n.startswith("httpx.") for n in names):
                 offenders.append(str(path.relative_to(PACKAGE)))
     assert sorted(set(offenders)) == ["ai/_http.py"]
+
+
+def test_image_mimes_are_defined_once():
+    # the views, the transcript and the model's content read one tuple (tools/updates.py)
+    import re
+
+    defining = sorted(str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py")
+                      if re.search(r"^_?IMAGE_MIMES\b.*=", p.read_text(), re.M))
+    assert defining == ["tools/updates.py"]

@@ -52,12 +52,12 @@ from .types import (
     AgentLoopConfig,
     AgentMessage,
     AgentState,
+    ExecutionMode,
     MessageEndEvent,
     MessageStartEvent,
     PrepareNextTurnContext,
     QueueMode,
     ShouldStopAfterTurnContext,
-    ToolExecution,
     TurnEndEvent,
     default_convert_to_llm,
     message_role,
@@ -205,7 +205,7 @@ class Agent:
         thinking_budgets: dict[str, int] | None = None,
         transport: str = "auto",
         max_retry_delay_ms: int | None = None,
-        tool_execution: ToolExecution = "parallel",
+        tool_execution: ExecutionMode = "parallel",
     ) -> None:
         init = dict(initial_state or {})
         unknown = set(init) - {"system_prompt", "model", "thinking_level", "tools", "messages"}
@@ -228,7 +228,7 @@ class Agent:
         self.thinking_budgets = thinking_budgets
         self.transport = transport
         self.max_retry_delay_ms = max_retry_delay_ms
-        self.tool_execution: ToolExecution = tool_execution
+        self.tool_execution: ExecutionMode = tool_execution
         self._steering = PendingMessageQueue(steering_mode)
         self._follow_up = PendingMessageQueue(follow_up_mode)
         self._listeners: dict[AgentListener, int] = {}  # insertion-ordered set -> arity

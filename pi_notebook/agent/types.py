@@ -36,7 +36,7 @@ __all__ = [
     "ToolExecutionUpdateEvent", "ToolExecutionEndEvent", "AgentEvent",
     "AgentContext", "BeforeToolCallContext", "BeforeToolCallResult", "AfterToolCallContext",
     "AfterToolCallResult", "ShouldStopAfterTurnContext", "PrepareNextTurnContext",
-    "AgentLoopTurnUpdate", "AgentLoopConfig", "AgentState", "ToolExecution", "QueueMode",
+    "AgentLoopTurnUpdate", "AgentLoopConfig", "AgentState", "QueueMode",
     "STREAM_OPTION_FIELDS", "default_convert_to_llm", "message_role", "placeholder_model",
 ]
 
@@ -44,6 +44,8 @@ AgentMessage = Any
 """A pi Message (UserMessage | AssistantMessage | ToolResultMessage) or any custom
 object/dict with a ``role``; only ``convert_to_llm`` interprets custom roles."""
 
+# how a batch of tool calls runs (AgentLoopConfig.tool_execution) or one tool asks to
+# (AgentTool.execution_mode: "sequential" makes its whole batch sequential)
 ExecutionMode = Literal["sequential", "parallel"]
 
 
@@ -168,7 +170,6 @@ AgentEvent = Annotated[Union[
 # hook that mutates ``args`` in place must reach ``execute`` (spec 3.4.2). Pydantic
 # validation would copy them.
 
-ToolExecution = Literal["sequential", "parallel"]
 QueueMode = Literal["one-at-a-time", "all"]
 
 
@@ -290,7 +291,7 @@ class AgentLoopConfig:
     prepare_next_turn: Callable[[PrepareNextTurnContext], Any] | None = None
     get_steering_messages: Callable[[], Any] | None = None
     get_follow_up_messages: Callable[[], Any] | None = None
-    tool_execution: ToolExecution = "parallel"
+    tool_execution: ExecutionMode = "parallel"
     before_tool_call: Callable[..., Any] | None = None  # (BeforeToolCallContext, signal)
     after_tool_call: Callable[..., Any] | None = None  # (AfterToolCallContext, signal)
     # forwarded stream options (SimpleStreamOptions)

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .types import Cost, Model, ModelCost, Usage
+from .types import THINKING_LEVELS, AgentThinkingLevel, Cost, Model, ModelCost, Usage
 
 __all__ = [
     "UnknownModelError", "LOCAL_PROVIDERS", "THINKING_LEVELS", "get_model", "get_models",
@@ -35,8 +35,6 @@ _DATA = Path(__file__).parent / "data" / "models.json"
 
 LOCAL_PROVIDERS = frozenset({"ollama", "llamacpp", "vllm", "lmstudio"})
 """OpenAI-compatible servers on this machine: any model id, no key, no cost."""
-
-THINKING_LEVELS = ("off", "minimal", "low", "medium", "high", "xhigh", "max")
 
 CUSTOM_PROVIDER = "openai-compatible"
 """Provider name of a bare model id given with ``base_url`` and no provider."""
@@ -332,7 +330,7 @@ def calculate_cost(model: Model, usage: Usage) -> Cost:
 
 # --- thinking levels (1.5) ------------------------------------------------------------------------
 
-def get_supported_thinking_levels(model: Model) -> list[str]:
+def get_supported_thinking_levels(model: Model) -> list[AgentThinkingLevel]:
     """``["off"]`` for non-reasoning models; else the levels whose map entry is not null.
 
     ``xhigh`` and ``max`` are opt-in: they need an explicit (non-null) map entry.
@@ -340,7 +338,7 @@ def get_supported_thinking_levels(model: Model) -> list[str]:
     if not model.reasoning:
         return ["off"]
     mapping = model.thinking_level_map or {}
-    levels = []
+    levels: list[AgentThinkingLevel] = []
     for level in THINKING_LEVELS:
         if level in mapping and mapping[level] is None:
             continue

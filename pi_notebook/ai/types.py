@@ -14,13 +14,15 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
+from ..levels import THINKING_LEVELS, AgentThinkingLevel
+
 __all__ = [
     "now_ms", "get_field", "PiModel", "TextContent", "ThinkingContent", "ImageContent", "ToolCall",
     "mark_arguments_incomplete", "arguments_incomplete",
     "UserContent", "AssistantContent", "ToolResultContent", "Cost", "Usage", "usage_total_tokens",
     "StopReason",
     "UserMessage", "AssistantMessage", "ToolResultMessage", "Message", "ModelCostTier",
-    "ModelCost", "Model", "Tool", "Context", "ThinkingLevel", "AgentThinkingLevel",
+    "ModelCost", "Model", "Tool", "Context", "ThinkingLevel", "AgentThinkingLevel", "THINKING_LEVELS",
     "StartEvent", "TextStartEvent", "TextDeltaEvent", "TextEndEvent", "ThinkingStartEvent",
     "ThinkingDeltaEvent", "ThinkingEndEvent", "ToolCallStartEvent", "ToolCallDeltaEvent",
     "ToolCallEndEvent", "DoneEvent", "ErrorEvent", "AssistantMessageEvent",
@@ -202,7 +204,7 @@ Message = Annotated[Union[UserMessage, AssistantMessage, ToolResultMessage], Fie
 # --- model (1.5) ---------------------------------------------------------------------------
 
 ThinkingLevel = Literal["minimal", "low", "medium", "high", "xhigh", "max"]
-AgentThinkingLevel = Literal["off", "minimal", "low", "medium", "high", "xhigh", "max"]
+# AgentThinkingLevel (ThinkingLevel plus "off") is defined in pi_notebook/levels.py, read at %load_ext
 
 
 class ModelCostTier(PiModel):

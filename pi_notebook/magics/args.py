@@ -1,4 +1,5 @@
-"""Argument parsing for the magics: small, strict, and one-line errors.
+"""Argument parsing for ``%%agent``: small, strict, and one-line errors (the ``%agent``
+subcommands are a registry beside their handlers, commands.py).
 
 argparse prints usage and calls ``sys.exit``; inside a kernel that becomes a
 traceback. Here every problem is a single-line ``UsageError`` that IPython shows
@@ -12,34 +13,36 @@ from dataclasses import dataclass
 
 from IPython.core.error import UsageError
 
-from ..tools.policy import APPROVAL_POLICIES
-from .config import THINKING_LEVELS
+from ..levels import AgentThinkingLevel, parse_thinking_level
+from ..tools.policy import APPROVAL_POLICIES, ApprovalPolicy, parse_policy
 
-__all__ = ["AgentArgs", "AgentCommand", "parse_agent_args", "parse_agent_command", "COMMANDS",
-           "AGENT_USAGE"]
+__all__ = ["AgentArgs", "parse_agent_args", "split_line", "AGENT_USAGE"]
 
 AGENT_USAGE = ("%%agent [-m provider/model] [--base-url URL] [--thinking LEVEL] [--new] "
-               "[--wait | --no-wait] [--approve ask|auto|deny] [--resume]")
+               f"[--wait | --no-wait] [--approve {'|'.join(APPROVAL_POLICIES)}] [--resume]")
 
 
 @dataclass
 class AgentArgs:
     model: str | None = None
     base_url: str | None = None
-    thinking: str | None = None
+    thinking: AgentThinkingLevel | None = None
     new: bool = False
     wait: bool | None = None  # None: decide from AgentMagics.wait and the frontend
-    approve: str | None = None
+    approve: ApprovalPolicy | None = None
     resume: bool = False
 
 
 _VALUE_OPTIONS = {"-m": "model", "--model": "model", "--base-url": "base_url",
                   "--thinking": "thinking", "--approve": "approve"}
+# the options whose values are a vocabulary: parsed here, once, into their Literal
+_PARSERS = {"thinking": parse_thinking_level, "approve": parse_policy}
 _FLAG_OPTIONS = {"--new": ("new", True), "--wait": ("wait", True), "--no-wait": ("wait", False),
                  "--resume": ("resume", True)}
 
 
-def _split(line: str) -> list[str]:
+def split_line(line: str) -> list[str]:
+    """The words of a magic's line, as a shell splits them (a one-line error for bad quotes)."""
     try:
         return shlex.split(line)
     except ValueError as exc:  # unbalanced quotes
@@ -49,7 +52,7 @@ def _split(line: str) -> list[str]:
 def parse_agent_args(line: str) -> AgentArgs:
     """Parse the ``%%agent`` line. Raises a one-line ``UsageError``."""
     args = AgentArgs()
-    tokens = _split(line)
+    tokens = split_line(line)
     seen_wait: str | None = None
     i = 0
     while i < len(tokens):
@@ -65,7 +68,13 @@ def parse_agent_args(line: str) -> AgentArgs:
                 raise UsageError(f"%%agent: {name} needs a value. Usage: {AGENT_USAGE}")
             if not value:
                 raise UsageError(f"%%agent: {name} needs a value. Usage: {AGENT_USAGE}")
-            setattr(args, _VALUE_OPTIONS[name], value)
+            attr = _VALUE_OPTIONS[name]
+            if attr in _PARSERS:
+                try:
+                    value = _PARSERS[attr](value)
+                except ValueError as exc:
+                    raise UsageError(f"%%agent: {name} {exc}.") from None
+            setattr(args, attr, value)
         elif token in _FLAG_OPTIONS:
             attr, flag = _FLAG_OPTIONS[token]
             if attr == "wait":
@@ -79,73 +88,6 @@ def parse_agent_args(line: str) -> AgentArgs:
             raise UsageError(f"%%agent: unexpected argument {token!r} (the prompt goes in the "
                              f"cell body). Usage: {AGENT_USAGE}")
         i += 1
-    if args.thinking is not None:
-        args.thinking = args.thinking.lower()
-        if args.thinking not in THINKING_LEVELS:
-            raise UsageError(f"%%agent: --thinking must be one of {', '.join(THINKING_LEVELS)}, "
-                             f"not {args.thinking!r}.")
-    if args.approve is not None:
-        args.approve = args.approve.lower()
-        if args.approve not in APPROVAL_POLICIES:
-            raise UsageError(f"%%agent: --approve must be one of {', '.join(APPROVAL_POLICIES)}, "
-                             f"not {args.approve!r}.")
     if args.resume and args.new:
         raise UsageError("%%agent: --resume and --new exclude each other.")
     return args
-
-
-# --- %agent <command> ---------------------------------------------------------------------
-
-# command -> (number of arguments, argument name for messages, one-line description)
-COMMANDS: dict[str, tuple[int, str, str]] = {
-    "status": (0, "", "show the model, run state, queued messages and conversation size"),
-    "abort": (0, "", "abort the running agent"),
-    "reset": (0, "", "start a new conversation (aborts a running one)"),
-    "model": (1, "ID", "switch the model, e.g. %agent model openai/gpt-4.1"),
-    "history": (0, "", "show the conversation so far"),
-    "sessions": (0, "", "list saved sessions of this directory"),
-    "load": (1, "NAME|PATH", "restore a saved session into the agent"),
-    "save": (1, "PATH", "write the conversation to a session file"),
-    "export": (1, "PATH.ipynb", "write the conversation as a notebook"),
-    "fix": (0, "", "explain and fix the error of your last cell"),
-    "code": (0, "", "put the code the latest run ran into a new cell below"),
-    # -1: its own sub-commands (magics/mcp_command.py)
-    "mcp": (-1, "[tools|add|restart|off] ...", "MCP servers: list them; %agent mcp help for more"),
-    "help": (0, "", "show this help"),
-}
-
-
-@dataclass
-class AgentCommand:
-    name: str
-    arg: str | None = None
-    rest: list[str] | None = None  # the words after a command with sub-commands
-
-
-def parse_agent_command(line: str) -> AgentCommand:
-    """Parse the ``%agent`` line magic: ``%agent`` alone is ``status``."""
-    tokens = _split(line)
-    if not tokens:
-        return AgentCommand("status")
-    name, rest = tokens[0].lower(), tokens[1:]
-    if name not in COMMANDS:
-        raise UsageError(f"%agent: unknown command {tokens[0]!r}; one of: {', '.join(COMMANDS)} "
-                         "(%agent help).")
-    count, arg_name, _ = COMMANDS[name]
-    if count < 0:
-        return AgentCommand(name, None, rest)
-    if len(rest) != count:
-        if count == 0:
-            raise UsageError(f"%agent {name} takes no argument.")
-        raise UsageError(f"%agent {name} needs exactly one argument: %agent {name} {arg_name}")
-    return AgentCommand(name, rest[0] if rest else None)
-
-
-def help_text() -> str:
-    lines = [f"  {AGENT_USAGE}", "      the cell body is the prompt; one conversation per kernel",
-             "  %steer TEXT        steer the running agent (delivered at the next turn)",
-             "  %followup TEXT     queue a follow-up (delivered when the agent would stop)"]
-    for name, (_, arg, description) in COMMANDS.items():
-        usage = f"%agent {name} {arg}".rstrip()
-        lines.append(f"  {usage:<18} {description}")
-    return "\n".join(lines)

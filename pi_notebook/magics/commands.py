@@ -2,24 +2,30 @@
 
 They only parse and delegate to the kernel's :class:`~.runtime.Runtime`; every one
 returns at once (blocking runs are the input transformer's job, see ``wait.py``).
+
+The ``%agent`` subcommands are one registry, :data:`COMMANDS` (name, arity, argument,
+help, handler): the parser, the dispatch and ``%agent help`` all read it.
 """
 
 from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class, no_var_expand
 
 from ..widgets.protocol import QueueKind
-from .args import AgentArgs, help_text, parse_agent_args, parse_agent_command
+from .args import AGENT_USAGE, AgentArgs, parse_agent_args, split_line
 from .lifecycle import Run
 from .runtime import Runtime
 from .wait import has_widget_frontend
 
-__all__ = ["PiNotebookMagics", "describe_submission", "NO_ERROR_TO_FIX", "NO_CODE"]
+__all__ = ["PiNotebookMagics", "describe_submission", "NO_ERROR_TO_FIX", "NO_CODE", "AgentCommand",
+           "Subcommand", "COMMANDS", "parse_agent_command", "help_text"]
 
 NO_ERROR_TO_FIX = "The last cell did not raise an error."
 NO_CODE = "The last run ran no code to the end."
@@ -46,10 +52,11 @@ class PiNotebookMagics(Magics):
     # --- %%agent / %agent ----------------------------------------------------------------
     @no_var_expand
     @line_cell_magic
-    def agent(self, line: str, cell: str | None = None) -> Any:
+    def agent(self, line: str, cell: str | None = None) -> None:
         """%%agent [options]: ask the agent (the cell body is the prompt). %agent help."""
         if cell is None:
-            return self._command(line)
+            self._command(line)
+            return None
         args = parse_agent_args(line)
         self.runtime.start_cell(args, cell, interactive=has_widget_frontend(self.shell))
         return None
@@ -72,43 +79,21 @@ class PiNotebookMagics(Magics):
         print(describe_submission(kind, run, queued=queued))
 
     # --- %agent <command> --------------------------------------------------------------------
-    def _command(self, line: str) -> Any:
+    def _command(self, line: str) -> None:
         command = parse_agent_command(line)
-        runtime = self.runtime
-        name, arg = command.name, command.arg or ""  # the parser checked the argument count
-        if name == "status":
-            print(runtime.status_text())
-        elif name == "help":
-            print(help_text())
-        elif name == "abort":
-            if runtime.is_running():
-                runtime.abort()
-                print("Aborting the run.")
-            else:
-                print("No run is active.")
-        elif name == "reset":
-            print(runtime.reset())
-        elif name == "model":
-            print(runtime.set_model(arg))
-        elif name == "history":
-            self._history()
-        elif name == "sessions":
-            self._sessions()
-        elif name == "load":
-            self._load(arg)
-        elif name == "save":
-            self._save(arg)
-        elif name == "export":
-            self._export(arg)
-        elif name == "fix":
-            self._fix()
-        elif name == "code":
-            self._code()
-        elif name == "mcp":
-            from .mcp_command import mcp_command
+        COMMANDS[command.name].handler(self, command)  # the parser checked name and arity
 
-            print(mcp_command(runtime, command.rest or []))
-        return None
+    def _abort(self) -> None:
+        if self.runtime.is_running():
+            self.runtime.abort()
+            print("Aborting the run.")
+        else:
+            print("No run is active.")
+
+    def _mcp(self, words: list[str]) -> None:
+        from .mcp_command import mcp_command
+
+        print(mcp_command(self.runtime, words))
 
     def _fix(self) -> None:
         """A normal run that explains and fixes the user's last error. The view and the
@@ -208,6 +193,79 @@ class PiNotebookMagics(Magics):
         except (OSError, ValueError) as exc:
             raise UsageError(f"%agent export: {exc}") from None
         print(f"Exported the conversation to {written or path}.")
+
+
+# --- the %agent subcommands ---------------------------------------------------------------
+
+@dataclass(frozen=True)
+class AgentCommand:
+    """One parsed ``%agent`` line."""
+
+    name: str
+    arg: str = ""  # the argument of a one-argument command
+    rest: tuple[str, ...] = ()  # the words after a command with its own sub-commands
+
+
+@dataclass(frozen=True)
+class Subcommand:
+    name: str
+    arity: int  # words after the name: 0, 1, or -1 (its own sub-commands take the rest)
+    arg: str  # the argument's name in usage lines
+    help: str  # one line for %agent help
+    handler: Callable[[PiNotebookMagics, AgentCommand], None]
+
+
+_SUBCOMMANDS = (
+    Subcommand("status", 0, "", "show the model, run state, queued messages and conversation size",
+               lambda m, c: print(m.runtime.status_text())),
+    Subcommand("abort", 0, "", "abort the running agent", lambda m, c: m._abort()),
+    Subcommand("reset", 0, "", "start a new conversation (aborts a running one)",
+               lambda m, c: print(m.runtime.reset())),
+    Subcommand("model", 1, "ID", "switch the model, e.g. %agent model openai/gpt-4.1",
+               lambda m, c: print(m.runtime.set_model(c.arg))),
+    Subcommand("history", 0, "", "show the conversation so far", lambda m, c: m._history()),
+    Subcommand("sessions", 0, "", "list saved sessions of this directory", lambda m, c: m._sessions()),
+    Subcommand("load", 1, "NAME|PATH", "restore a saved session into the agent", lambda m, c: m._load(c.arg)),
+    Subcommand("save", 1, "PATH", "write the conversation to a session file", lambda m, c: m._save(c.arg)),
+    Subcommand("export", 1, "PATH.ipynb", "write the conversation as a notebook",
+               lambda m, c: m._export(c.arg)),
+    Subcommand("fix", 0, "", "explain and fix the error of your last cell", lambda m, c: m._fix()),
+    Subcommand("code", 0, "", "put the code the latest run ran into a new cell below",
+               lambda m, c: m._code()),
+    Subcommand("mcp", -1, "[tools|add|restart|off] ...", "MCP servers: list them; %agent mcp help for more",
+               lambda m, c: m._mcp(list(c.rest))),  # magics/mcp_command.py
+    Subcommand("help", 0, "", "show this help", lambda m, c: print(help_text())),
+)
+COMMANDS: dict[str, Subcommand] = {command.name: command for command in _SUBCOMMANDS}
+
+
+def parse_agent_command(line: str) -> AgentCommand:
+    """Parse the ``%agent`` line magic: ``%agent`` alone is ``status``."""
+    tokens = split_line(line)
+    if not tokens:
+        return AgentCommand("status")
+    name, rest = tokens[0].lower(), tokens[1:]
+    command = COMMANDS.get(name)
+    if command is None:
+        raise UsageError(f"%agent: unknown command {tokens[0]!r}; one of: {', '.join(COMMANDS)} "
+                         "(%agent help).")
+    if command.arity < 0:
+        return AgentCommand(name, rest=tuple(rest))
+    if len(rest) != command.arity:
+        if command.arity == 0:
+            raise UsageError(f"%agent {name} takes no argument.")
+        raise UsageError(f"%agent {name} needs exactly one argument: %agent {name} {command.arg}")
+    return AgentCommand(name, rest[0] if rest else "")
+
+
+def help_text() -> str:
+    lines = [f"  {AGENT_USAGE}", "      the cell body is the prompt; one conversation per kernel",
+             "  %steer TEXT        steer the running agent (delivered at the next turn)",
+             "  %followup TEXT     queue a follow-up (delivered when the agent would stop)"]
+    for command in COMMANDS.values():
+        usage = f"%agent {command.name} {command.arg}".rstrip()
+        lines.append(f"  {usage:<18} {command.help}")
+    return "\n".join(lines)
 
 
 def _message_line(message: Any) -> str:

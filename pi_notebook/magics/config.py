@@ -9,15 +9,29 @@ from __future__ import annotations
 
 import os
 
+from typing import Literal, get_args
+
 from traitlets import Bool, CaselessStrEnum, Float, Int, Unicode, default
 from traitlets.config import Configurable
 
+from ..levels import THINKING_LEVELS
 from ..tools.policy import APPROVAL_POLICIES, default_policy
 
-__all__ = ["AgentMagics", "APPROVAL_POLICIES", "WAIT_MODES", "THINKING_LEVELS", "DEFAULT_SYSTEM_PROMPT"]
+__all__ = ["AgentMagics", "APPROVAL_POLICIES", "WAIT_MODES", "WaitSetting", "THINKING_LEVELS",
+           "DEFAULT_SYSTEM_PROMPT", "parse_wait"]
 
-WAIT_MODES = ("auto", "always", "never")
-THINKING_LEVELS = ("off", "minimal", "low", "medium", "high", "xhigh", "max")
+# AgentMagics.wait: does a %%agent cell block until its run ends (wait.py decides "auto")
+WaitSetting = Literal["auto", "always", "never"]
+WAIT_MODES: tuple[WaitSetting, ...] = get_args(WaitSetting)
+
+
+def parse_wait(value: str) -> WaitSetting:
+    """``value`` as a wait setting (case and surrounding space ignored); ``ValueError`` otherwise."""
+    wanted = value.strip().lower()
+    for mode in WAIT_MODES:
+        if wanted == mode:
+            return mode
+    raise ValueError(f"must be one of {', '.join(WAIT_MODES)}, not {value!r}")
 
 DEFAULT_SYSTEM_PROMPT = """\
 You are an assistant working inside a live Jupyter notebook, in the user's IPython kernel.
@@ -111,8 +125,10 @@ class AgentMagics(Configurable):
     def _wait_default(self) -> str:
         # e.g. PI_NOTEBOOK_WAIT=always for pipelines whose kernels inherit a notebook
         # session's environment and would otherwise look interactive
-        value = os.environ.get("PI_NOTEBOOK_WAIT", "").strip().lower()
-        return value if value in WAIT_MODES else "auto"
+        try:
+            return parse_wait(os.environ.get("PI_NOTEBOOK_WAIT", ""))
+        except ValueError:
+            return "auto"
 
     @default("approval")
     def _approval_default(self) -> str:

@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Literal, Protocol
 
 from IPython.core.error import UsageError
 
+from ..levels import AgentThinkingLevel
+from ..tools.policy import ApprovalPolicy
 from ..widgets.protocol import NoticeLevel, QueueKind, RunStatus, RunView
 from .display import DisplayedView
 
@@ -61,8 +63,8 @@ class RunOptions:
 
     model: ResolvedModel | None = None  # named in the cell (-m): already looked up
     base_url: str | None = None  # a bare --base-url: the model is asked of the server at start
-    thinking: str | None = None
-    approve: str | None = None
+    thinking: AgentThinkingLevel | None = None
+    approve: ApprovalPolicy | None = None
     new: bool = False
 
 
@@ -72,7 +74,7 @@ class Run:
     kind: QueueKind
     shown: DisplayedView
     options: RunOptions
-    policy: str  # the approval policy for every tool call this run makes
+    policy: ApprovalPolicy  # the approval policy for every tool call this run makes
     interactive: bool  # can a human click approval buttons?
     cell: int | None = None  # execution count of the cell that started it
     after: Run | None = None  # waits for this run to end first

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from ..agent.types import AgentTool
     from ..tools import PythonToolSettings
     from ..tools.approval import ApprovalHook
+    from ..tools.policy import ApprovalPolicy
 
 __all__ = ["McpLink", "notebook_dir"]
 
@@ -62,7 +63,7 @@ class _RunLink:
 class McpLink:
     def __init__(self, *, start_dir: Callable[[], Path], explicit: Callable[[], str],
                  timeout: Callable[[], float], tool_settings: Callable[[], PythonToolSettings],
-                 policy: Callable[[], str], in_agent_code: Callable[[], bool],
+                 policy: Callable[[], ApprovalPolicy], in_agent_code: Callable[[], bool],
                  trust_annotations: Callable[[], bool] = lambda: False,
                  form_view: Callable[[], Any] = lambda: None,
                  warn: Callable[[str], None] = lambda _text: None) -> None:

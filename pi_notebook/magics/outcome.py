@@ -306,7 +306,7 @@ def _last_error_line(text: str) -> str:
     return line.removeprefix("[error] ")[:160]
 
 
-def _call_key(call: Any) -> str:
+def _call_key(call: ToolCall) -> str:
     arguments = dict(call.arguments or {})
     if isinstance(arguments.get("code"), str):
         arguments["code"] = "\n".join(line.rstrip() for line in arguments["code"].strip().splitlines()

@@ -19,10 +19,12 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 
+from ..levels import AgentThinkingLevel
+from ..tools.policy import ApprovalChoice, ApprovalPolicy
 from ..widgets.protocol import NoticeLevel, QueueKind, RunStatus, RunView
 from .args import AgentArgs
 from .autosave import Autosave, session_dir, session_name
@@ -40,7 +42,6 @@ if TYPE_CHECKING:
 
     from ..agent import Agent, AgentTool
     from ..agent.types import AgentMessage
-    from ..ai.types import AgentThinkingLevel
     from ..session.prompt_notes import PromptNotes
     from ..tools import PythonToolSettings
     from ..tools.approval import ApprovalHook, ApprovalRequest
@@ -75,7 +76,7 @@ class Runtime:
         self._unsubscribe: Callable[[], None] | None = None
         self.resolved: ResolvedModel | None = None  # the conversation's model
         self._configured_model: str | None = None  # AgentMagics.model when last resolved
-        self._thinking_override: str | None = None  # from --thinking, kept for the conversation
+        self._thinking_override: AgentThinkingLevel | None = None  # from --thinking, kept for the conversation
         self.run: Run | None = None  # the newest run (what a waiting cell waits for)
         self._serving: Run | None = None  # the run the agent is working for (events go there)
         self.queue: PromptQueue[Run] = PromptQueue()
@@ -151,10 +152,10 @@ class Runtime:
             return None
         return run.view
 
-    def current_policy(self) -> str:
+    def current_policy(self) -> ApprovalPolicy:
         """The approval policy of the prompt being answered."""
         run = self._serving or self.run
-        return run.policy if run is not None else self.settings.approval
+        return run.policy if run is not None else self.settings_now().approval
 
     def is_interactive(self) -> bool:
         """Can a human click approval buttons for the current run?"""
@@ -172,7 +173,7 @@ class Runtime:
             run.interactive = has_widget_frontend(self.shell)
         return run.interactive
 
-    async def _ask_approval(self, request: ApprovalRequest) -> str:
+    async def _ask_approval(self, request: ApprovalRequest) -> ApprovalChoice:
         run = self._serving
         if run is None:
             return "skip"
@@ -302,7 +303,7 @@ class Runtime:
         loop = self.attach_loop()
         holder: list[Run] = []
         shown = self._make_view(label, lambda: self.call_on_loop(self._abort_from_view, holder[0]))
-        policy = options.approve or self.settings.approval
+        policy = options.approve or self.settings_now().approval
         run = Run(text, kind, shown, options, policy, interactive, cell=current_cell_number(self.shell),
                   after=self.run if chained else None, needs_success=queued)
         holder.append(run)
@@ -365,9 +366,7 @@ class Runtime:
         if run.options.thinking:
             self._thinking_override = run.options.thinking
         settings = run_settings(self.settings)
-        # both come validated against THINKING_LEVELS (traitlets, parse_agent_args)
-        agent.state.thinking_level = cast("AgentThinkingLevel",
-                                          self._thinking_override or settings.thinking)
+        agent.state.thinking_level = self._thinking_override or settings.thinking
         self._apply_profile(agent, settings.system_prompt, self._instructions_for(run, agent))
         self._refresh_tool_settings()
         await self._prepare_mcp(agent, run)
@@ -622,7 +621,7 @@ class Runtime:
             thinking=agent.state.thinking_level if agent is not None else settings.thinking,
             policy=self.current_policy(),
             wait=settings.wait,
-            wait_blocks=wait_mode(None, self.settings.wait, self.shell) is not None,
+            wait_blocks=wait_mode(None, settings.wait, self.shell) is not None,
             autosave=settings.autosave,
             session_path=self.session_path,
             session_dir=self.session_dir(),

@@ -10,7 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING
 
-from .config import AgentMagics
+from ..levels import AgentThinkingLevel, parse_thinking_level
+from ..tools.policy import ApprovalPolicy, parse_policy
+from .config import AgentMagics, WaitSetting, parse_wait
 
 if TYPE_CHECKING:  # the tools package imports the agent core: loaded with the first agent
     from ..tools import PythonToolSettings
@@ -25,9 +27,9 @@ class RunSettings:
 
     model: str
     base_url: str
-    thinking: str
-    approval: str
-    wait: str
+    thinking: AgentThinkingLevel
+    approval: ApprovalPolicy
+    wait: WaitSetting
     system_prompt: str
     autosave: bool
     session_dir: str
@@ -40,9 +42,12 @@ class RunSettings:
 
 
 def run_settings(magics: AgentMagics) -> RunSettings:
+    # the three vocabularies are CaselessStrEnum traits (a TraitError at %config): parsed
+    # here into their Literals, so nothing below compares strings again
     return RunSettings(
-        model=magics.model.strip(), base_url=magics.base_url.strip(), thinking=magics.thinking,
-        approval=magics.approval, wait=magics.wait, system_prompt=magics.system_prompt,
+        model=magics.model.strip(), base_url=magics.base_url.strip(),
+        thinking=parse_thinking_level(magics.thinking), approval=parse_policy(magics.approval),
+        wait=parse_wait(magics.wait), system_prompt=magics.system_prompt,
         autosave=magics.autosave, session_dir=magics.session_dir,
         raise_on_error=magics.raise_on_error, first_byte_timeout=magics.first_byte_timeout,
         idle_timeout=magics.idle_timeout, approval_timeout=magics.approval_timeout,

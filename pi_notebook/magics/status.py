@@ -18,6 +18,9 @@ from typing import TYPE_CHECKING
 from IPython.core.error import UsageError
 
 if TYPE_CHECKING:  # only for the annotation: %load_ext must not import the model layer
+    from ..levels import AgentThinkingLevel
+    from ..tools.policy import ApprovalPolicy
+    from .config import WaitSetting
     from .resolve import ResolvedModel
 
 __all__ = ["StatusSnapshot", "status_lines"]
@@ -37,9 +40,9 @@ class StatusSnapshot:
     queued_cells: int
     queued_steering: int
     queued_follow_ups: int
-    thinking: str
-    policy: str
-    wait: str  # AgentMagics.wait
+    thinking: AgentThinkingLevel
+    policy: ApprovalPolicy
+    wait: WaitSetting  # AgentMagics.wait
     wait_blocks: bool  # whether a %%agent cell blocks here
     autosave: bool
     session_path: Path | None

@@ -54,7 +54,8 @@ from .frontend import (
 
 if TYPE_CHECKING:
     from ..widgets.protocol import RunView
-    from .config import AgentMagics
+    from .config import AgentMagics, WaitSetting
+    from .settings import RunSettings
     from .lifecycle import Run
 
 __all__ = ["WaitHost", "CellPlan", "WaitInterrupted", "has_widget_frontend", "plan_cell", "wait_mode",
@@ -98,7 +99,7 @@ class WaitInterrupted(Exception):
 
 
 # --- deciding -------------------------------------------------------------------------------
-def wait_mode(explicit: bool | None, setting: str, shell: Any) -> WaitMode | None:
+def wait_mode(explicit: bool | None, setting: WaitSetting, shell: Any) -> WaitMode | None:
     """How a ``%%agent`` cell blocks: ``--wait``/``--no-wait`` > ``AgentMagics.wait`` >
     evidence of a widget frontend. None: it returns at once."""
     if getattr(shell, "kernel", None) is None:
@@ -126,6 +127,7 @@ class WaitHost(Protocol):
     last_view: RunView | None
 
     def is_running(self) -> bool: ...
+    def settings_now(self) -> RunSettings: ...
     def abort(self) -> None: ...
     def check_run_outcome(self, run: Run) -> None: ...
 
@@ -174,17 +176,17 @@ def plan_cell(raw_cell: str, runtime: Any = None) -> CellPlan | None:
             args = parse_agent_args(first[len(_AGENT_MAGIC):].strip())
         except Exception:
             return None  # the magic itself reports the UsageError
-        return _after_plan(wait_mode(args.wait, runtime.settings.wait, runtime.shell))
+        return _after_plan(wait_mode(args.wait, runtime.settings_now().wait, runtime.shell))
     code_lines = [line for line in lines if line.strip()]
     if len(code_lines) == 1 and starts_run(first):
         # %agent fix is a %%agent cell whose prompt is made for it: it blocks, or queues and
         # blocks, exactly like one
-        return _after_plan(wait_mode(None, runtime.settings.wait, runtime.shell))
+        return _after_plan(wait_mode(None, runtime.settings_now().wait, runtime.shell))
     if len(code_lines) == 1 and (_is_magic(first, "%steer") or _is_magic(first, "%followup")):
         # it starts a run when none is active: block like %%agent would; queueing never blocks
         if runtime.is_running():
             return None
-        return _after_plan(wait_mode(None, runtime.settings.wait, runtime.shell))
+        return _after_plan(wait_mode(None, runtime.settings_now().wait, runtime.shell))
     if is_control_cell(raw_cell) or first.startswith(_NEVER_WAIT):
         return None
     if runtime.settings.wait_for_runs and runtime.is_running():

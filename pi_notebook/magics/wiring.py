@@ -34,6 +34,7 @@ from ..session.prompt_notes import PromptNotes
 from ..tools import PythonToolSettings, make_notebook_tools
 from ..tools.prompt_context import make_context_tools
 from ..tools.approval import ApprovalHook, ApprovalRequest, make_approval_hook
+from ..tools.policy import ApprovalChoice, ApprovalPolicy
 from .settings import RunSettings
 
 __all__ = ["AgentHooks", "WiredAgent", "build_agent", "env_api_key"]
@@ -48,8 +49,8 @@ def env_api_key(provider: str) -> str | None:
 class AgentHooks:
     """The runtime's side of the wiring."""
 
-    policy: Callable[[], str]  # the approval policy of the run being answered
-    ask: Callable[[ApprovalRequest], Awaitable[str]]  # its view's approval panel
+    policy: Callable[[], ApprovalPolicy]  # the approval policy of the run being answered
+    ask: Callable[[ApprovalRequest], Awaitable[ApprovalChoice]]  # its view's approval panel
     is_interactive: Callable[[], bool]
     notify: Callable[[str], None]  # a warning for the run's view (headless approval)
     on_compaction: Callable[[str], None]

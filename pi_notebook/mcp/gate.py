@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 from ..agent.types import BeforeToolCallResult
 from ..ai.types import get_field
 from ..tools.approval import DENIED_REASON, ApprovalHook, ApprovalRecord, ApprovalRequest
+from ..tools.policy import APPROVAL_CHOICES, ApprovalChoice, ApprovalPolicy, parse_policy
 
 if TYPE_CHECKING:
     from .tools import McpToolMeta
@@ -49,11 +50,16 @@ SERVER_DENIED = ("The MCP server {server!r} is set to approval 'deny' in the use
                  "this tool call was not run. Do not retry it; answer without this server's tools.")
 
 
-def _norm(policy: str | None) -> str:
-    return (policy or "ask").strip().lower()
+def _norm(policy: str | None) -> ApprovalPolicy:
+    """A policy as the hook takes it; an unknown one fails closed (``deny``): values from
+    the config are checked when it is read, so this only guards untyped callers."""
+    try:
+        return parse_policy(policy or "ask")
+    except ValueError:
+        return "deny"
 
 
-def effective_policy(run_policy: str, server_approval: str | None) -> str:
+def effective_policy(run_policy: str, server_approval: str | None) -> ApprovalPolicy:
     """The policy of one MCP call: the server's ``approval``, unless the run is ``deny``
     (or an unknown policy, which the hook refuses)."""
     run = _norm(run_policy)
@@ -66,14 +72,14 @@ class McpGate:
     """``before_tool_call`` in front of the approval hook (module docstring)."""
 
     def __init__(self, approval: ApprovalHook, meta: Callable[[], dict[str, McpToolMeta]],
-                 policy: Callable[[], str], trust_annotations: Callable[[], bool] = lambda: False) -> None:
+                 policy: Callable[[], ApprovalPolicy], trust_annotations: Callable[[], bool] = lambda: False) -> None:
         self.approval = approval
         self._meta = meta
         self._policy = policy
         self._trust = trust_annotations
         self.always_tools: set[str] = set()  # "Always for this tool" answers of this run
         self._always_clicked: set[str] = set()  # call ids whose answer was "Always for this tool"
-        self._override: str | None = None  # the policy of the MCP call the hook is deciding
+        self._override: ApprovalPolicy | None = None  # the policy of the MCP call the hook is deciding
         # The hook's two seams, given to its constructor: the policy it reads and the ask it
         # awaits. Wrapped once, so that an MCP call is decided under its own policy and its
         # request carries what the panel shows; Python calls see them unchanged.
@@ -82,9 +88,9 @@ class McpGate:
         inner = approval._ask
         approval._ask = self._asking(inner) if inner is not None else None
 
-    def _asking(self, inner: Callable[[ApprovalRequest], Awaitable[str]]
-                ) -> Callable[[ApprovalRequest], Awaitable[str]]:
-        async def ask(request: ApprovalRequest) -> str:
+    def _asking(self, inner: Callable[[ApprovalRequest], ApprovalChoice | Awaitable[ApprovalChoice]]
+                ) -> Callable[[ApprovalRequest], Awaitable[ApprovalChoice]]:
+        async def ask(request: ApprovalRequest) -> ApprovalChoice:
             meta = self._meta().get(request.tool_name)
             if meta is None:
                 return await _answer(inner(request))
@@ -147,10 +153,13 @@ class McpGate:
         self._always_clicked.clear()
 
 
-async def _answer(pending: Any) -> str:
+async def _answer(pending: Any) -> ApprovalChoice:
     if hasattr(pending, "__await__"):
-        return str(await pending)
-    return str(pending)
+        pending = await pending
+    for choice in APPROVAL_CHOICES:
+        if pending == choice:
+            return choice
+    return "skip"  # anything else is no approval
 
 
 def gate_tools(approval: ApprovalHook, base: set[str], mcp_names: set[str]) -> None:

@@ -47,27 +47,36 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from ..agent.types import AfterToolCallResult, BeforeToolCallResult
+from ..agent.types import AfterToolCallContext, AfterToolCallResult, BeforeToolCallContext, BeforeToolCallResult
 from ..ai.types import get_field
-from .policy import APPROVAL_ENV, APPROVAL_POLICIES, ApprovalPolicy, default_policy
+from .policy import (
+    APPROVAL_CHOICES,
+    APPROVAL_ENV,
+    APPROVAL_POLICIES,
+    ApprovalChoice,
+    ApprovalPolicy,
+    default_policy,
+)
+
+if TYPE_CHECKING:
+    from ..ai.abort import AbortSignal
 
 __all__ = [
     "APPROVAL_ENV",
     "APPROVAL_POLICIES",
     "ApprovalPolicy",
+    "APPROVAL_CHOICES",
+    "ApprovalChoice",
     "ApprovalHook",
     "ApprovalRecord",
     "ApprovalRequest",
-    "Decision",
     "default_policy",
     "make_approval_hook",
 ]
-
-Decision = Literal["run", "skip", "always"]
 
 DENIED_REASON = (
     "Code execution is disabled: the approval policy is 'deny', so this tool call was not run. "
@@ -163,8 +172,8 @@ class ApprovalHook:
 
     def __init__(
         self,
-        get_policy: Callable[[], str],
-        ask: Callable[[ApprovalRequest], Awaitable[str]] | None,
+        get_policy: Callable[[], ApprovalPolicy],
+        ask: Callable[[ApprovalRequest], Awaitable[ApprovalChoice] | ApprovalChoice] | None,
         is_interactive: Callable[[], bool],
         *,
         tools: Iterable[str] = ("python",),
@@ -189,13 +198,13 @@ class ApprovalHook:
         self.always = False
         self._notified.clear()
 
-    async def __call__(self, ctx: Any, signal: Any = None) -> BeforeToolCallResult | None:
-        tool_call = get_field(ctx, "tool_call")
-        name = get_field(tool_call, "name", default="")
+    async def __call__(self, ctx: BeforeToolCallContext,
+                       signal: AbortSignal | None = None) -> BeforeToolCallResult | None:
+        name = ctx.tool_call.name
         if name not in self.tools:
             return None
-        call_id = get_field(tool_call, "id", default="") or ""
-        policy = (self._get_policy() or "ask").strip().lower()
+        call_id = ctx.tool_call.id or ""
+        policy = self._get_policy()  # parsed at the edge (args.py, settings.py): an ApprovalPolicy
         started = time.monotonic()
         result = await self._decide(ctx, signal, name, policy)
         decision, answer = result
@@ -209,20 +218,19 @@ class ApprovalHook:
                                         details={"approval": record.as_details()})
         return None
 
-    def note(self, call_id: str, decision: str, policy: str) -> None:
+    def note(self, call_id: str, decision: str, policy: ApprovalPolicy) -> None:
         """Record a decision taken in front of this gate (an MCP tool in its server's
         ``autoApprove``), so that its result says why it ran without asking too."""
-        self.records[call_id] = ApprovalRecord(decision, (policy or "ask").strip().lower())
+        self.records[call_id] = ApprovalRecord(decision, policy)
 
-    def after_tool_call(self, ctx: Any, signal: Any = None) -> AfterToolCallResult | None:
+    def after_tool_call(self, ctx: AfterToolCallContext,
+                        signal: AbortSignal | None = None) -> AfterToolCallResult | None:
         """``after_tool_call``: the gate's decision joins the executed call's ``details`` (so it
         is in the session file and the card)."""
-        tool_call = get_field(ctx, "tool_call")
-        record = self.records.pop(get_field(tool_call, "id", default="") or "", None)
+        record = self.records.pop(ctx.tool_call.id or "", None)
         if record is None:
             return None
-        result = get_field(ctx, "result")
-        details = get_field(result, "details")
+        details = ctx.result.details
         if details is None:
             details = {}
         if isinstance(details, BaseModel) and "approval" in type(details).model_fields:
@@ -232,14 +240,14 @@ class ApprovalHook:
             return None  # other typed details are left as they are
         return AfterToolCallResult(details={**details, "approval": record.as_details()})
 
-    async def _decide(self, ctx: Any, signal: Any, name: str,
-                      policy: str) -> tuple[str, BeforeToolCallResult | None]:
+    async def _decide(self, ctx: BeforeToolCallContext, signal: AbortSignal | None, name: str,
+                      policy: ApprovalPolicy) -> tuple[str, BeforeToolCallResult | None]:
         if policy == "auto":
             return "auto", None
         if policy == "deny":
             return "deny", BeforeToolCallResult(block=True, reason=DENIED_REASON)
-        if policy != "ask":
-            # Unknown policies fail closed.
+        if policy not in APPROVAL_POLICIES:
+            # typed, yet a caller outside the type checker may hand anything: fail closed
             return "unknown_policy", BeforeToolCallResult(
                 block=True, reason=f"Unknown approval policy {policy!r}; the call was not executed."
             )
@@ -249,10 +257,9 @@ class ApprovalHook:
             return "headless", self._fail_closed(HEADLESS_REASON)
         if signal is not None and signal.aborted:
             return "aborted", None
-        tool_call = get_field(ctx, "tool_call")
-        args = get_field(ctx, "args")
+        args = ctx.args
         request = ApprovalRequest(
-            tool_call_id=get_field(tool_call, "id", default=""),
+            tool_call_id=ctx.tool_call.id,
             tool_name=name,
             args=args,
             code=get_field(args, "code") if name == "python" else None,
@@ -270,6 +277,7 @@ class ApprovalHook:
             return "clicked_always", None
         if decision == "run":
             return "clicked_run", None
+        # "skip", or any other answer of an untyped asker (e.g. "deny")
         return "skipped", BeforeToolCallResult(block=True, reason=SKIPPED_REASON)
 
     def _interactive(self) -> bool:
@@ -288,7 +296,7 @@ class ApprovalHook:
                 pass
         return BeforeToolCallResult(block=True, reason=reason)
 
-    async def _wait(self, request: ApprovalRequest, signal: Any) -> str | None:
+    async def _wait(self, request: ApprovalRequest, signal: AbortSignal | None) -> ApprovalChoice | None:
         assert self._ask is not None
         loop = asyncio.get_running_loop()
         pending = self._ask(request)
@@ -301,8 +309,8 @@ class ApprovalHook:
             if not answer.done():
                 answer.cancel()  # the view takes its buttons down
 
-    async def _wait_answer(self, answer: asyncio.Future[Any], signal: Any,
-                           loop: asyncio.AbstractEventLoop) -> str | None:
+    async def _wait_answer(self, answer: asyncio.Future[ApprovalChoice], signal: AbortSignal | None,
+                           loop: asyncio.AbstractEventLoop) -> ApprovalChoice | None:
         aborted = loop.create_future()
         loop_thread = threading.get_ident()
 
@@ -335,8 +343,8 @@ class ApprovalHook:
 
 
 def make_approval_hook(
-    get_policy: Callable[[], str],
-    ask: Callable[[ApprovalRequest], Awaitable[str]] | None,
+    get_policy: Callable[[], ApprovalPolicy],
+    ask: Callable[[ApprovalRequest], Awaitable[ApprovalChoice] | ApprovalChoice] | None,
     is_interactive: Callable[[], bool],
     *,
     tools: Iterable[str] = ("python",),

@@ -37,6 +37,7 @@ from .format import strip_ansi, value_text
 from .interrupt import ToolInterrupt
 from .redact import redact, redact_data
 from .sink import OutputSink, redact_bundle
+from .updates import ErrorOutput, ResultOutput
 
 __all__ = ["Outcome", "caller_cancelled", "execute"]
 
@@ -163,9 +164,9 @@ async def _show_and_close_figures(shell: Any, run: ToolInterrupt, sink: OutputSi
 
 @dataclass
 class Outcome:
-    value: dict[str, Any] | None = None
+    value: ResultOutput | None = None
     value_text: str | None = None
-    error: dict[str, Any] | None = None
+    error: ErrorOutput | None = None
     interrupted: bool = False
     figures_dropped: int = 0
 
@@ -382,17 +383,17 @@ async def _run_code(shell: Any, code: str, sink: OutputSink, run: ToolInterrupt,
         if formatted is not None:
             data, metadata, text = formatted
             if data:
-                out.value = {"data": redact_bundle(data), "metadata": redact_data(metadata)}
+                out.value = ResultOutput(data=redact_bundle(data), metadata=redact_data(metadata))
                 out.value_text = redact(text) if text is not None else None
     except _Abandoned:
         _clear_our_cancel(run)
         out.interrupted = True
-        out.error = {"ename": "KeyboardInterrupt", "evalue": run.message + _BLOCKED_NOTE, "traceback": ""}
+        out.error = ErrorOutput(ename="KeyboardInterrupt", evalue=run.message + _BLOCKED_NOTE)
     except asyncio.CancelledError as exc:
         if run.requested:
             _clear_our_cancel(run)
             out.interrupted = True
-            out.error = {"ename": "KeyboardInterrupt", "evalue": run.message, "traceback": ""}
+            out.error = ErrorOutput(ename="KeyboardInterrupt", evalue=run.message)
         elif caller_cancelled():
             raise  # our caller was cancelled: not ours to swallow
         else:  # the code itself raised (or awaited something cancelled): its error
@@ -405,18 +406,17 @@ async def _run_code(shell: Any, code: str, sink: OutputSink, run: ToolInterrupt,
         evalue_text = str(evalue)
         if out.interrupted and run.requested:
             evalue_text = run.message
-        out.error = {
-            "ename": etype.__name__,
-            "evalue": redact(evalue_text),
-            "traceback": redact(_format_traceback(shell, etype, evalue, tb, filename)),
-        }
+        out.error = error_output(etype.__name__, redact(evalue_text),
+                                 redact(_format_traceback(shell, etype, evalue, tb, filename)))
         del exc, tb, evalue
 
 
-def _error_record(shell: Any, exc: BaseException, filename: str, run: ToolInterrupt) -> dict[str, Any]:
+def error_output(ename: str, evalue: str, traceback_text: str) -> ErrorOutput:
+    """The record of an exception; the traceback as the lines the view and the model read."""
+    return ErrorOutput(ename=ename, evalue=evalue, traceback=traceback_text.splitlines())
+
+
+def _error_record(shell: Any, exc: BaseException, filename: str, run: ToolInterrupt) -> ErrorOutput:
     text = str(exc) or ("cancelled" if isinstance(exc, asyncio.CancelledError) else "")
-    return {
-        "ename": type(exc).__name__,
-        "evalue": redact(text),
-        "traceback": redact(_format_traceback(shell, type(exc), exc, exc.__traceback__, filename)),
-    }
+    return error_output(type(exc).__name__, redact(text),
+                        redact(_format_traceback(shell, type(exc), exc, exc.__traceback__, filename)))

@@ -28,7 +28,6 @@ from typing import Any
 from .redact import REDACTED, redact, split_unsafe_tail, strip_unsafe_head
 
 __all__ = [
-    "IMAGE_MIMES",
     "bundle_text",
     "clip",
     "cut",
@@ -39,7 +38,6 @@ __all__ = [
     "value_text",
 ]
 
-IMAGE_MIMES = ("image/png", "image/jpeg")
 TEXT_PREFERENCE = ("text/llm+plain", "text/markdown", "text/latex", "application/json", "text/plain")
 
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")

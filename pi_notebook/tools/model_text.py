@@ -12,9 +12,10 @@ from __future__ import annotations
 from typing import Any
 
 from ..ai.types import ImageContent, TextContent
-from .format import IMAGE_MIMES, bundle_text, cut, prepare_image, strip_ansi, terminal_text
+from .format import bundle_text, cut, prepare_image, strip_ansi, terminal_text
 from .python_types import ExecutionResult, PythonToolSettings
 from .redact import strip_unsafe_head
+from .updates import MODEL_IMAGE_MIMES
 
 __all__ = ["result_content"]
 
@@ -46,7 +47,7 @@ def result_content(result: ExecutionResult, settings: PythonToolSettings,
         parts.append(f"[{name}]\n{cut(text, budget).rstrip()}")
 
     def add_bundle(label: str, data: dict[str, Any], text: str | None) -> None:
-        image_mime = next((m for m in IMAGE_MIMES if m in data), None)
+        image_mime = next((m for m in MODEL_IMAGE_MIMES if m in data), None)
         if image_mime is not None:
             if not accepts_images:
                 parts.append(f"[{label}: {image_mime} image, not shown: the model does not take images]")
@@ -77,16 +78,16 @@ def result_content(result: ExecutionResult, settings: PythonToolSettings,
         parts.append(f"[{result.figures_dropped} more figures/images not drawn or kept: at most "
                      f"{settings.max_figures} per call; they were closed]")
     if result.value is not None:
-        add_bundle("value", result.value.get("data") or {}, result.value_text)
+        add_bundle("value", result.value.data, result.value_text)
     if result.error is not None:
         err = result.error
-        head = f"{err['ename']}: {err['evalue']}" if err.get("evalue") else err["ename"]
+        head = f"{err.ename}: {err.evalue}" if err.evalue else err.ename
         if result.interrupted:
             parts.append(f"[interrupted] {head}")
         else:
             parts.append(f"[error] {head}" + (f" ({hint})" if hint else ""))
-        if err.get("traceback"):
-            parts.append(_short_traceback(err["traceback"]))
+        if err.traceback:
+            parts.append(_short_traceback("\n".join(err.traceback)))
     if not parts:
         parts.append("(no output)" if not assigned else "(no output; assigned)\n" + "\n".join(assigned))
     parts.append(f"[elapsed {result.elapsed_s:.2f} s]")

@@ -35,7 +35,7 @@ from typing import Any
 from ..agent.types import AgentTool, AgentToolResult
 from ..ai.types import TextContent
 from .credentials import redact_all as redact
-from .format import IMAGE_MIMES, bundle_text, clip, cut, strip_ansi
+from .format import bundle_text, clip, cut, strip_ansi
 
 __all__ = ["NotebookLocation", "locate_notebook", "make_notebook_file_tool", "markdown_cells",
            "render_notebook"]
@@ -206,7 +206,7 @@ def _output_text(output: Mapping[str, Any]) -> str:
         value = bundle_text(data)
         if value is not None:
             return strip_ansi(value)
-        images = [m for m in data if m in IMAGE_MIMES or m.startswith("image/")]
+        images = [m for m in data if m.startswith("image/")]
         if images:
             return f"[{images[0]} image]"
         return f"[{', '.join(sorted(data)) or 'empty'} output]"

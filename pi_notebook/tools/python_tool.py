@@ -83,7 +83,7 @@ from .model_text import result_content
 from .namespace import assigned_summary
 from .sink import OutputSink
 from .python_types import ExecutionResult, PythonToolSettings, SettingsSource, resolve_settings
-from .updates import DisplayOutput, StreamOutput, ToolOutput
+from .updates import DisplayOutput, ErrorOutput, StreamOutput, ToolOutput
 
 __all__ = [
     "ExecutionResult",
@@ -135,8 +135,8 @@ async def run_code(
                 if not (task.cancelled() and run.requested and not caller_cancelled()):
                     raise
                 # Interrupted before the code's first step (e.g. aborted before it started).
-                outcome = Outcome(interrupted=True, error={
-                    "ename": "KeyboardInterrupt", "evalue": run.message, "traceback": ""})
+                outcome = Outcome(interrupted=True, error=ErrorOutput(ename="KeyboardInterrupt",
+                                                                      evalue=run.message))
         finally:
             elapsed = time.monotonic() - started
             sink.close()
@@ -250,7 +250,7 @@ def make_python_tool(shell: Any, settings: SettingsSource = None,
         assigned = assigned_summary(code, shell.user_ns) if quiet else None
         hint = None
         if result.error is not None and not result.interrupted:
-            hint = key_error_hint(result.error.get("ename", ""), result.error.get("evalue", ""), shell.user_ns)
+            hint = key_error_hint(result.error.ename, result.error.evalue, shell.user_ns)
         return AgentToolResult(
             content=result_content(result, conf, assigned, hint),
             details=result.details(),

@@ -60,10 +60,10 @@ class ExecutionResult:
 
     stdout: str = ""
     stderr: str = ""
-    displays: list[dict[str, Any]] = field(default_factory=list)  # {"data", "metadata"}
-    value: dict[str, Any] | None = None  # {"data", "metadata"}
+    displays: list[dict[str, Any]] = field(default_factory=list)  # {"data", "metadata"} (sink.py's)
+    value: ResultOutput | None = None  # the last expression's MIME bundle
     value_text: str | None = None  # model text of the value (_repr_llm_, DataFrame summary...)
-    error: dict[str, Any] | None = None  # {"ename", "evalue", "traceback"}
+    error: ErrorOutput | None = None
     elapsed_s: float = 0.0
     interrupted: bool = False
     timed_out: bool = False
@@ -82,11 +82,9 @@ class ExecutionResult:
     def details(self) -> PythonCallDetails:
         outputs = list(self.outputs)
         if self.value is not None:
-            outputs.append(ResultOutput(data=self.value["data"], metadata=self.value.get("metadata") or {}))
+            outputs.append(self.value)
         if self.error is not None:
-            tb = self.error.get("traceback") or ""
-            outputs.append(ErrorOutput(ename=self.error["ename"], evalue=self.error.get("evalue") or "",
-                                       traceback=tb.splitlines() if tb else []))
+            outputs.append(self.error)
         return PythonCallDetails(
             code=self.code, outputs=outputs, elapsed_s=round(self.elapsed_s, 3),
             interrupted=self.interrupted, timed_out=self.timed_out, aborted=self.aborted,

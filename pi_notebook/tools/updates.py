@@ -18,9 +18,16 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 __all__ = [
-    "StreamOutput", "DisplayOutput", "ResultOutput", "ErrorOutput", "ToolOutput",
+    "IMAGE_MIMES", "MODEL_IMAGE_MIMES", "StreamOutput", "DisplayOutput", "ResultOutput", "ErrorOutput", "ToolOutput",
     "PythonCallDetails", "parse_output", "parse_call_details",
 ]
+
+
+# The image types of an output, in order of preference: the views and the transcript show
+# them inline (validated base64). The model gets the first two only, because
+# tools/format.py:prepare_image downscales by re-encoding as PNG or JPEG.
+IMAGE_MIMES: tuple[str, ...] = ("image/png", "image/jpeg", "image/gif")
+MODEL_IMAGE_MIMES: tuple[str, ...] = IMAGE_MIMES[:2]
 
 
 class _Record(BaseModel):

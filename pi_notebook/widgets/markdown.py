@@ -29,6 +29,7 @@ from functools import lru_cache
 from typing import Any
 
 from markdown_it import MarkdownIt
+from markdown_it.renderer import RendererHTML
 from markdown_it.token import Token
 from markdown_it.utils import EnvType, OptionsDict
 from mdit_py_plugins.dollarmath import dollarmath_plugin
@@ -116,7 +117,7 @@ def _highlight_fence(code: str, lang: str, _attrs: str) -> str:
     return highlight_code(code, lang or None)
 
 
-def _render_link_open(self: Any, tokens: Sequence[Token], idx: int, options: OptionsDict,
+def _render_link_open(self: RendererHTML, tokens: Sequence[Token], idx: int, options: OptionsDict,
                       env: EnvType) -> str:
     token = tokens[idx]
     href = str(token.attrGet("href") or "")
@@ -129,7 +130,7 @@ def _render_link_open(self: Any, tokens: Sequence[Token], idx: int, options: Opt
     return self.renderToken(tokens, idx, options, env)
 
 
-def _render_image(self: Any, tokens: Sequence[Token], idx: int, options: OptionsDict,
+def _render_image(self: RendererHTML, tokens: Sequence[Token], idx: int, options: OptionsDict,
                   env: EnvType) -> str:
     token = tokens[idx]
     src = str(token.attrGet("src") or "")
@@ -151,12 +152,12 @@ def _validate_link(url: str) -> bool:
     return True
 
 
-def _render_math_inline(self: Any, tokens: Sequence[Token], idx: int, options: OptionsDict,
+def _render_math_inline(self: RendererHTML, tokens: Sequence[Token], idx: int, options: OptionsDict,
                         env: EnvType) -> str:
     return math_html(tokens[idx].content, display=tokens[idx].type == "math_inline_double")
 
 
-def _render_math_block(self: Any, tokens: Sequence[Token], idx: int, options: OptionsDict,
+def _render_math_block(self: RendererHTML, tokens: Sequence[Token], idx: int, options: OptionsDict,
                        env: EnvType) -> str:
     return math_html(tokens[idx].content.strip(), display=True) + "\n"
 
@@ -198,7 +199,8 @@ def render_markdown(text: str) -> str:
     (pathological text, ``too_heavy``, is shown as escaped plain text instead)."""
     if too_heavy(text):
         return f'<pre class="pi-plain" style="white-space: pre-wrap">{escape_text(text)}</pre>'
-    return _parser().render(text)
+    rendered: str = _parser().render(text)  # markdown-it types render() as Any
+    return rendered
 
 
 # --- Markdown for the saved transcript --------------------------------------------------

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
+from ..tools.policy import ApprovalChoice, ApprovalPolicy
+
 if TYPE_CHECKING:
     from ..agent.types import AgentEvent
     from ..tools.approval import ApprovalRequest
@@ -28,8 +30,7 @@ RunStatus = Literal["idle", "queued", "thinking", "writing", "running tool",
 # How a user message reached the agent.
 QueueKind = Literal["prompt", "steer", "followup"]
 NoticeLevel = Literal["info", "warning", "error"]
-# The approval panel's answers ("always": for the rest of this run), as in tools.approval.Decision.
-ApprovalChoice = Literal["run", "skip", "always"]
+# ApprovalChoice, the approval panel's answers, is tools/policy.py's (re-exported here).
 
 
 @runtime_checkable
@@ -60,7 +61,7 @@ class RunView(Protocol):
     def set_model_label(self, label: str) -> None:
         """The model this run uses, once known (it may be found only after the view shows)."""
 
-    def set_policy(self, policy: str) -> None:
+    def set_policy(self, policy: ApprovalPolicy) -> None:
         """The approval policy in force for this run (shown in the header)."""
 
     def show_notice(self, text: str, level: NoticeLevel = "info") -> None:

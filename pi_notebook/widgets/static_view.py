@@ -21,7 +21,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ._util import B64_RE
-from .protocol import ApprovalChoice, NoticeLevel, QueueKind, RunStatus
+from ..tools.policy import ApprovalChoice, ApprovalPolicy
+from .protocol import NoticeLevel, QueueKind, RunStatus
 from .transcript import Transcript
 from .transcript_md import transcript_markdown
 
@@ -132,7 +133,7 @@ class StaticView:
     def set_model_label(self, label: str) -> None:
         self.transcript.set_model_label(label)
 
-    def set_policy(self, policy: str) -> None:
+    def set_policy(self, policy: ApprovalPolicy) -> None:
         self.transcript.set_policy(policy)
 
     def show_notice(self, text: str, level: NoticeLevel = "info") -> None:

@@ -16,7 +16,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ._util import field, strip_control
-from .protocol import ApprovalChoice, NoticeLevel, QueueKind, RunStatus
+from ..tools.policy import ApprovalChoice, ApprovalPolicy
+from .protocol import NoticeLevel, QueueKind, RunStatus
 from .text import render_event_text
 
 if TYPE_CHECKING:
@@ -34,7 +35,7 @@ class TextView:
     def __init__(self, model_label: str, *, ask: Callable[[str], str] = input) -> None:
         self.model_label = model_label
         self.status: RunStatus = "idle"
-        self.policy: str | None = None
+        self.policy: ApprovalPolicy | None = None
         self._ask = ask
         self._kinds: deque[QueueKind] = deque()
         self._parts: list[str] = []
@@ -84,25 +85,25 @@ class TextView:
     async def request_approval(self, request: ApprovalRequest) -> ApprovalChoice:
         """Ask at the terminal (the code was printed with the call). Blocking the loop is
         what the cell does anyway: nothing else runs while the run waits for the answer."""
-        name = strip_control(str(field(request, "tool_name", "") or "tool"))
+        name = strip_control(request.tool_name or "tool")
         while True:
             try:
                 answer = self._ask(f"Run this {name} call? [y]es / [N]o, skip / [a]lways for this run: ")
             except (EOFError, KeyboardInterrupt):
                 self._write("\n")
-                self._skipped.add(str(field(request, "tool_call_id", "") or ""))
+                self._skipped.add(request.tool_call_id)
                 return "skip"
             choice = _ANSWERS.get(answer.strip().lower())
             if choice is not None:
                 if choice == "skip":
-                    self._skipped.add(str(field(request, "tool_call_id", "") or ""))
+                    self._skipped.add(request.tool_call_id)
                 return choice
             self._write("Please answer y, n or a.\n")
 
     def set_status(self, status: RunStatus, detail: str = "") -> None:
         self.status = status
 
-    def set_policy(self, policy: str) -> None:
+    def set_policy(self, policy: ApprovalPolicy) -> None:
         if policy != self.policy:
             self.policy = policy
             self._write(f"[approval: {policy}]\n")

@@ -16,6 +16,7 @@ from typing import Any
 import ipywidgets as W
 
 from ..tools.approval import approval_line
+from ..tools.updates import IMAGE_MIMES
 from ._util import B64_RE, content_images, field, find_invisible, fmt_seconds, mark_invisible, strip_control
 from .blocks import Block, ChunkedText, WidgetSet, line_split_point, pill_html
 from .markdown import escape_text, highlight_code
@@ -24,14 +25,13 @@ from .toolcall import OutputRun, ToolItem, fold_traceback
 __all__ = ["ToolCard", "MAX_RESULT_CHARS", "image_html", "invisible_warning_html"]
 
 MAX_RESULT_CHARS = 20_000
-_IMAGE_MIMES = ("image/png", "image/jpeg", "image/gif")
 
 
 def image_html(mime: str, data: str, css_class: str = "pi-out-img") -> str | None:
     """An <img> for a base64 PNG/JPEG/GIF payload we validated, else None."""
     if mime == "image/jpg":
         mime = "image/jpeg"
-    if mime not in _IMAGE_MIMES or not data or not B64_RE.match(data):
+    if mime not in IMAGE_MIMES or not data or not B64_RE.match(data):
         return None
     return f'<img class="{css_class}" src="data:{mime};base64,{"".join(data.split())}">'
 
@@ -60,7 +60,7 @@ def _render_stream(name: str) -> Callable[[str, bool], str]:
 
 
 def display_html(data: dict[str, Any]) -> str | None:
-    for mime in _IMAGE_MIMES:
+    for mime in IMAGE_MIMES:
         payload = data.get(mime)
         if isinstance(payload, list):
             payload = "".join(payload)

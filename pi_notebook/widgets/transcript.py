@@ -46,6 +46,7 @@ from .items import (
     ThinkingItem,
     UserItem,
 )
+from ..tools.policy import ApprovalPolicy
 from .protocol import NoticeLevel, QueueKind, RunStatus
 from .toolcall import ToolItem
 
@@ -69,7 +70,7 @@ class Transcript:
         self.items: list[Item] = []
         self.status: RunStatus = "idle"
         self.status_detail = ""
-        self.policy: str | None = None
+        self.policy: ApprovalPolicy | None = None
         self.started = clock()
         # False while the run waits in the queue and has not started: the time spent
         # there is not run time (the clock restarts when the run leaves the queue).
@@ -149,7 +150,7 @@ class Transcript:
         self.changed(header=True)
         return True
 
-    def set_policy(self, policy: str) -> None:
+    def set_policy(self, policy: ApprovalPolicy) -> None:
         self.policy = policy
         self.changed(header=True)
 

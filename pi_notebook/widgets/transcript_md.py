@@ -25,6 +25,8 @@ from typing import Any
 
 from markdown_it import MarkdownIt
 
+from ..tools.updates import IMAGE_MIMES
+
 from ._util import B64_RE, fence_for, fmt_cost, fmt_seconds, reveal_invisible, safe_text, strip_control
 from .items import Item, NoticeItem, OtherItem, TextItem, ThinkingItem, UserItem
 from .markdown import markdown_for_transcript
@@ -37,7 +39,6 @@ __all__ = ["transcript_markdown", "seal", "fenced", "TRANSCRIPT_OUTPUT_CHARS", "
 _log = logging.getLogger(__name__)
 # Per output run: head and tail, the middle elided.
 TRANSCRIPT_OUTPUT_CHARS = 10_000
-_IMAGE_MIMES = ("image/png", "image/jpeg", "image/gif")
 _FENCE_RE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
 _SENTINEL = "pi-transcript-sentinel"
 # The transcript keeps the live view's frame: the same bordered box, header line, "You"
@@ -245,7 +246,7 @@ def tool_markdown(item: ToolItem) -> str:
 
 def display_markdown(data: dict[str, Any]) -> str | None:
     """An image (validated base64) or the text/plain of a display; never its HTML."""
-    for mime in _IMAGE_MIMES:
+    for mime in IMAGE_MIMES:
         payload = data.get(mime)
         if isinstance(payload, list):
             payload = "".join(payload)

@@ -40,7 +40,8 @@ from .flush import DEFAULT_INTERVAL, FlushScheduler
 from .input_form import InputForm
 from .items import Item, NoticeItem, OtherItem, QueuedRow, TextItem, ThinkingItem, UserItem
 from .markdown import escape_text
-from .protocol import ApprovalChoice, NoticeLevel, QueueKind, RunStatus
+from ..tools.policy import APPROVAL_CHOICES, ApprovalChoice, ApprovalPolicy
+from .protocol import NoticeLevel, QueueKind, RunStatus
 from .theme import stylesheet
 from .toolcall import ToolItem
 from .toolcard import ToolCard
@@ -53,14 +54,13 @@ if TYPE_CHECKING:
 
 __all__ = ["AgentView", "APPROVAL_CHOICES", "FALLBACK_TEXT"]
 
-APPROVAL_CHOICES: tuple[ApprovalChoice, ...] = ("run", "skip", "always")
 WIDGET_VIEW_MIME = "application/vnd.jupyter.widget-view+json"
 FALLBACK_TEXT = "pi_notebook agent view (live only while its kernel runs)"
 _log = logging.getLogger(__name__)
 FALLBACK_REFRESH_S = 2.0  # at most this often, while no frontend renders the view
 
 
-class AgentView(W.VBox):
+class AgentView(W.VBox):  # type: ignore[misc]  # ipywidgets ships no type hints: VBox is Any
     """Live transcript of one agent run: header, conversation, tool cards, queue, Abort.
 
     ``model_label`` is shown in the header; ``loop`` is the kernel loop all state lives
@@ -222,7 +222,7 @@ class AgentView(W.VBox):
             self.cancel_approvals()
         self.transcript.set_status(status, detail)
 
-    def set_policy(self, policy: str) -> None:
+    def set_policy(self, policy: ApprovalPolicy) -> None:
         self.transcript.set_policy(policy)
 
     def set_model_label(self, label: str) -> None:
@@ -237,20 +237,18 @@ class AgentView(W.VBox):
     async def request_approval(self, request: ApprovalRequest) -> ApprovalChoice:
         """Show Run / Skip / Always on the call's card and wait for a click.
 
-        Abort (button, ``set_status("aborting")``, the request's signal), ``finish``,
-        ``cancel_approvals`` or a repeated request for the same call resolve it with
-        ``"skip"``. If the awaiting task itself is cancelled, the panel is hidden and
-        the ``CancelledError`` propagates.
+        Abort (button, ``set_status("aborting")``), ``finish``, ``cancel_approvals`` or a
+        repeated request for the same call resolve it with ``"skip"``. If the awaiting task
+        itself is cancelled (the approval hook does so when the run's signal aborts, from
+        any thread), the panel is hidden and the ``CancelledError`` propagates.
         """
         t = self.transcript
-        tool_call_id = str(field(request, "tool_call_id", "") or "")
-        tool_name = str(field(request, "tool_name", "") or "python")
-        code = field(request, "code")
-        signal = field(request, "signal")
-        if t.finished or t.abort_requested or self._closed or getattr(signal, "aborted", False):
+        tool_call_id = request.tool_call_id
+        tool_name = request.tool_name or "python"
+        if t.finished or t.abort_requested or self._closed:
             return "skip"
         item = t.tool(tool_call_id, tool_name)
-        item.request_approval(code if isinstance(code, str) else None)
+        item.request_approval(request.code)
         card = self._block(item)
         assert isinstance(card, ToolCard)
         card.on_approval_click = self._approval_clicked
@@ -267,11 +265,6 @@ class AgentView(W.VBox):
         card.approval_request = request_no
         future: asyncio.Future[ApprovalChoice] = self._loop.create_future()
         self._approvals[tool_call_id] = (request_no, future)
-        remove_listener = None
-        if signal is not None and hasattr(signal, "add_listener"):
-            # The signal may fire on any thread: hop onto the loop.
-            remove_listener = signal.add_listener(
-                lambda *_a: self._hop(self._resolve_approval, tool_call_id, "skip", request_no))
         t.changed(item)
         self.set_status("waiting for approval", tool_name)
         outcome: ApprovalChoice = "skip"
@@ -286,9 +279,6 @@ class AgentView(W.VBox):
                 raise
             return outcome
         finally:
-            if callable(remove_listener):
-                with contextlib.suppress(Exception):
-                    remove_listener()
             if self._approvals.get(tool_call_id, (0, None))[1] is future:
                 del self._approvals[tool_call_id]
             item.resolve_approval(outcome, t.clock())

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
+from pi_notebook.tools.approval import ApprovalRequest
 from pi_notebook.agent.types import AgentStartEvent, ToolExecutionEndEvent, ToolExecutionStartEvent
 from pi_notebook.agent.types import AgentToolResult
 from pi_notebook.ai.types import TextContent
@@ -28,7 +29,7 @@ def _html(widget) -> str:
 async def _ask(view, call_id, name, hints):
     view.handle_event(ToolExecutionStartEvent(tool_call_id=call_id, tool_name=name, args={"x": 1}))
     task = asyncio.ensure_future(view.request_approval(
-        {"tool_call_id": call_id, "tool_name": name, "args": {"x": 1}, "code": None, "extra": {"mcp": hints}}))
+        ApprovalRequest(tool_call_id=call_id, tool_name=name, args={"x": 1}, code=None, extra={"mcp": hints})))
     await asyncio.sleep(0.08)
     view.flush()
     return task, view.tool_card(call_id)
@@ -58,7 +59,7 @@ async def test_badges_and_the_third_button_of_an_mcp_panel():
         # python keeps "Always for this run"
         view.handle_event(ToolExecutionStartEvent(tool_call_id="p1", tool_name="python", args={"code": "1"}))
         task = asyncio.ensure_future(view.request_approval(
-            {"tool_call_id": "p1", "tool_name": "python", "args": {"code": "1"}, "code": "1"}))
+            ApprovalRequest(tool_call_id="p1", tool_name="python", args={"code": "1"}, code="1")))
         await asyncio.sleep(0.08)
         view.flush()
         assert view.tool_card("p1").approval_buttons["always"].description == "Always for this run"

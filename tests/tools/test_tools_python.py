@@ -15,7 +15,7 @@ from pi_notebook.ai.abort import AbortController
 from pi_notebook.ai.types import ImageContent, TextContent
 from pi_notebook.tools import make_notebook_tools
 from pi_notebook.tools.python_tool import PythonToolSettings, make_python_tool, result_content, run_code
-from pi_notebook.tools.updates import DisplayOutput, PythonCallDetails, StreamOutput, parse_call_details
+from pi_notebook.tools.updates import DisplayOutput, PythonCallDetails, ResultOutput, StreamOutput, parse_call_details
 from tools_helpers import get_shell, routed
 
 CANARY = "sk-canary-python-tool-42424242"
@@ -32,7 +32,7 @@ async def test_value_namespace_and_history_untouched() -> None:
               shell.user_ns.get("_"))
     with routed(shell) as (out, _):
         result = await run_code(shell, "made_by_tool = base + 1\nprint('hi')\nmade_by_tool * 2")
-    assert result.value == {"data": {"text/plain": "42"}, "metadata": {}}
+    assert result.value == ResultOutput(data={"text/plain": "42"}, metadata={})
     assert result.stdout == "hi\n" and result.error is None and not result.is_error
     assert shell.user_ns["made_by_tool"] == 21
     after = (shell.execution_count, list(shell.user_ns["In"]), dict(shell.user_ns["Out"]),
@@ -53,7 +53,7 @@ async def test_top_level_await_and_streams() -> None:
     with routed():
         result = await run_code(get_shell(), code, on_stream=lambda n, t: chunks.append((n, t)))
     assert result.stdout == "0\n1\n2\n"
-    assert result.value["data"]["text/plain"] == "'done'"
+    assert result.value.data["text/plain"] == "'done'"
     assert "".join(t for n, t in chunks if n == "stdout") == "0\n1\n2\n"
 
 
@@ -79,9 +79,10 @@ async def test_error_has_type_message_and_traceback() -> None:
         result = await run_code(get_shell(), "def inner():\n    raise ValueError('bad value')\ninner()")
     assert result.is_error and not result.interrupted
     err = result.error
-    assert err["ename"] == "ValueError" and err["evalue"] == "bad value"
-    assert "raise ValueError('bad value')" in err["traceback"] and "\x1b[" not in err["traceback"]
-    assert "pi_notebook" not in err["traceback"]  # our own frames are cut
+    assert err.ename == "ValueError" and err.evalue == "bad value"
+    traceback_text = "\n".join(err.traceback)
+    assert "raise ValueError('bad value')" in traceback_text and "\x1b[" not in traceback_text
+    assert "pi_notebook" not in traceback_text  # our own frames are cut
     text = text_of(result_content(result, PythonToolSettings()))
     assert "[error] ValueError: bad value" in text and "inner()" in text
 
@@ -89,7 +90,7 @@ async def test_error_has_type_message_and_traceback() -> None:
 async def test_syntax_error() -> None:
     with routed():
         result = await run_code(get_shell(), "def broken(:\n    pass")
-    assert result.error["ename"] == "SyntaxError"
+    assert result.error.ename == "SyntaxError"
 
 
 async def _interrupt_run(code: str, trigger: str) -> tuple[Any, float]:
@@ -125,7 +126,7 @@ async def test_interrupts(code: str, trigger: str) -> None:
     handler_before = signal.getsignal(signal.SIGINT)
     result, elapsed = await _interrupt_run(code, trigger)
     assert result.interrupted and result.is_error
-    assert result.error["ename"] == "KeyboardInterrupt"
+    assert result.error.ename == "KeyboardInterrupt"
     assert result.timed_out == (trigger == "timeout")
     assert elapsed < 5, elapsed  # the goal is 1 s; this bound only catches hangs
     assert signal.getsignal(signal.SIGINT) is handler_before
@@ -230,7 +231,7 @@ async def test_dataframe_value_summary() -> None:
     text = text_of(result_content(result, PythonToolSettings()))
     assert "100 rows x 2 columns" in text and "int64" in text and "first 5 and last 3 of 100 rows" in text
     assert "<table" not in text and "\n50 " not in text and "\n99 " in text  # head and tail, not the middle
-    assert "text/html" in result.value["data"]  # the view still gets the rich bundle
+    assert "text/html" in result.value.data  # the view still gets the rich bundle
 
 
 async def test_value_preference_and_no_html() -> None:
@@ -379,7 +380,7 @@ async def test_exit_cannot_stop_the_kernel() -> None:
             result = await run_code(shell, "get_ipython().ask_exit()")
             shell.ask_exit()  # outside agent code it still works
         assert asked == [1]
-        assert result.error["ename"] == "SystemExit" and "keeps running" in result.error["evalue"]
+        assert result.error.ename == "SystemExit" and "keeps running" in result.error.evalue
         assert shell.__dict__["ask_exit"] is ask_exit  # the guard left with the proxies
     finally:
         del shell.ask_exit
@@ -412,7 +413,7 @@ async def test_parallel_calls_keep_their_own_output_and_interrupts() -> None:
         result_a = await task_a
     assert result_a.stdout == "".join(f"A {i}\n" for i in range(4)) and result_a.interrupted
     assert result_b.stdout == "".join(f"B {i}\n" for i in range(4)) and not result_b.is_error
-    assert result_b.value["data"]["text/plain"] == "'B done'"
+    assert result_b.value.data["text/plain"] == "'B done'"
     assert out.getvalue() == ""
 
 
@@ -435,3 +436,15 @@ async def test_the_model_learns_what_a_quiet_assignment_bound_and_which_key_was_
     assert "assigned" not in shown.content[0].text  # output was shown: nothing added
     # the user's copy (details) is the real output only
     assert "did you mean" not in str(missed.details) and "assigned" not in str(quiet.details)
+
+
+async def test_the_result_keeps_typed_records_that_details_hands_on() -> None:
+    # no dict round trip: the value and the error are the records the view and export read
+    from pi_notebook.tools.updates import ErrorOutput
+
+    with routed():
+        ok = await run_code(get_shell(), "6 * 7")
+        bad = await run_code(get_shell(), "raise KeyError('region')")
+    assert isinstance(ok.value, ResultOutput) and ok.details().outputs[-1] is ok.value
+    assert isinstance(bad.error, ErrorOutput) and bad.details().outputs[-1] is bad.error
+    assert bad.error.ename == "KeyError" and any("KeyError" in line for line in bad.error.traceback)

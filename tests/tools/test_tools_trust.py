@@ -14,7 +14,9 @@ from typing import Any
 import pytest
 from tools_helpers import get_shell, routed
 
+from pi_notebook.agent.types import BeforeToolCallContext
 from pi_notebook.ai.abort import AbortController
+from pi_notebook.ai.types import ToolCall
 from pi_notebook.tools import (
     APPROVAL_ENV,
     APPROVAL_POLICIES,
@@ -103,7 +105,7 @@ async def test_assigning_sys_stdout_does_not_break_later_cells() -> None:
         print("user after")
         second = await run_code(shell, "print('second call')")
         assert isinstance(sys.stdout, RoutedStream)
-    assert first.value["data"]["text/plain"] == "'into sink\\n'"
+    assert first.value.data["text/plain"] == "'into sink\\n'"
     assert out.getvalue() == "user after\n" and second.stdout == "second call\n"
 
 
@@ -116,7 +118,7 @@ async def test_capture_output_in_agent_code_keeps_the_publisher_routed() -> None
                                        "with capture_output() as cap:\n    print('hidden')\n    display('shown?')\n"
                                        "len(cap.outputs), cap.stdout")
         assert shell.display_pub is proxy
-    assert result.value["data"]["text/plain"] == "(1, 'hidden\\n')"
+    assert result.value.data["text/plain"] == "(1, 'hidden\\n')"
     assert result.stdout == ""
 
 
@@ -202,7 +204,7 @@ async def test_a_raising_display_formatter_is_reported_in_the_call() -> None:
     with routed(shell) as (out, err):
         result = await run_code(shell, "Bad()")
     assert "ZeroDivisionError" in result.stderr and "Error while formatting" in result.stderr
-    assert result.value["data"]["text/plain"] == "Bad()"
+    assert result.value.data["text/plain"] == "Bad()"
     assert out.getvalue() == "" and err.getvalue() == ""
 
 
@@ -268,10 +270,9 @@ async def test_list_variables_stops_on_abort(odd_namespace) -> None:
 
 # --- approvals ---------------------------------------------------------------------------------
 
-class _Ctx:
-    def __init__(self) -> None:
-        self.tool_call = {"id": "c1", "name": "python"}
-        self.args = {"code": "print(1)"}
+def _Ctx() -> BeforeToolCallContext:
+    call = ToolCall(id="c1", name="python", arguments={"code": "print(1)"})
+    return BeforeToolCallContext(assistant_message=None, tool_call=call, args={"code": "print(1)"}, context=None)
 
 
 async def test_approval_fails_closed_when_the_frontend_goes_away() -> None:

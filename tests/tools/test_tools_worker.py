@@ -29,7 +29,7 @@ async def test_sync_statements_run_on_a_worker_await_statements_on_the_loop() ->
     before, during, after = shell.user_ns["before"], shell.user_ns["during"], shell.user_ns["after"]
     assert before.startswith("pi-notebook-agent-code") and after.startswith("pi-notebook-agent-code")
     assert during == "MainThread"  # compiled per statement: only the awaiting one is on the loop
-    assert before in result.value["data"]["text/plain"]
+    assert before in result.value.data["text/plain"]
 
 
 async def test_loop_stays_free_and_output_streams_while_sync_code_runs() -> None:
@@ -63,7 +63,7 @@ async def test_sigint_interrupts_awaiting_code_too() -> None:
     threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT)).start()
     with routed():
         result = await run_code(get_shell(), "import asyncio\nawait asyncio.sleep(30)")
-    assert result.interrupted and "kernel interrupt" in result.error["evalue"]
+    assert result.interrupted and "kernel interrupt" in result.error.evalue
 
 
 async def test_blocked_worker_is_abandoned_and_its_late_output_dropped() -> None:
@@ -77,7 +77,7 @@ async def test_blocked_worker_is_abandoned_and_its_late_output_dropped() -> None
         result = await run_code(shell, code, signal=controller.signal)
         elapsed = time.monotonic() - started
         await asyncio.sleep(1.3)  # the sleep has returned by now
-    assert result.interrupted and "does not respond to interrupts" in result.error["evalue"]
+    assert result.interrupted and "does not respond to interrupts" in result.error.evalue
     assert result.stdout == "early\n" and elapsed < 1.2
     # the pending interrupt fired when the call returned: the rest never ran, nothing leaked
     assert "late_done" not in shell.user_ns
@@ -141,7 +141,7 @@ async def test_switch_interval_is_shorter_while_a_worker_runs() -> None:
     # here workers abandoned by earlier tests may still be sleeping)
     with routed():
         result = await run_code(get_shell(), "import sys\nsys.getswitchinterval()")
-    assert float(result.value["data"]["text/plain"]) <= 0.0005
+    assert float(result.value.data["text/plain"]) <= 0.0005
 
 
 async def test_input_and_getpass_are_refused_with_a_clear_message() -> None:
@@ -154,8 +154,8 @@ async def test_input_and_getpass_are_refused_with_a_clear_message() -> None:
         asked = await run_code(shell, "input('your name? ')")
         secret = await run_code(shell, "import getpass\ngetpass.getpass()")
     for result in (asked, secret):
-        assert result.error["ename"] == "StdinNotImplementedError"
-        assert "not available to agent code" in result.error["evalue"]
+        assert result.error.ename == "StdinNotImplementedError"
+        assert "not available to agent code" in result.error.evalue
     assert (builtins.input, getpass.getpass) == original  # put back with the proxies
 
 
@@ -165,7 +165,7 @@ async def test_future_imports_apply_to_the_rest_of_the_cell() -> None:
             "annotated.__annotations__['x']")
     with routed():
         result = await run_code(get_shell(), code)
-    assert result.error is None and result.value["data"]["text/plain"] == "'NotDefinedAnywhere'"
+    assert result.error is None and result.value.data["text/plain"] == "'NotDefinedAnywhere'"
 
 
 class _RequestKernel:
@@ -207,7 +207,7 @@ async def _spin_with_kernel(kernel: _RequestKernel, during: Any) -> Any:
         else:
             del shell.__dict__["kernel"]
     assert done, "the Stop did not reach the code (ended by an Abort after 10 s)"
-    assert "kernel interrupt" in result.error["evalue"], result.error
+    assert "kernel interrupt" in result.error.evalue, result.error
     return result
 
 

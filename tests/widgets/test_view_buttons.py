@@ -13,7 +13,9 @@ from typing import Any
 
 import pytest
 
-from pi_notebook.agent.types import AgentStartEvent, ToolExecutionStartEvent
+from pi_notebook.agent.types import AgentStartEvent, BeforeToolCallContext, ToolExecutionStartEvent
+from pi_notebook.ai.types import ToolCall
+from pi_notebook.tools.approval import ApprovalRequest
 
 from widget_helpers import AssistantStream, CommLog
 
@@ -32,8 +34,21 @@ def click_on_other_thread(button: Any) -> str:
     return names[0]
 
 
-def _request(call_id: str = "call-1", code: str = "print('hello')") -> dict[str, str]:
-    return {"tool_call_id": call_id, "tool_name": "python", "code": code}
+def _request(call_id: str = "call-1", code: str = "print('hello')") -> ApprovalRequest:
+    return ApprovalRequest(tool_call_id=call_id, tool_name="python", args={"code": code}, code=code)
+
+
+def _hook_for(view):
+    """The approval gate asking this view, as the runtime wires it (abort reaches the panel
+    through the gate: it cancels the view's wait)."""
+    from pi_notebook.tools.approval import make_approval_hook
+
+    return make_approval_hook(lambda: "ask", view.request_approval, lambda: True)
+
+
+def _ctx(call_id: str) -> BeforeToolCallContext:
+    call = ToolCall(id=call_id, name="python", arguments={"code": "1"})
+    return BeforeToolCallContext(assistant_message=None, tool_call=call, args={"code": "1"}, context=None)
 
 
 async def _show_approval(view, call_id: str = "call-1", code: str = "print('hello')"):
@@ -213,16 +228,19 @@ async def test_abort_signal_answers_pending_approval_from_another_thread(view, c
 
     controller = AbortController()
     view.handle_event(AgentStartEvent())
-    request = {**_request("sig-1"), "signal": controller.signal}
-    task = asyncio.ensure_future(view.request_approval(request))
-    await asyncio.sleep(0.02)
-    assert not task.done()
+    hook = _hook_for(view)
+    task = asyncio.ensure_future(hook(_ctx("sig-1"), controller.signal))
+    await asyncio.sleep(0.08)
+    card = view.tool_card("sig-1")
+    assert not task.done() and card.approval_pending
     thread = threading.Thread(target=controller.abort)
     thread.start()
     thread.join()
-    assert await asyncio.wait_for(task, 2) == "skip"
+    assert await asyncio.wait_for(task, 2) is None  # aborted: the loop reports it
+    view.flush()
+    assert not card.approval_pending and hook.records["sig-1"].decision == "aborted"
     # an already-aborted signal: no panel at all
-    assert await view.request_approval({**_request("sig-2"), "signal": controller.signal}) == "skip"
+    assert await hook(_ctx("sig-2"), controller.signal) is None
     assert view.tool_card("sig-2") is None
 
 
@@ -241,11 +259,13 @@ async def test_signal_listener_is_removed_after_a_click(view, comms: CommLog):
 
     controller = AbortController()
     view.handle_event(AgentStartEvent())
-    task = asyncio.ensure_future(view.request_approval({**_request("L1"), "signal": controller.signal}))
+    hook = _hook_for(view)
+    task = asyncio.ensure_future(hook(_ctx("L1"), controller.signal))
     await asyncio.sleep(0.08)
     assert len(controller.signal._listeners) == 1
     click_on_other_thread(view.tool_card("L1").approval_buttons["run"])
-    assert await asyncio.wait_for(task, 2) == "run"
+    assert await asyncio.wait_for(task, 2) is None  # ran
+    assert hook.records["L1"].decision == "clicked_run"
     assert controller.signal._listeners == []
 
 
@@ -293,7 +313,7 @@ async def test_approval_of_an_mcp_call_names_server_and_tool_and_shows_the_argum
     view.handle_event(AgentStartEvent())
     view.handle_event(ToolExecutionStartEvent(tool_call_id="m1", tool_name="warehouse__query", args=args))
     task = asyncio.ensure_future(view.request_approval(
-        {"tool_call_id": "m1", "tool_name": "warehouse__query", "args": args, "code": None}))
+        ApprovalRequest(tool_call_id="m1", tool_name="warehouse__query", args=args, code=None)))
     await asyncio.sleep(0.08)
     card = view.tool_card("m1")
     assert card.approval_pending and set(card.approval_buttons) == {"run", "skip", "always"}
