@@ -323,6 +323,8 @@ def ungrounded_values(answer: str, sources: Iterable[str], labels: Iterable[str]
     lowered = text.lower()
     numbers = set(grounded_numbers([{"role": "user", "content": text}]))
     months = {int(m) for m in re.findall(r"\b\d{4}-(\d{2})\b", text)}
+    # a date's day as an answer writes it: 2024-01-03 grounds "January 3"
+    numbers |= {str(int(d)) for d in re.findall(r"\b\d{4}-\d{2}-(\d{2})\b", text)}
     missing = []
     for value in stated_values(answer, labels):
         month = _MONTHS.get(value.lower())
