@@ -30,7 +30,7 @@ from __future__ import annotations
 import ast
 import json
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from ..agent.types import BeforeToolCallResult
@@ -152,6 +152,8 @@ _DATA_EXT = re.compile(r"\.(?:csv|tsv|txt|json|jsonl|xlsx?|parquet|feather|pkl|p
                        r"npy|npz|xml|html?)$", re.IGNORECASE)
 
 
+_WRITTEN_PATH = re.compile(r"(?<![\w./-])((?:[\w.-]+/)*[\w.-]+\.(?:csv|tsv|txt|json|jsonl|xlsx?|parquet|feather|"
+                           r"pkl|pickle|h5|hdf5|sqlite|db|npy|npz|xml|html?))(?![\w/-])", re.IGNORECASE)
 _READ_CALL = re.compile(r"""\b(?:read\w*|load\w*|open)\(\s*(?:f|r)?['"]([^'"\n]+)['"]""")
 
 
@@ -191,7 +193,7 @@ _SHOWING_CALLS = frozenset({"print", "display", "Markdown", "HTML"})
 _STRING_LITERAL = re.compile(r"""[rbfuRBFU]{0,2}(?:'[^'\n]*'|"[^"\n]*")""")
 
 
-def _literal_nodes(node: ast.AST) -> list[ast.AST]:
+def _literal_nodes(node: ast.AST) -> list[ast.expr]:
     """The literal parts of an expression whose value is shown as written: a constant, the
     constant parts of an f-string, the items of a literal container, '...' + '...'."""
     if isinstance(node, ast.Constant) and isinstance(node.value, (str, int, float)) \
@@ -210,11 +212,11 @@ def _literal_nodes(node: ast.AST) -> list[ast.AST]:
     return []
 
 
-def _shown_literal_nodes(tree: ast.AST) -> list[ast.AST]:
+def _shown_literal_nodes(tree: ast.AST) -> list[ast.expr]:
     """Literals the code shows or keeps as written: printed / displayed arguments, a bare
     expression statement, the value of a plain assignment (``x = 'apple'`` then ``print(x)``).
     Numbers only where printed or shown directly: ``n = 3`` then ``head(n)`` computes."""
-    found: list[ast.AST] = []
+    found: list[ast.expr] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
             func = node.func
@@ -264,18 +266,10 @@ def _code_without_literals(code: str) -> str:
     """The code as a source of grounding: its names and its other literals (a column, an
     aggregation), but not the literals it shows as written."""
     try:
-        tree = ast.parse(code)
+        ast.parse(code)
     except SyntaxError:
         return _STRING_LITERAL.sub(" ", code)
-    spans = sorted({(n.lineno, n.col_offset, n.end_lineno or n.lineno, n.end_col_offset or 0)
-                    for n in _shown_literal_nodes(tree) if hasattr(n, "lineno")}, reverse=True)
-    lines = code.splitlines()
-    for line, col, end_line, end_col in spans:
-        if line != end_line or line > len(lines):
-            continue  # a multi-line literal: its text is cut by value below
-        text = lines[line - 1]
-        lines[line - 1] = text[:col] + " " + text[end_col:]
-    return without_literals("\n".join(lines), printed_literals(code))
+    return without_literals(code, printed_literals(code))
 
 
 # --- the checks of one run ------------------------------------------------------------------
@@ -393,7 +387,7 @@ class RunChecks:
         code = str((call.arguments or {}).get("code", "")) if call.name == "python" else ""
         for path in read_paths(code):
             if not self._written_by_user(path, messages):
-                return BeforeToolCallResult(block=True, reason=self._path_reason(path))
+                return BeforeToolCallResult(block=True, reason=self._path_reason(path, messages))
         return None
 
     def _written_by_user(self, path: str, messages: list[Any]) -> bool:
@@ -405,7 +399,14 @@ class RunChecks:
         written = re.compile(r"(?<![\w./-])" + re.escape(path) + r"(?![\w/-])")
         return any(written.search(t) for t in texts)
 
-    def _path_reason(self, path: str) -> str:
+    def _path_reason(self, path: str, messages: Sequence[Any] = ()) -> str:
+        # the files the user did name (measured: "load notebooks/data/sales.csv" read as
+        # 'data/sales.csv', blocked, then sent again): the block says which path to use
+        named = [p for m in messages if getattr(m, "role", None) == "user" and not _is_check(m)
+                 for p in _WRITTEN_PATH.findall(_typed(m.content)) if p != path]
+        if named:
+            return (f"Not run: no message or cell names the file {path!r}. The request names "
+                    f"{named[-1]!r}: use that path, exactly as written.")
         frames = [k for k, v in self.user_ns.items()
                   if not k.startswith("_") and type(v).__name__ in ("DataFrame", "Series")][:3]
         if frames:

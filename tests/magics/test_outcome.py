@@ -360,3 +360,15 @@ def test_when_every_call_failed_the_contexts_sample_rows_ground_nothing():
     flagged = run("Not run: no message or cell names the file 'orders.csv'.", True)
     assert flagged is not None and '"January"' in flagged and '"3"' in flagged
     assert run("'2024-01-03'", False) is None   # a result shows it
+
+
+def test_a_blocked_path_names_the_file_the_request_wrote(monkeypatch):
+    ns = {"pd": pd}
+    agent, executed = _run("load notebooks/data/sales.csv into a DataFrame called df", [
+        _call("df = pd.read_csv('data/sales.csv')"),     # shortened: not as written
+        faux_assistant_message("I could not load it."),
+    ], ns, monkeypatch)
+    assert executed == []
+    blocked = next(m for m in agent.state.messages if m.role == "toolResult")
+    assert ("The request names 'notebooks/data/sales.csv': use that path, exactly as written."
+            in blocked.content[0].text)
