@@ -35,6 +35,7 @@ name that fits none, so the agent loop answers it with a tool error the model ca
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import re
@@ -63,7 +64,7 @@ from ..types import (
 __all__ = [
     "NOTE_PREFIX", "TOOLCALL_MODES", "TOOLCALL_FAILURE_HINT", "tool_call_mode", "tools_grammar",
     "shape_request", "TextToolCallStream", "friendly_error", "recover_tool_name", "stated_values",
-    "ungrounded_values", "CHECK_PREFIX", "FORCED_REPLY_MARK",
+    "ungrounded_values", "CHECK_PREFIX", "FORCED_REPLY_MARK", "repair_call_tail",
 ]
 
 TOOLCALL_MODES = ("grammar", "parse", "server")
@@ -466,6 +467,32 @@ def friendly_error(message: str | None) -> str | None:
     return message
 
 
+# the end of the JSON call written inside the code string: a quote, then the closing braces
+# (measured on the 0.5B: `print(x.sum())\"})}uff. `; it writes the escaped quote the grammar
+# allows inside code where it meant the closing one, and the code then does not parse)
+_CALL_TAIL = re.compile(r'"+[\s)\]]*\}')
+
+
+def repair_call_tail(code: str) -> str | None:
+    """``code`` without a leaked end of the JSON call on its last line, when the code does not
+    parse as written and parses once that end is cut; else None (the code runs as written)."""
+    try:
+        ast.parse(code)
+        return None
+    except SyntaxError:
+        pass
+    head, _, last = code.rpartition("\n")
+    match = _CALL_TAIL.search(last)
+    if match is None:
+        return None
+    fixed = (head + "\n" if head else "") + last[:match.start()].rstrip()
+    try:
+        ast.parse(fixed)
+    except SyntaxError:
+        return None
+    return fixed if fixed.strip() else None
+
+
 class TextToolCallStream:
     """Re-emits the events of a ``tool_choice: "none"`` request, turning a reply that is a
     JSON call into a tool call (prose passes through as text)."""
@@ -551,6 +578,11 @@ class TextToolCallStream:
             else:
                 note = f"{NOTE_PREFIX}{TOOLCALL_FAILURE_HINT} (it called `{name or '?'}`)."
                 name = name or "invalid_tool_call"
+        code = arguments.get("code")
+        if isinstance(code, str):
+            repaired = repair_call_tail(code)
+            if repaired is not None:
+                arguments = {**arguments, "code": repaired}
         block.name = name
         block.arguments = arguments
         if note is not None:
