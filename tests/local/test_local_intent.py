@@ -150,3 +150,16 @@ def test_the_first_call_is_bound_to_a_name_only_if_it_is_new() -> None:
     fresh = {"role": "user", "content": [{"type": "text", "text": CONTEXT},
                                          {"type": "text", "text": "put the region sums in sums"}]}
     assert '"sums = "' in _code_rule(shape_request(_params([fresh]), mode="grammar")["grammar"])
+
+
+def test_a_request_naming_no_variable_starts_from_the_only_dataframe() -> None:
+    one = "Notebook variables (2):\nloans: DataFrame 32 x 7 (member: str, days: int64)\nn: int 3\n"
+    assert requested_subject("who borrowed the most books?", one) == "loans"
+    assert requested_subject("how many are there?", one.replace("loans: DataFrame", "loans: Series")) is None
+    # a file the request names, or two DataFrames to choose from: no guess
+    assert requested_subject("read shop/visits.csv and count the rows", one) is None
+    assert requested_subject("what is the mean of the units column?", CONTEXT) is None
+    user = {"role": "user", "content": [{"type": "text", "text": one},
+                                        {"type": "text", "text": "who borrowed the most books?"}]}
+    assert _code_rule(shape_request(_params([user]), mode="grammar")["grammar"]).startswith(
+        'code ::= "\\"" "loans"')
