@@ -238,3 +238,20 @@ def test_code_that_parses_or_cannot_be_mended_runs_as_written():
     assert repair_call_tail("d = {\"a\": \"b\"}") is None              # parses: untouched
     assert repair_call_tail("try:\n    x = 1\"}}") is None             # cut, still no parse
     assert repair_call_tail("print(x)\"\")}uff.") == "print(x)"
+
+
+def test_corrections_allow_more_calls_but_a_prompt_at_most_twice_the_budget():
+    call = {"role": "assistant", "content": "", "tool_calls": [
+        {"id": "1", "type": "function", "function": {"name": "python", "arguments": "{}"}}]}
+    result = {"role": "tool", "tool_call_id": "1", "content": "24"}
+    check = {"role": "user", "content": "Check: `x` does not exist. Assign the result to `x`."}
+    first = [{"role": "user", "content": "q"}, *([call, result] * 3), {"role": "assistant", "content": "a"}]
+    after_one = shape_request(_params([*first, check]), mode="grammar")
+    assert after_one["grammar"].splitlines()[0] == "root ::= call0 | call1"   # a call again
+    after_two = shape_request(_params([*first, check, *([call, result] * 3),
+                                       {"role": "assistant", "content": "b"}, check]), mode="grammar")
+    assert after_two["grammar"].splitlines()[0] == "root ::= text"            # 6 calls: prose only
+    # a new prompt of the user starts a new budget
+    again = shape_request(_params([*first, check, *([call, result] * 3), {"role": "user", "content": "q2"}]),
+                          mode="grammar")
+    assert again["grammar"].splitlines()[0] == "root ::= call0 | call1"

@@ -69,6 +69,7 @@ __all__ = [
 
 TOOLCALL_MODES = ("grammar", "parse", "server")
 DEFAULT_MAX_TOOL_CALLS = 3
+PROMPT_TOOL_CALLS_FACTOR = 2
 # Left alone, the 0.5B model writes a comment and a print for every attribute it can think of
 # (measured: 300 tokens of "# Display the ..." lines for "load the CSV into df"). Code arguments
 # are therefore limited to this many non-empty lines of at most MAX_LINE_CHARS characters,
@@ -221,6 +222,18 @@ def _tool_calls_since_user(messages: list[Mapping[str, Any]]) -> int | None:
             return count if count else None
         if role == "tool":
             count += 1
+    return count
+
+
+def _tool_calls_since_prompt(messages: list[Mapping[str, Any]]) -> int:
+    """Tool results after the user's own last message (the run checks' corrections, user
+    messages too, do not count as a new prompt)."""
+    count = 0
+    for message in reversed(messages):
+        role = message.get("role")
+        if role == "user" and not "\n".join(_texts(message.get("content"))).startswith(CHECK_PREFIX):
+            break
+        count += role == "tool"
     return count
 
 
@@ -401,7 +414,10 @@ def shape_request(params: dict[str, Any], *, mode: str, max_tool_calls: int = DE
         return params
     done = _tool_calls_since_user(messages)
     first_turn = done is None
-    allow_call = done is None or done < max_tool_calls
+    # (each correction of the run checks allows max_tool_calls more; the prompt as a whole at
+    # most twice that: measured, a load request made 9 calls in 176 s before it ended)
+    allow_call = ((done is None or done < max_tool_calls)
+                  and _tool_calls_since_prompt(messages) < PROMPT_TOOL_CALLS_FACTOR * max_tool_calls)
     # a call first (the answer must come from the notebook), and another one after an error
     allow_text = not allow_call or not ((first_turn and require_first_call) or last_result_failed)
     if last_result_failed and allow_call:
