@@ -345,8 +345,10 @@ class RunChecks:
             # the notebook's names ground the answer, not the context's sample rows nor the
             # code (measured: "January 1, 1." after six blocked reads passed, its month and
             # digits found in the namespace summary's dates)
+            # (of an error, its message: a traceback's line numbers are not results either)
             typed = [_typed(m.content) for m in messages if getattr(m, "role", None) == "user" and not _is_check(m)]
-            sources = [*typed, *outputs, *self.before.ids, *self.before.columns, *self.user_ns.keys()]
+            messages_of_errors = [_last_error_line(o) for o in outputs]
+            sources = [*typed, *messages_of_errors, *self.before.ids, *self.before.columns, *self.user_ns.keys()]
         # the single-word literals it printed are values to look for too: the answer repeats
         # them in lowercase ("the product is apple"), where no capital marks them as a value
         guessed = [v for c in code.values() for v in printed_literals(c) if v.isidentifier()]

@@ -372,3 +372,20 @@ def test_a_blocked_path_names_the_file_the_request_wrote(monkeypatch):
     blocked = next(m for m in agent.state.messages if m.role == "toolResult")
     assert ("The request names 'notebooks/data/sales.csv': use that path, exactly as written."
             in blocked.content[0].text)
+
+
+def test_when_every_call_failed_a_tracebacks_line_numbers_ground_nothing():
+    from pi_notebook.ai.types import AssistantMessage, TextContent, ToolCall, ToolResultMessage, Usage, UserMessage
+
+    traceback = ("[error] AttributeError: 'str' object has no attribute 'name'\n\n-----\n"
+                 "File <agent-code-1>:1\n----> 1 loans.groupby('branch').size().idxmin().name")
+    messages = [UserMessage(content="which branch has the fewest loans?"),
+                AssistantMessage(content=[ToolCall(id="a", name="python", arguments={
+                    "code": "loans.groupby('branch').size().idxmin().name"})], api="x", provider="x", model="x",
+                    usage=Usage(), stop_reason="toolUse"),
+                ToolResultMessage(tool_call_id="a", tool_name="python", is_error=True,
+                                  content=[TextContent(text=traceback)]),
+                AssistantMessage(content=[TextContent(text="The branch with the fewest loans is branch 1.")],
+                                 api="x", provider="x", model="x", usage=Usage(), stop_reason="stop")]
+    correction = RunChecks({"loans": SALES}, steer=lambda m: None).correction(messages)
+    assert correction is not None and '"1"' in correction
