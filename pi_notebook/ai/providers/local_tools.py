@@ -44,7 +44,13 @@ from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any
 
 from .._json import parse_streaming_json
-from .local_intent import notebook_columns, notebook_variables, requested_subject, requested_target
+from .local_intent import (
+    implicit_subject,
+    notebook_columns,
+    notebook_variables,
+    requested_subject,
+    requested_target,
+)
 from ..types import (
     AssistantMessage,
     AssistantMessageEvent,
@@ -117,6 +123,7 @@ _CODE_RULE = r'code ::= "\"" codeline ( "\\n" codeline ){0,' + str(MAX_CODE_LINE
 _START_RULE = r'code ::= "\"" {start} codechar{{0,{chars}}} ( "\\n" codeline ){{0,{lines}}} "\""'
 _CODE_IN_REQUEST = re.compile(r"[=;(]|\n")
 _START = re.compile(r"[A-Za-z_][A-Za-z0-9_]*( = )?")
+READ_ONLY_START = "[.["  # a start ``name[.[`` : the code begins with ``name.`` or ``name[``
 
 _SCALARS = {"string": "string", "integer": "integer", "number": "number", "boolean": "boolean"}
 
@@ -168,10 +175,16 @@ def _number_literals(numbers: Iterable[str]) -> list[str]:
 
 
 def _code_rule(start: str | None) -> str:
-    if start is None or not _START.fullmatch(start):
+    if start is None:
         return _CODE_RULE
-    # (an identifier and " = " need no escaping, in JSON or in GBNF)
-    return _START_RULE.format(start=f'"{start}"', chars=MAX_LINE_CHARS, lines=MAX_CODE_LINES - 1)
+    read = start.endswith(READ_ONLY_START)
+    name = start.removesuffix(READ_ONLY_START)
+    if not _START.fullmatch(name) or (read and not name.isidentifier()):
+        return _CODE_RULE
+    # (an identifier and " = " need no escaping, in JSON or in GBNF; a read-only start goes on
+    # with an attribute or an index, so the user's data is read, not replaced)
+    literal = f'"{name}" ("." | "[")' if read else f'"{name}"'
+    return _START_RULE.format(start=literal, chars=MAX_LINE_CHARS, lines=MAX_CODE_LINES - 1)
 
 
 def tools_grammar(tools: list[Mapping[str, Any]], *, allow_call: bool = True, allow_text: bool = True,
@@ -438,7 +451,8 @@ def shape_request(params: dict[str, Any], *, mode: str, max_tool_calls: int = DE
             request = ""  # the user wrote the code: the model is not steered away from it
         target = requested_target(request, notebook_variables(context), notebook_columns(context))
         subject = requested_subject(request, context) if target is None else None
-        start = f"{target} = " if target else subject
+        implicit = implicit_subject(request, context) if target is None and subject is None else None
+        start = f"{target} = " if target else subject or (implicit + READ_ONLY_START if implicit else None)
     params["grammar"] = tools_grammar(tools, allow_call=allow_call, allow_text=allow_text, numbers=numbers,
                                       start=start)
     return params
