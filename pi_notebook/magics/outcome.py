@@ -453,10 +453,15 @@ def _blocked_before(call: Any, messages: list[Any]) -> bool:
                for m in messages if getattr(m, "role", None) == "assistant" for b in m.content)
 
 
+_CODE_PLACE = re.compile(r"\s*\(<agent-code-\d+>, line \d+\)")
+
+
 def _last_error_line(text: str) -> str:
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     line = next((x for x in lines if "Error" in x or "error" in x), lines[-1] if lines else "an error")
-    return line.removeprefix("[error] ")[:160]
+    # (where in the agent's code it failed says nothing to the user, and its digits would read
+    # as values in the honest answer: "(<agent-code-2>, line 1)")
+    return _CODE_PLACE.sub("", line.removeprefix("[error] "))[:160]
 
 
 def _call_key(call: Any) -> str:

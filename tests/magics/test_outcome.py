@@ -389,3 +389,12 @@ def test_when_every_call_failed_a_tracebacks_line_numbers_ground_nothing():
                                  api="x", provider="x", model="x", usage=Usage(), stop_reason="stop")]
     correction = RunChecks({"loans": SALES}, steer=lambda m: None).correction(messages)
     assert correction is not None and '"1"' in correction
+
+
+def test_the_honest_ending_names_the_error_without_where_in_the_agents_code():
+    from pi_notebook.magics.outcome import _what_is_known
+    from pi_notebook.ai.types import TextContent, ToolResultMessage
+
+    failed = ToolResultMessage(tool_call_id="a", tool_name="python", is_error=True, content=[TextContent(
+        text="[error] SyntaxError: '{' was never closed (<agent-code-2>, line 1)\n\n----")])
+    assert _what_is_known([failed]) == "The code failed (SyntaxError: '{' was never closed), so I do not know the answer."
