@@ -61,6 +61,12 @@ def _typed(content: Any) -> str:
     return texts[-1] if texts else ""
 
 
+def _user_names(user_ns: Mapping[str, Any]) -> list[str]:
+    """The notebook's own names, not IPython's bookkeeping (``_i1``, ``_3``: their digits
+    grounded "branch 1" and "January 1, 1." when every call had failed)."""
+    return [k for k in user_ns if not k.startswith("_") and k not in ("In", "Out")]
+
+
 def _is_check(message: Any) -> bool:
     return getattr(message, "role", None) == "user" and _text(message.content).startswith(CHECK_PREFIX)
 
@@ -339,7 +345,7 @@ class RunChecks:
         # (not the checks: they quote the values they question)
         users = [_text(m.content) for m in messages if getattr(m, "role", None) == "user" and not _is_check(m)]
         sources = [request, *users, *outputs, *map(_code_without_literals, code.values()),
-                   *self.before.ids, *self.before.columns, *self.user_ns.keys()]
+                   *self.before.ids, *self.before.columns, *_user_names(self.user_ns)]
         if not results or all(getattr(m, "is_error", False) for m in results):
             # nothing ran: no value was computed, so only the user's own words, the errors and
             # the notebook's names ground the answer, not the context's sample rows nor the
@@ -348,7 +354,7 @@ class RunChecks:
             # (of an error, its message: a traceback's line numbers are not results either)
             typed = [_typed(m.content) for m in messages if getattr(m, "role", None) == "user" and not _is_check(m)]
             messages_of_errors = [_last_error_line(o) for o in outputs]
-            sources = [*typed, *messages_of_errors, *self.before.ids, *self.before.columns, *self.user_ns.keys()]
+            sources = [*typed, *messages_of_errors, *self.before.ids, *self.before.columns, *_user_names(self.user_ns)]
         # the single-word literals it printed are values to look for too: the answer repeats
         # them in lowercase ("the product is apple"), where no capital marks them as a value
         guessed = [v for c in code.values() for v in printed_literals(c) if v.isidentifier()]

@@ -398,3 +398,18 @@ def test_the_honest_ending_names_the_error_without_where_in_the_agents_code():
     failed = ToolResultMessage(tool_call_id="a", tool_name="python", is_error=True, content=[TextContent(
         text="[error] SyntaxError: '{' was never closed (<agent-code-2>, line 1)\n\n----")])
     assert _what_is_known([failed]) == "The code failed (SyntaxError: '{' was never closed), so I do not know the answer."
+
+
+def test_ipythons_bookkeeping_names_ground_no_digit():
+    from pi_notebook.ai.types import AssistantMessage, TextContent, ToolCall, ToolResultMessage, Usage, UserMessage
+
+    messages = [UserMessage(content="which branch has the fewest loans?"),
+                AssistantMessage(content=[ToolCall(id="a", name="python", arguments={"code": "loans.x"})],
+                                 api="x", provider="x", model="x", usage=Usage(), stop_reason="toolUse"),
+                ToolResultMessage(tool_call_id="a", tool_name="python", is_error=True,
+                                  content=[TextContent(text="[error] AttributeError: no attribute 'x'")]),
+                AssistantMessage(content=[TextContent(text="The fewest loans are in branch 1.")],
+                                 api="x", provider="x", model="x", usage=Usage(), stop_reason="stop")]
+    ns = {"loans": SALES, "_i1": "loans = load()", "_1": 3, "In": ["", "loans = load()"]}
+    correction = RunChecks(ns, steer=lambda m: None).correction(messages)
+    assert correction is not None and '"1"' in correction
