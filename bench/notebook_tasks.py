@@ -20,13 +20,17 @@ agent-cell seconds). The agent cell's time is wall time from its start to its en
 user waits for it; the model's server is started in an untimed setup cell first, so the
 first task does not pay for loading the weights.
 
-Two sets: ``--set core`` (the default: the 15 tasks the levers were tuned on) and ``--set
+Three sets: ``--set core`` (the default: the 15 tasks the levers were tuned on), ``--set
 heldout`` (12 requests on other data, written before any tuning on them and only ever run to
-measure: issue 22), or ``--set all``.
+measure: issue 22), ``--set tuning`` (10 requests on a third data set, written in the second
+round to tune on instead of the held-out set), or ``--set all`` (core and held-out).
+
+"Invented" also covers a value the model's own code printed as a literal (``print('apple')``):
+such output is cut from the tool text the checker compares against, as the run checks do.
 
 Usage::
 
-    python bench/notebook_tasks.py -m local/qwen2.5-coder-0.5b [--set core|heldout|all]
+    python bench/notebook_tasks.py -m local/qwen2.5-coder-0.5b [--set core|heldout|tuning|all]
         [-k load,plot] [--json out.json] [--profile small|default]
 
 ``--profile small`` forces the small-model profile (short system prompt, fewer tools, a turn
@@ -192,7 +196,55 @@ HELDOUT_TASKS: list[Task] = [
          setup=(LOAD_ORDERS,)),
 ]
 
-SETS = {"core": TASKS, "heldout": HELDOUT_TASKS}
+# --- the tuning set -------------------------------------------------------------------------
+# Requests written for tuning the levers of the second round of issue 22 (a printed guess, a
+# blocked call sent again), so that the held-out set stays untouched: other data again
+# (bench/data/loans.csv: library loans of five members, seven titles, three branches) and
+# other phrasings ("open ... as X", "make X, the ...", "... stored as X", "keep ... in X").
+
+LOANS_PATH = "bench/data/loans.csv"
+LOANS = pd.read_csv(ROOT / LOANS_PATH)
+LOAD_LOANS = f"import pandas as pd\nloans = pd.read_csv({LOANS_PATH!r})"
+_BORROWS = LOANS["member"].value_counts()
+_TITLES = LOANS["title"].value_counts()
+_BRANCHES = LOANS["branch"].value_counts()
+_LATEST = pd.Timestamp(LOANS["loaned"].max())
+
+
+def _others(counts: pd.Series, best: object) -> tuple[str, ...]:
+    return tuple(str(k) for k in counts.index if k != best)
+
+
+TUNING_TASKS: list[Task] = [
+    Task("t_load", f"open {LOANS_PATH} as loans",
+         check=f"isinstance(loans, pd.DataFrame) and loans.equals(pd.read_csv({LOANS_PATH!r}))",
+         setup=("import pandas as pd",)),
+    Task("t_member", "who borrowed the most books?",
+         words=(str(_BORROWS.idxmax()),), wrong=_others(_BORROWS, _BORROWS.idxmax()), setup=(LOAD_LOANS,)),
+    Task("t_title", "which title was borrowed most often?",
+         words=(str(_TITLES.idxmax()),), wrong=_others(_TITLES, _TITLES.idxmax()), setup=(LOAD_LOANS,)),
+    Task("t_fewest", "which branch has the fewest loans?",
+         words=(str(_BRANCHES.idxmin()),), wrong=_others(_BRANCHES, _BRANCHES.idxmin()), setup=(LOAD_LOANS,)),
+    Task("t_latest", "what's the most recent loan date?",
+         words=(f"{_LATEST:%Y-%m-%d}|{_LATEST:%B} {_LATEST.day}|{_LATEST.day} {_LATEST:%B}|"
+                f"{_LATEST:%b} {_LATEST.day}|{_LATEST.day} {_LATEST:%b}",),
+         wrong=tuple(d for d in sorted(set(LOANS["loaned"])) if d != f"{_LATEST:%Y-%m-%d}"),
+         setup=(LOAD_LOANS,)),
+    Task("t_long", "how many loans lasted longer than 14 days?",
+         numbers=(int((LOANS["days"] > 14).sum()),), setup=(LOAD_LOANS,)),
+    Task("t_genre", "make genre_days, the average days per genre",
+         check="_series_equal(genre_days, loans.groupby('genre')['days'].mean())", setup=(LOAD_LOANS,)),
+    Task("t_east", "keep only the loans from the east branch in east",
+         check="isinstance(east, pd.DataFrame) and len(east) == (loans['branch'] == 'east').sum() "
+               "and set(east['branch']) == {'east'}",
+         setup=(LOAD_LOANS,)),
+    Task("t_weeks", "add a column weeks to loans: days divided by 7",
+         check="((loans['weeks'] - loans['days'] / 7).abs() < 1e-6).all()", setup=(LOAD_LOANS,)),
+    Task("t_branch_days", "total days by branch, stored as branch_days",
+         check="_series_equal(branch_days, loans.groupby('branch')['days'].sum())", setup=(LOAD_LOANS,)),
+]
+
+SETS = {"core": TASKS, "heldout": HELDOUT_TASKS, "tuning": TUNING_TASKS}
 
 
 # --- the notebook of one task ---------------------------------------------------------------
@@ -210,7 +262,44 @@ def _texts(m):
 
 _final = [m for m in _msgs if m.role == "assistant" and m.stop_reason == "stop"]
 answer = "\n".join(_texts(_final[-1])) if _final else ""
-_tool_text = "\n".join(t for m in _msgs if m.role == "toolResult" for t in _texts(m))
+
+import ast as _ast
+def _shown_literals(code):
+    """Strings the code prints, shows or assigns as written (the model's own guess, not data)."""
+    try:
+        tree = _ast.parse(code)
+    except SyntaxError:
+        return [a or b for a, b in _re.findall(r"'([^'\n]*)'|\"([^\"\n]*)\"", code)]
+    def parts(node):
+        if isinstance(node, _ast.Constant) and isinstance(node.value, str):
+            return [node.value]
+        if isinstance(node, _ast.JoinedStr):
+            return [x for v in node.values for x in (parts(v.value) if isinstance(v, _ast.FormattedValue) else parts(v))]
+        if isinstance(node, (_ast.Tuple, _ast.List)):
+            return [x for e in node.elts for x in parts(e)]
+        return []
+    out = []
+    for n in _ast.walk(tree):
+        if isinstance(n, _ast.Call) and getattr(n.func, "id", getattr(n.func, "attr", "")) in ("print", "display"):
+            out += [x for a in n.args for x in parts(a)]
+        elif isinstance(n, (_ast.Expr, _ast.Assign)):
+            out += parts(n.value)
+    return out
+
+_call_code = {c.id: str(c.arguments.get("code", "")) for m in _msgs if m.role == "assistant"
+              for c in m.content if c.type == "toolCall"}
+_guesses = {}
+for _m in _msgs:
+    if _m.role == "toolResult":
+        _guesses[_m.tool_call_id] = sorted({v.strip() for v in _shown_literals(_call_code.get(_m.tool_call_id, ""))
+                                            if any(ch.isalpha() for ch in v)}, key=len, reverse=True)
+def _cut(text, literals):
+    for lit in literals:
+        text = _re.sub(_re.escape(lit), " ", text, flags=_re.IGNORECASE)
+    return text
+_tool_text = "\n".join(_cut(t, _guesses.get(m.tool_call_id, ())) for m in _msgs if m.role == "toolResult"
+                       for t in _texts(m))
+_guess_words = {v.lower() for vs in _guesses.values() for v in vs if v.isidentifier()}
 _errors = [m.error_message for m in _msgs if m.role == "assistant" and m.stop_reason == "error"]
 _calls = [c.name for m in _msgs if m.role == "assistant" for c in m.content if c.type == "toolCall"]
 code_run = [str(c.arguments.get("code", "")) for m in _msgs if m.role == "assistant"
@@ -278,6 +367,7 @@ def _value_words(text):
     for sentence in _re.split(r"[.!?:;]\s+|\n+|^\s*[-*]\s+", text):
         words = _re.findall(r"[A-Za-z][A-Za-z0-9_]*", sentence)
         values |= {w for w in words[1:] if w[0].isupper() and w.lower() not in _GENERIC}
+    values |= {w for w in _re.findall(r"[A-Za-z_][A-Za-z0-9_]*", text) if w.lower() in _guess_words}
     return values
 '''
 
@@ -441,9 +531,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("-m", "--model", default="local/qwen2.5-coder-0.5b")
     parser.add_argument("-k", "--tasks", default="", help="comma-separated task names (default: all)")
-    parser.add_argument("--set", choices=("core", "heldout", "all"), default="core",
+    parser.add_argument("--set", choices=("core", "heldout", "tuning", "all"), default="core",
                         help="core: the 15 tasks the levers were tuned on; heldout: the 12 written "
-                             "before tuning and never tuned on (issue 22); all: both")
+                             "before tuning and never tuned on (issue 22); tuning: 10 more requests "
+                             "written to tune on in the second round; all: core and held-out")
     parser.add_argument("--profile", choices=("small", "default"), default=None)
     parser.add_argument("--timeout", type=int, default=600)
     parser.add_argument("--json", default="", help="write the verdicts to this file")

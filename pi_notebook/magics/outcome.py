@@ -10,9 +10,13 @@ Applied with the small-model profile (magics/profile.py), for each run:
 - **every value from a result.** The names, labels, dates and numbers the answer states
   (local_tools.stated_values) must appear in the prompt's tool outputs, the user's words or the
   notebook's names; otherwise one corrective turn names them ('Check: no output shows
-  "Apple"...'). One correction of each kind per prompt, so a run always ends.
+  "Apple"...'). One correction of each kind per prompt, so a run always ends. A value the
+  model's own code printed as a literal (``print('apple')``, ``x = 'apple'; print(x)``) is not
+  a result: it is cut from that call's output and from the code before grounding.
 - **a failing call is not repeated.** A call identical to one that already failed in this
   prompt is not run; its result says so and asks for another approach or an honest answer.
+  Sent again after it was blocked (the same call blocked twice), the request ends with what
+  is known: the next reply is made that sentence (local_tools.FORCED_REPLY_MARK).
 - **paths as the user wrote them.** Code that reads a file path that neither the request, an
   earlier message nor one of the user's cells wrote is not run; the result names the data
   already in the notebook (the 0.5B read a non-existent ``data.csv`` with ``df`` present).
@@ -26,7 +30,7 @@ from __future__ import annotations
 import ast
 import json
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from ..agent.types import BeforeToolCallResult
@@ -34,7 +38,8 @@ from ..ai.providers.local_intent import Outcome, expected_outcomes
 from ..ai.providers.local_tools import CHECK_PREFIX, FORCED_REPLY_MARK, NOTE_PREFIX, ungrounded_values
 from ..ai.types import ToolCall, UserMessage
 
-__all__ = ["CHECK_PREFIX", "NamespaceSnapshot", "RunChecks", "missing_outcome", "read_paths"]
+__all__ = ["CHECK_PREFIX", "NamespaceSnapshot", "RunChecks", "missing_outcome", "printed_literals", "read_paths",
+           "without_literals"]
 
 _VALUES = "no output shows"  # the words that mark a values correction
 _MAX_LABEL_ROWS = 20_000
@@ -45,6 +50,21 @@ def _text(content: Any) -> str:
     if isinstance(content, str):
         return content
     return "\n".join(str(getattr(b, "text", "")) for b in content or () if getattr(b, "type", "") == "text")
+
+
+def _typed(content: Any) -> str:
+    """What the user typed: a string, or the last text part (the notebook context travels as a
+    part before it: magics/context.py)."""
+    if isinstance(content, str):
+        return content
+    texts = [str(getattr(b, "text", "")) for b in content or () if getattr(b, "type", "") == "text"]
+    return texts[-1] if texts else ""
+
+
+def _user_names(user_ns: Mapping[str, Any]) -> list[str]:
+    """The notebook's own names, not IPython's bookkeeping (``_i1``, ``_3``: their digits
+    grounded "branch 1" and "January 1, 1." when every call had failed)."""
+    return [k for k in user_ns if not k.startswith("_") and k not in ("In", "Out")]
 
 
 def _is_check(message: Any) -> bool:
@@ -138,6 +158,8 @@ _DATA_EXT = re.compile(r"\.(?:csv|tsv|txt|json|jsonl|xlsx?|parquet|feather|pkl|p
                        r"npy|npz|xml|html?)$", re.IGNORECASE)
 
 
+_WRITTEN_PATH = re.compile(r"(?<![\w./-])((?:[\w.-]+/)*[\w.-]+\.(?:csv|tsv|txt|json|jsonl|xlsx?|parquet|feather|"
+                           r"pkl|pickle|h5|hdf5|sqlite|db|npy|npz|xml|html?))(?![\w/-])", re.IGNORECASE)
 _READ_CALL = re.compile(r"""\b(?:read\w*|load\w*|open)\(\s*(?:f|r)?['"]([^'"\n]+)['"]""")
 
 
@@ -169,6 +191,91 @@ def read_paths(code: str) -> list[str]:
         if _DATA_EXT.search(first.value) or "/" in first.value:
             paths.append((node.lineno, node.col_offset, first.value))
     return [path for _, _, path in sorted(paths)]
+
+
+# --- values the model wrote itself ----------------------------------------------------------
+
+_SHOWING_CALLS = frozenset({"print", "display", "Markdown", "HTML"})
+_STRING_LITERAL = re.compile(r"""[rbfuRBFU]{0,2}(?:'[^'\n]*'|"[^"\n]*")""")
+
+
+def _literal_nodes(node: ast.AST) -> list[ast.expr]:
+    """The literal parts of an expression whose value is shown as written: a constant, the
+    constant parts of an f-string, the items of a literal container, '...' + '...'."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, (str, int, float)) \
+            and not isinstance(node.value, bool):
+        return [node]
+    if isinstance(node, ast.JoinedStr):
+        return [n for v in node.values
+                for n in ([v] if isinstance(v, ast.Constant) else
+                          _literal_nodes(v.value) if isinstance(v, ast.FormattedValue) else [])]
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return [n for e in node.elts for n in _literal_nodes(e)]
+    if isinstance(node, ast.Dict):
+        return [n for e in [*node.keys, *node.values] if e is not None for n in _literal_nodes(e)]
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        return _literal_nodes(node.left) + _literal_nodes(node.right)
+    return []
+
+
+def _shown_literal_nodes(tree: ast.AST) -> list[ast.expr]:
+    """Literals the code shows or keeps as written: printed / displayed arguments, a bare
+    expression statement, the value of a plain assignment (``x = 'apple'`` then ``print(x)``).
+    Numbers only where printed or shown directly: ``n = 3`` then ``head(n)`` computes."""
+    found: list[ast.expr] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+            if name in _SHOWING_CALLS:
+                for arg in node.args:
+                    found += _literal_nodes(arg)
+        elif isinstance(node, ast.Expr):
+            found += _literal_nodes(node.value)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            found += [n for n in _literal_nodes(node.value)
+                      if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+    return found
+
+
+def printed_literals(code: str) -> list[str]:
+    """The values ``code`` prints, shows or assigns as literals it wrote itself (issue 22: the
+    0.5B answered "apple" after ``print('apple')``): what such code outputs is the model's own
+    guess, not a value computed from data. Values with no letter or digit are left out (a
+    separator like ", " says nothing and cutting it would change numbers)."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        values = [m.split(m[-1], 1)[1][:-1] for m in _STRING_LITERAL.findall(code) if m]
+    else:
+        values = [str(getattr(n, "value", "")) for n in _shown_literal_nodes(tree)]
+    out: list[str] = []
+    for value in values:
+        value = value.strip()
+        if value and any(c.isalnum() for c in value) and value not in out:
+            out.append(value)
+    return out
+
+
+def without_literals(text: str, literals: Iterable[str]) -> str:
+    """``text`` with every occurrence of ``literals`` cut (case aside; a number only as a whole
+    number, not inside another: cutting ``5`` must not turn 15.5 into 1.)."""
+    for literal in sorted(literals, key=len, reverse=True):
+        if re.fullmatch(r"-?\d+(?:\.\d+)?", literal):
+            text = re.sub(r"(?<![\w.])" + re.escape(literal) + r"(?![\w]|\.\d)", " ", text)
+        else:
+            text = re.sub(re.escape(literal), " ", text, flags=re.IGNORECASE)
+    return text
+
+
+def _code_without_literals(code: str) -> str:
+    """The code as a source of grounding: its names and its other literals (a column, an
+    aggregation), but not the literals it shows as written."""
+    try:
+        ast.parse(code)
+    except SyntaxError:
+        return _STRING_LITERAL.sub(" ", code)
+    return without_literals(code, printed_literals(code))
 
 
 # --- the checks of one run ------------------------------------------------------------------
@@ -229,15 +336,29 @@ class RunChecks:
         answer = _text(after[-1].content) if getattr(after[-1], "role", None) == "assistant" else ""
         answer = "\n\n".join(p for p in answer.split("\n\n") if not p.startswith(NOTE_PREFIX))
         # (the prompt's own code too: "I grouped with `groupby`" quotes no result, but states
-        # nothing it did not do)
-        code = [str(b.arguments.get("code", "")) for m in after if getattr(m, "role", None) == "assistant"
-                for b in m.content if isinstance(b, ToolCall)]
+        # nothing it did not do; not the literals it printed or assigned: `print('apple')` is
+        # the model's guess, so its output and its code ground nothing)
+        code = {b.id: str(b.arguments.get("code", "")) for m in after if getattr(m, "role", None) == "assistant"
+                for b in m.content if isinstance(b, ToolCall)}
+        outputs = [without_literals(_text(m.content), printed_literals(code.get(m.tool_call_id, "")))
+                   for m in results]
         # (not the checks: they quote the values they question)
         users = [_text(m.content) for m in messages if getattr(m, "role", None) == "user" and not _is_check(m)]
-        sources = [request, *users,
-                   *(_text(m.content) for m in results), *code, *self.before.ids, *self.before.columns,
-                   *self.user_ns.keys()]
-        missing = ungrounded_values(answer, sources, _labels(self.user_ns))
+        sources = [request, *users, *outputs, *map(_code_without_literals, code.values()),
+                   *self.before.ids, *self.before.columns, *_user_names(self.user_ns)]
+        if not results or all(getattr(m, "is_error", False) for m in results):
+            # nothing ran: no value was computed, so only the user's own words, the errors and
+            # the notebook's names ground the answer, not the context's sample rows nor the
+            # code (measured: "January 1, 1." after six blocked reads passed, its month and
+            # digits found in the namespace summary's dates)
+            # (of an error, its message: a traceback's line numbers are not results either)
+            typed = [_typed(m.content) for m in messages if getattr(m, "role", None) == "user" and not _is_check(m)]
+            messages_of_errors = [_last_error_line(o) for o in outputs]
+            sources = [*typed, *messages_of_errors, *self.before.ids, *self.before.columns, *_user_names(self.user_ns)]
+        # the single-word literals it printed are values to look for too: the answer repeats
+        # them in lowercase ("the product is apple"), where no capital marks them as a value
+        guessed = [v for c in code.values() for v in printed_literals(c) if v.isidentifier()]
+        missing = ungrounded_values(answer, sources, [*_labels(self.user_ns), *guessed])
         if not missing:
             return None
         quoted = ", ".join(f'"{v}"' for v in missing[:5])
@@ -249,19 +370,22 @@ class RunChecks:
                     "output shows, or run code that shows them.")
         # the second answer still states them: the run ends with what is known, in words
         # the model is made to write (local_tools: FORCED_REPLY_MARK)
-        if all_failed:
-            known = f"The code failed ({errors[-1]}), so I do not know the answer."
-        elif not results:
-            known = "No code ran for this request, so I do not know the answer."
-        else:
-            known = ("The outputs above do not show the values my answer stated, so I cannot give "
-                     "them as the result: only the outputs above are known.")
-        return f"{CHECK_PREFIX}{_VALUES} {quoted} again. {FORCED_REPLY_MARK}{known}"
+        return f"{CHECK_PREFIX}{_VALUES} {quoted} again. {FORCED_REPLY_MARK}{_what_is_known(results)}"
 
     def before_tool_call(self, ctx: Any) -> BeforeToolCallResult | None:
         call = ctx.tool_call
         messages = list(ctx.context.messages)
         _, after = self._since_prompt(messages)
+        if _blocked_before(call, after):
+            # the model sent a call again that was already not run: a third try would be the
+            # same (measured: the 0.5B re-sent a blocked read six times), so the request ends
+            # with what is known; the next reply is made that sentence
+            results = [m for m in after if getattr(m, "role", None) == "toolResult"]
+            self.steer(UserMessage(content=(
+                f"{CHECK_PREFIX}the same call was sent again after it was not run. "
+                f"{FORCED_REPLY_MARK}{_what_is_known(results)}")))
+            return BeforeToolCallResult(block=True, reason=(
+                "Not run again: this exact call was already not run, so the request ends here."))
         repeated = _failed_before(call, after)
         if repeated is not None:
             return BeforeToolCallResult(block=True, reason=(
@@ -271,7 +395,7 @@ class RunChecks:
         code = str((call.arguments or {}).get("code", "")) if call.name == "python" else ""
         for path in read_paths(code):
             if not self._written_by_user(path, messages):
-                return BeforeToolCallResult(block=True, reason=self._path_reason(path))
+                return BeforeToolCallResult(block=True, reason=self._path_reason(path, messages))
         return None
 
     def _written_by_user(self, path: str, messages: list[Any]) -> bool:
@@ -283,7 +407,14 @@ class RunChecks:
         written = re.compile(r"(?<![\w./-])" + re.escape(path) + r"(?![\w/-])")
         return any(written.search(t) for t in texts)
 
-    def _path_reason(self, path: str) -> str:
+    def _path_reason(self, path: str, messages: Sequence[Any] = ()) -> str:
+        # the files the user did name (measured: "load notebooks/data/sales.csv" read as
+        # 'data/sales.csv', blocked, then sent again): the block says which path to use
+        named = [p for m in messages if getattr(m, "role", None) == "user" and not _is_check(m)
+                 for p in _WRITTEN_PATH.findall(_typed(m.content)) if p != path]
+        if named:
+            return (f"Not run: no message or cell names the file {path!r}. The request names "
+                    f"{named[-1]!r}: use that path, exactly as written.")
         frames = [k for k, v in self.user_ns.items()
                   if not k.startswith("_") and type(v).__name__ in ("DataFrame", "Series")][:3]
         if frames:
@@ -300,10 +431,43 @@ def _kind(check: str) -> str:
     return _VALUES if _VALUES in check else "outcome"
 
 
+_NOT_RUN = "Not run"
+
+
+def _what_is_known(results: list[Any]) -> str:
+    """The honest last sentence of a request whose answer no result supports: what failed, or
+    that only the outputs shown are known."""
+    failed = [m for m in results if getattr(m, "is_error", False)]
+    if results and len(failed) == len(results):
+        ran = [_last_error_line(_text(m.content)) for m in failed if not _text(m.content).startswith(_NOT_RUN)]
+        if ran:
+            return f"The code failed ({ran[-1]}), so I do not know the answer."
+        reason = _text(failed[0].content).removeprefix(_NOT_RUN).lstrip(": ").split(". ")[0].rstrip(".")
+        return f"The code was not run ({reason[:160]}), so I do not know the answer."
+    if not results:
+        return "No code ran for this request, so I do not know the answer."
+    return ("The outputs above do not show the values my answer stated, so I cannot give "
+            "them as the result: only the outputs above are known.")
+
+
+def _blocked_before(call: Any, messages: list[Any]) -> bool:
+    """An identical earlier call in ``messages`` was not run (blocked by these checks)."""
+    key = _call_key(call)
+    blocked = {m.tool_call_id for m in messages if getattr(m, "role", None) == "toolResult"
+               and getattr(m, "is_error", False) and _text(m.content).startswith(_NOT_RUN)}
+    return any(isinstance(b, ToolCall) and b.id in blocked and b.id != call.id and _call_key(b) == key
+               for m in messages if getattr(m, "role", None) == "assistant" for b in m.content)
+
+
+_CODE_PLACE = re.compile(r"\s*\(<agent-code-\d+>, line \d+\)")
+
+
 def _last_error_line(text: str) -> str:
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     line = next((x for x in lines if "Error" in x or "error" in x), lines[-1] if lines else "an error")
-    return line.removeprefix("[error] ")[:160]
+    # (where in the agent's code it failed says nothing to the user, and its digits would read
+    # as values in the honest answer: "(<agent-code-2>, line 1)")
+    return _CODE_PLACE.sub("", line.removeprefix("[error] "))[:160]
 
 
 def _call_key(call: ToolCall) -> str:

@@ -150,3 +150,20 @@ def test_the_first_call_is_bound_to_a_name_only_if_it_is_new() -> None:
     fresh = {"role": "user", "content": [{"type": "text", "text": CONTEXT},
                                          {"type": "text", "text": "put the region sums in sums"}]}
     assert '"sums = "' in _code_rule(shape_request(_params([fresh]), mode="grammar")["grammar"])
+
+
+def test_a_request_naming_no_variable_reads_the_only_dataframe() -> None:
+    from pi_notebook.ai.providers.local_intent import implicit_subject
+
+    one = "Notebook variables (2):\nloans: DataFrame 32 x 7 (member: str, days: int64)\nn: int 3\n"
+    assert implicit_subject("who borrowed the most books?", one) == "loans"
+    assert implicit_subject("how many are there?", one.replace("loans: DataFrame", "loans: Series")) is None
+    # a file the request names, a variable it names, or two DataFrames to choose from: no guess
+    assert implicit_subject("read shop/visits.csv and count the rows", one) is None
+    assert implicit_subject("what is n?", one) is None
+    assert implicit_subject("what is the mean of the units column?", CONTEXT) is None
+    user = {"role": "user", "content": [{"type": "text", "text": one},
+                                        {"type": "text", "text": "who borrowed the most books?"}]}
+    # the first call reads it (an attribute or an index), it does not replace it
+    assert _code_rule(shape_request(_params([user]), mode="grammar")["grammar"]).startswith(
+        'code ::= "\\"" "loans" ("." | "[") ')

@@ -247,3 +247,169 @@ def test_an_answer_still_unsupported_after_the_correction_ends_with_what_is_know
         mode="grammar")
     assert params["grammar"] == 'root ::= "The code failed (\'unitz\'), so I do not know the answer."\n'
     assert agent.state.messages[-1].role == "assistant"
+
+
+# --- a literal the model printed is not a result (issue 22, class a) ---------------------------
+
+def _checked_answer(code: str, output: str, answer: str, ns: dict[str, Any]) -> str | None:
+    """The correction RunChecks gives for ``answer`` after one call of ``code`` that output
+    ``output`` (no Agent: the messages as the loop would hold them)."""
+    from pi_notebook.ai.types import AssistantMessage, TextContent, ToolCall, ToolResultMessage, Usage, UserMessage
+
+    def assistant(*blocks: Any, stop: str) -> AssistantMessage:
+        return AssistantMessage(content=list(blocks), api="x", provider="x", model="x", usage=Usage(),
+                                stop_reason=stop)  # type: ignore[arg-type]  # a test's literal
+
+    messages = [UserMessage(content="what's the product people order most often?"),
+                assistant(ToolCall(id="a", name="python", arguments={"code": code}), stop="toolUse"),
+                ToolResultMessage(tool_call_id="a", tool_name="python", content=[TextContent(text=output)]),
+                assistant(TextContent(text=answer), stop="stop")]
+    return RunChecks(ns, steer=lambda m: None).correction(messages)
+
+
+@pytest.mark.parametrize("code", [
+    "print('apple')",
+    "top = 'apple'\nprint(top)",
+    "print(f'The most ordered product is {\"apple\"}')",
+    "'apple'",
+])
+def test_a_value_the_models_own_literal_printed_does_not_ground_the_answer(code):
+    ns = {"pd": pd, "sales": SALES}
+    output = "apple" if "most ordered" not in code else "The most ordered product is apple"
+    correction = _checked_answer(code, output, "The product ordered most often is apple.", ns)
+    assert correction is not None and '"apple"' in correction, code
+
+
+def test_a_value_computed_from_the_data_still_grounds_the_answer():
+    ns = {"pd": pd, "sales": SALES}
+    # the literal parts of the print are cut, the computed value stays
+    code = "print('The best seller is', sales.loc[sales.units.idxmax(), 'product'])"
+    assert _checked_answer(code, "The best seller is Widget", "The best seller is Widget.", ns) is None
+    # a number the code computed survives cutting a literal that is part of it (3 in 31)
+    assert _checked_answer("print(3)\nsales.units.tolist()", "3\n[40, 31, 25, 3]",
+                           "The second value is 31.", {"pd": pd, "sales": SALES}) is None
+
+
+def test_printed_literals_and_cutting_them():
+    from pi_notebook.magics.outcome import printed_literals, without_literals
+
+    assert printed_literals("x = 'apple'\nprint(x, 42)\ndf.groupby('region').sum()\nprint(', ')") == [
+        "apple", "42"]
+    assert printed_literals("print('pear'") == ["pear"]  # does not parse: every string
+    assert without_literals("apple 42 142 4.2 42.5", ["apple", "42"]).split() == ["142", "4.2", "42.5"]
+
+
+# --- a blocked call sent again ends the request honestly (issue 22, class b) -------------------
+
+def test_a_blocked_call_sent_again_ends_the_request_with_what_is_known(monkeypatch):
+    from pi_notebook.ai.providers.local_tools import FORCED_REPLY_MARK
+
+    ns = {"pd": pd, "orders": SALES, "In": ["", "orders = load()"]}
+    agent, executed = _run("which product sold the most units?", [
+        _call("orders = pd.read_csv('orders.csv')"),    # a file nobody named: not run
+        _call("orders = pd.read_csv('orders.csv')"),    # the same call again: not run, request ends
+        faux_assistant_message("The code was not run (no message or cell names the file "
+                               "'orders.csv'), so I do not know the answer."),
+        _call("orders = pd.read_csv('orders.csv')"),    # never reached
+    ], ns, monkeypatch)
+    assert executed == []
+    checks = [u for u in _users(agent) if u.startswith("Check: ")]
+    assert len(checks) == 1 and FORCED_REPLY_MARK in checks[0]
+    assert checks[0].endswith("Reply exactly: The code was not run (no message or cell names the file "
+                              "'orders.csv'), so I do not know the answer.")
+    results = [m for m in agent.state.messages if m.role == "toolResult"]
+    assert len(results) == 2 and all(r.is_error for r in results)
+    assert "already not run" in results[1].content[0].text
+    assert agent.state.messages[-1].role == "assistant" and agent.state.messages[-1].stop_reason == "stop"
+    assert ns["orders"] is SALES
+
+
+def test_a_failed_call_repeated_once_is_blocked_and_a_third_time_ends_the_request(monkeypatch):
+    ns = {"pd": pd, "sales": SALES}
+    agent, executed = _run("what is the mean price?", [
+        _call("sales['price'].mean()"),      # KeyError
+        _call("sales['price'].mean()"),      # blocked: the same failing call
+        _call("sales['price'].mean()"),      # sent again after the block: the request ends
+        faux_assistant_message("The code failed (KeyError: 'price'), so I do not know the answer."),
+    ], ns, monkeypatch)
+    assert executed == ["sales['price'].mean()"]
+    checks = [u for u in _users(agent) if u.startswith("Check: ")]
+    assert len(checks) == 1 and "Reply exactly: The code failed (" in checks[0] and "price" in checks[0]
+    assert agent.state.messages[-1].role == "assistant"
+
+
+def test_when_every_call_failed_the_contexts_sample_rows_ground_nothing():
+    # h_first_date: every read was blocked, the answer's month and digits were found in the
+    # namespace summary's dates, so the forced honest ending never came
+    from pi_notebook.ai.types import AssistantMessage, TextContent, ToolCall, ToolResultMessage, Usage, UserMessage
+
+    context = TextContent(text="[Notebook context]\norders: DataFrame 36 x 7\n  date 2024-01-03, 2024-01-05")
+    typed = TextContent(text="when was the first order placed?")
+
+    def run(result: str, is_error: bool) -> str | None:
+        messages = [UserMessage(content=[context, typed]),
+                    AssistantMessage(content=[ToolCall(id="a", name="python", arguments={
+                        "code": "orders['date'].min()"})], api="x", provider="x", model="x", usage=Usage(),
+                        stop_reason="toolUse"),
+                    ToolResultMessage(tool_call_id="a", tool_name="python", is_error=is_error,
+                                      content=[TextContent(text=result)]),
+                    AssistantMessage(content=[TextContent(text="The first order was placed on January 3.")],
+                                     api="x", provider="x", model="x", usage=Usage(), stop_reason="stop")]
+        return RunChecks({"orders": SALES}, steer=lambda m: None).correction(messages)
+
+    flagged = run("Not run: no message or cell names the file 'orders.csv'.", True)
+    assert flagged is not None and '"January"' in flagged and '"3"' in flagged
+    assert run("'2024-01-03'", False) is None   # a result shows it
+
+
+def test_a_blocked_path_names_the_file_the_request_wrote(monkeypatch):
+    ns = {"pd": pd}
+    agent, executed = _run("load notebooks/data/sales.csv into a DataFrame called df", [
+        _call("df = pd.read_csv('data/sales.csv')"),     # shortened: not as written
+        faux_assistant_message("I could not load it."),
+    ], ns, monkeypatch)
+    assert executed == []
+    blocked = next(m for m in agent.state.messages if m.role == "toolResult")
+    assert ("The request names 'notebooks/data/sales.csv': use that path, exactly as written."
+            in blocked.content[0].text)
+
+
+def test_when_every_call_failed_a_tracebacks_line_numbers_ground_nothing():
+    from pi_notebook.ai.types import AssistantMessage, TextContent, ToolCall, ToolResultMessage, Usage, UserMessage
+
+    traceback = ("[error] AttributeError: 'str' object has no attribute 'name'\n\n-----\n"
+                 "File <agent-code-1>:1\n----> 1 loans.groupby('branch').size().idxmin().name")
+    messages = [UserMessage(content="which branch has the fewest loans?"),
+                AssistantMessage(content=[ToolCall(id="a", name="python", arguments={
+                    "code": "loans.groupby('branch').size().idxmin().name"})], api="x", provider="x", model="x",
+                    usage=Usage(), stop_reason="toolUse"),
+                ToolResultMessage(tool_call_id="a", tool_name="python", is_error=True,
+                                  content=[TextContent(text=traceback)]),
+                AssistantMessage(content=[TextContent(text="The branch with the fewest loans is branch 1.")],
+                                 api="x", provider="x", model="x", usage=Usage(), stop_reason="stop")]
+    correction = RunChecks({"loans": SALES}, steer=lambda m: None).correction(messages)
+    assert correction is not None and '"1"' in correction
+
+
+def test_the_honest_ending_names_the_error_without_where_in_the_agents_code():
+    from pi_notebook.magics.outcome import _what_is_known
+    from pi_notebook.ai.types import TextContent, ToolResultMessage
+
+    failed = ToolResultMessage(tool_call_id="a", tool_name="python", is_error=True, content=[TextContent(
+        text="[error] SyntaxError: '{' was never closed (<agent-code-2>, line 1)\n\n----")])
+    assert _what_is_known([failed]) == "The code failed (SyntaxError: '{' was never closed), so I do not know the answer."
+
+
+def test_ipythons_bookkeeping_names_ground_no_digit():
+    from pi_notebook.ai.types import AssistantMessage, TextContent, ToolCall, ToolResultMessage, Usage, UserMessage
+
+    messages = [UserMessage(content="which branch has the fewest loans?"),
+                AssistantMessage(content=[ToolCall(id="a", name="python", arguments={"code": "loans.x"})],
+                                 api="x", provider="x", model="x", usage=Usage(), stop_reason="toolUse"),
+                ToolResultMessage(tool_call_id="a", tool_name="python", is_error=True,
+                                  content=[TextContent(text="[error] AttributeError: no attribute 'x'")]),
+                AssistantMessage(content=[TextContent(text="The fewest loans are in branch 1.")],
+                                 api="x", provider="x", model="x", usage=Usage(), stop_reason="stop")]
+    ns = {"loans": SALES, "_i1": "loans = load()", "_1": 3, "In": ["", "loans = load()"]}
+    correction = RunChecks(ns, steer=lambda m: None).correction(messages)
+    assert correction is not None and '"1"' in correction

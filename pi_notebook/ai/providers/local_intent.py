@@ -207,6 +207,11 @@ def notebook_columns(context: str) -> list[str]:
     return names
 
 
+_FRAME_LINE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*): DataFrame\b", re.MULTILINE)
+_FILE_WORD = re.compile(r"[\w-]\.(?:csv|tsv|txt|json|jsonl|xlsx?|parquet|feather|pkl|pickle|h5|sqlite|db|"
+                        r"npy|npz|xml|html?)\b", re.IGNORECASE)
+
+
 def requested_subject(text: str, context: str) -> str | None:
     """The first word of ``text`` that names a notebook variable of ``context``, or None."""
     names = set(notebook_variables(context))
@@ -215,4 +220,16 @@ def requested_subject(text: str, context: str) -> str | None:
     for match in _WORD.finditer(text):
         if match.group(1) in names and not keyword.iskeyword(match.group(1)):
             return match.group(1)
+    return None
+
+
+def implicit_subject(text: str, context: str) -> str | None:
+    """The notebook's only DataFrame when ``text`` names no notebook variable and no file, else
+    None: a question about "the customers" is about the data that is loaded (measured, the
+    0.5B read a guessed ``loans.csv`` for "who borrowed the most books?" with ``loans`` loaded)."""
+    if requested_subject(text, context) is not None or _FILE_WORD.search(text):
+        return None
+    frames = _FRAME_LINE.findall(_variables_block(context))
+    if len(frames) == 1 and not keyword.iskeyword(frames[0]):
+        return str(frames[0])
     return None

@@ -35,6 +35,7 @@ name that fits none, so the agent loop answers it with a tool error the model ca
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import re
@@ -43,7 +44,13 @@ from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any
 
 from .._json import parse_streaming_json
-from .local_intent import notebook_columns, notebook_variables, requested_subject, requested_target
+from .local_intent import (
+    implicit_subject,
+    notebook_columns,
+    notebook_variables,
+    requested_subject,
+    requested_target,
+)
 from ..types import (
     AssistantMessage,
     AssistantMessageEvent,
@@ -63,11 +70,12 @@ from ..types import (
 __all__ = [
     "NOTE_PREFIX", "TOOLCALL_MODES", "TOOLCALL_FAILURE_HINT", "tool_call_mode", "tools_grammar",
     "shape_request", "TextToolCallStream", "friendly_error", "recover_tool_name", "stated_values",
-    "ungrounded_values", "CHECK_PREFIX", "FORCED_REPLY_MARK",
+    "ungrounded_values", "CHECK_PREFIX", "FORCED_REPLY_MARK", "repair_call_tail",
 ]
 
 TOOLCALL_MODES = ("grammar", "parse", "server")
 DEFAULT_MAX_TOOL_CALLS = 3
+PROMPT_TOOL_CALLS_FACTOR = 2
 # Left alone, the 0.5B model writes a comment and a print for every attribute it can think of
 # (measured: 300 tokens of "# Display the ..." lines for "load the CSV into df"). Code arguments
 # are therefore limited to this many non-empty lines of at most MAX_LINE_CHARS characters,
@@ -115,6 +123,7 @@ _CODE_RULE = r'code ::= "\"" codeline ( "\\n" codeline ){0,' + str(MAX_CODE_LINE
 _START_RULE = r'code ::= "\"" {start} codechar{{0,{chars}}} ( "\\n" codeline ){{0,{lines}}} "\""'
 _CODE_IN_REQUEST = re.compile(r"[=;(]|\n")
 _START = re.compile(r"[A-Za-z_][A-Za-z0-9_]*( = )?")
+READ_ONLY_START = "[.["  # a start ``name[.[`` : the code begins with ``name.`` or ``name[``
 
 _SCALARS = {"string": "string", "integer": "integer", "number": "number", "boolean": "boolean"}
 
@@ -166,10 +175,16 @@ def _number_literals(numbers: Iterable[str]) -> list[str]:
 
 
 def _code_rule(start: str | None) -> str:
-    if start is None or not _START.fullmatch(start):
+    if start is None:
         return _CODE_RULE
-    # (an identifier and " = " need no escaping, in JSON or in GBNF)
-    return _START_RULE.format(start=f'"{start}"', chars=MAX_LINE_CHARS, lines=MAX_CODE_LINES - 1)
+    read = start.endswith(READ_ONLY_START)
+    name = start.removesuffix(READ_ONLY_START)
+    if not _START.fullmatch(name) or (read and not name.isidentifier()):
+        return _CODE_RULE
+    # (an identifier and " = " need no escaping, in JSON or in GBNF; a read-only start goes on
+    # with an attribute or an index, so the user's data is read, not replaced)
+    literal = f'"{name}" ("." | "[")' if read else f'"{name}"'
+    return _START_RULE.format(start=literal, chars=MAX_LINE_CHARS, lines=MAX_CODE_LINES - 1)
 
 
 def tools_grammar(tools: list[Mapping[str, Any]], *, allow_call: bool = True, allow_text: bool = True,
@@ -220,6 +235,18 @@ def _tool_calls_since_user(messages: list[Mapping[str, Any]]) -> int | None:
             return count if count else None
         if role == "tool":
             count += 1
+    return count
+
+
+def _tool_calls_since_prompt(messages: list[Mapping[str, Any]]) -> int:
+    """Tool results after the user's own last message (the run checks' corrections, user
+    messages too, do not count as a new prompt)."""
+    count = 0
+    for message in reversed(messages):
+        role = message.get("role")
+        if role == "user" and not "\n".join(_texts(message.get("content"))).startswith(CHECK_PREFIX):
+            break
+        count += role == "tool"
     return count
 
 
@@ -323,6 +350,8 @@ def ungrounded_values(answer: str, sources: Iterable[str], labels: Iterable[str]
     lowered = text.lower()
     numbers = set(grounded_numbers([{"role": "user", "content": text}]))
     months = {int(m) for m in re.findall(r"\b\d{4}-(\d{2})\b", text)}
+    # a date's day as an answer writes it: 2024-01-03 grounds "January 3"
+    numbers |= {str(int(d)) for d in re.findall(r"\b\d{4}-\d{2}-(\d{2})\b", text)}
     missing = []
     for value in stated_values(answer, labels):
         month = _MONTHS.get(value.lower())
@@ -398,7 +427,10 @@ def shape_request(params: dict[str, Any], *, mode: str, max_tool_calls: int = DE
         return params
     done = _tool_calls_since_user(messages)
     first_turn = done is None
-    allow_call = done is None or done < max_tool_calls
+    # (each correction of the run checks allows max_tool_calls more; the prompt as a whole at
+    # most twice that: measured, a load request made 9 calls in 176 s before it ended)
+    allow_call = ((done is None or done < max_tool_calls)
+                  and _tool_calls_since_prompt(messages) < PROMPT_TOOL_CALLS_FACTOR * max_tool_calls)
     # a call first (the answer must come from the notebook), and another one after an error
     allow_text = not allow_call or not ((first_turn and require_first_call) or last_result_failed)
     if last_result_failed and allow_call:
@@ -419,7 +451,8 @@ def shape_request(params: dict[str, Any], *, mode: str, max_tool_calls: int = DE
             request = ""  # the user wrote the code: the model is not steered away from it
         target = requested_target(request, notebook_variables(context), notebook_columns(context))
         subject = requested_subject(request, context) if target is None else None
-        start = f"{target} = " if target else subject
+        implicit = implicit_subject(request, context) if target is None and subject is None else None
+        start = f"{target} = " if target else subject or (implicit + READ_ONLY_START if implicit else None)
     params["grammar"] = tools_grammar(tools, allow_call=allow_call, allow_text=allow_text, numbers=numbers,
                                       start=start)
     return params
@@ -462,6 +495,32 @@ def friendly_error(message: str | None) -> str | None:
     if message and _PEG_MESSAGE in message:
         return f"The model named a tool that does not exist: {TOOLCALL_FAILURE_HINT}."
     return message
+
+
+# the end of the JSON call written inside the code string: a quote, then the closing braces
+# (measured on the 0.5B: `print(x.sum())\"})}uff. `; it writes the escaped quote the grammar
+# allows inside code where it meant the closing one, and the code then does not parse)
+_CALL_TAIL = re.compile(r'"+[\s)\]]*\}')
+
+
+def repair_call_tail(code: str) -> str | None:
+    """``code`` without a leaked end of the JSON call on its last line, when the code does not
+    parse as written and parses once that end is cut; else None (the code runs as written)."""
+    try:
+        ast.parse(code)
+        return None
+    except SyntaxError:
+        pass
+    head, _, last = code.rpartition("\n")
+    match = _CALL_TAIL.search(last)
+    if match is None:
+        return None
+    fixed = (head + "\n" if head else "") + last[:match.start()].rstrip()
+    try:
+        ast.parse(fixed)
+    except SyntaxError:
+        return None
+    return fixed if fixed.strip() else None
 
 
 class TextToolCallStream:
@@ -549,6 +608,11 @@ class TextToolCallStream:
             else:
                 note = f"{NOTE_PREFIX}{TOOLCALL_FAILURE_HINT} (it called `{name or '?'}`)."
                 name = name or "invalid_tool_call"
+        code = arguments.get("code")
+        if isinstance(code, str):
+            repaired = repair_call_tail(code)
+            if repaired is not None:
+                arguments = {**arguments, "code": repaired}
         block.name = name
         block.arguments = arguments
         if note is not None:
