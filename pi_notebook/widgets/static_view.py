@@ -21,9 +21,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ._util import B64_RE
-from ..tools.policy import ApprovalChoice, ApprovalPolicy
-from .protocol import NoticeLevel, QueueKind, RunStatus
-from .transcript import Transcript
+from ..tools.policy import ApprovalChoice
+from .protocol import RunStatus
+from .transcript import Transcript, TranscriptViewMixin
 from .transcript_md import transcript_markdown
 
 if TYPE_CHECKING:
@@ -38,7 +38,7 @@ _FIGURE_MIMES = ("image/png", "image/jpeg", "image/gif")
 Publish = Callable[[dict[str, Any]], None]
 
 
-class StaticView:
+class StaticView(TranscriptViewMixin):
     def __init__(self, model_label: str, loop: asyncio.AbstractEventLoop | None, *,
                  context_window: int | None = None, interval: float = REFRESH_INTERVAL) -> None:
         self._loop = loop
@@ -112,39 +112,8 @@ class StaticView:
     def handle_event(self, event: AgentEvent) -> None:
         self.transcript.apply(event)
 
-    def add_user_message(self, text: str, kind: QueueKind = "prompt") -> None:
-        self.transcript.announce(text, kind)
-
-    def show_queued(self, kind: QueueKind, text: str, token: str) -> None:
-        self.transcript.show_queued(kind, text, token)
-
-    def deliver_queued(self, token: str, text: str, kind: QueueKind) -> None:
-        self.transcript.deliver_queued(token, text, kind)
-
-    def remove_queued(self, token: str) -> None:
-        self.transcript.remove_queued(token)
-
     async def request_approval(self, request: ApprovalRequest) -> ApprovalChoice:
         return "skip"  # nobody can answer; the approval hook refuses before asking
-
-    def set_status(self, status: RunStatus, detail: str = "") -> None:
-        self.transcript.set_status(status, detail)
-
-    def set_model_label(self, label: str) -> None:
-        self.transcript.set_model_label(label)
-
-    def set_policy(self, policy: ApprovalPolicy) -> None:
-        self.transcript.set_policy(policy)
-
-    def show_notice(self, text: str, level: NoticeLevel = "info") -> None:
-        self.transcript.notice(text, level)
-
-    def set_context_usage(self, used: int | None, window: int | None = None) -> None:
-        self.transcript.set_context_usage(used, window)
-
-    @property
-    def status(self) -> RunStatus:
-        return self.transcript.status
 
     def finish(self, status: RunStatus | None = None) -> None:
         self._cancel()

@@ -51,7 +51,8 @@ from .protocol import NoticeLevel, QueueKind, RunStatus
 from .toolcall import ToolItem
 
 __all__ = ["Transcript", "Item", "UserItem", "NoticeItem", "OtherItem", "TextItem", "ThinkingItem",
-           "ToolItem", "QueuedRow", "StreamText", "FINAL_STATUSES", "LIVE_STATUSES", "USER_LABELS"]
+           "ToolItem", "QueuedRow", "StreamText", "FINAL_STATUSES", "LIVE_STATUSES", "USER_LABELS",
+           "TranscriptViewMixin"]
 
 FINAL_STATUSES: tuple[RunStatus, ...] = ("done", "aborted", "error", "removed")
 LIVE_STATUSES: tuple[RunStatus, ...] = ("idle", "queued", "thinking", "writing", "running tool",
@@ -454,3 +455,41 @@ class Transcript:
 
 def _int(obj: Any, name: str) -> int:
     return int(field(obj, name, 0) or 0)
+
+
+class TranscriptViewMixin:
+    """The ``RunView`` methods that only pass on to the view's :class:`Transcript`, written
+    once for the widget view (``view.py``) and the headless one (``static_view.py``)."""
+
+    transcript: Transcript
+
+    @property
+    def status(self) -> RunStatus:
+        return self.transcript.status
+
+    def add_user_message(self, text: str, kind: QueueKind = "prompt") -> None:
+        self.transcript.announce(text, kind)
+
+    def show_queued(self, kind: QueueKind, text: str, token: str) -> None:
+        self.transcript.show_queued(kind, text, token)
+
+    def deliver_queued(self, token: str, text: str, kind: QueueKind) -> None:
+        self.transcript.deliver_queued(token, text, kind)
+
+    def remove_queued(self, token: str) -> None:
+        self.transcript.remove_queued(token)
+
+    def set_status(self, status: RunStatus, detail: str = "") -> None:
+        self.transcript.set_status(status, detail)
+
+    def set_policy(self, policy: ApprovalPolicy) -> None:
+        self.transcript.set_policy(policy)
+
+    def set_model_label(self, label: str) -> None:
+        self.transcript.set_model_label(label)
+
+    def show_notice(self, text: str, level: NoticeLevel = "info") -> None:
+        self.transcript.notice(text, level)
+
+    def set_context_usage(self, used: int | None, window: int | None = None) -> None:
+        self.transcript.set_context_usage(used, window)

@@ -40,12 +40,12 @@ from .flush import DEFAULT_INTERVAL, FlushScheduler
 from .input_form import InputForm
 from .items import Item, NoticeItem, OtherItem, QueuedRow, TextItem, ThinkingItem, UserItem
 from .markdown import escape_text
-from ..tools.policy import APPROVAL_CHOICES, ApprovalChoice, ApprovalPolicy
-from .protocol import NoticeLevel, QueueKind, RunStatus
+from ..tools.policy import APPROVAL_CHOICES, ApprovalChoice
+from .protocol import RunStatus
 from .theme import stylesheet
 from .toolcall import ToolItem
 from .toolcard import ToolCard
-from .transcript import FINAL_STATUSES, LIVE_STATUSES, Transcript
+from .transcript import FINAL_STATUSES, LIVE_STATUSES, Transcript, TranscriptViewMixin
 from .transcript_md import transcript_markdown
 
 if TYPE_CHECKING:
@@ -60,7 +60,7 @@ _log = logging.getLogger(__name__)
 FALLBACK_REFRESH_S = 2.0  # at most this often, while no frontend renders the view
 
 
-class AgentView(W.VBox):  # type: ignore[misc]  # ipywidgets ships no type hints: VBox is Any
+class AgentView(TranscriptViewMixin, W.VBox):  # type: ignore[misc]  # ipywidgets ships no type hints: VBox is Any
     """Live transcript of one agent run: header, conversation, tool cards, queue, Abort.
 
     ``model_label`` is shown in the header; ``loop`` is the kernel loop all state lives
@@ -116,10 +116,6 @@ class AgentView(W.VBox):  # type: ignore[misc]  # ipywidgets ships no type hints
         self._schedule_tick()
 
     # ------------------------------------------------------------------ reading
-
-    @property
-    def status(self) -> RunStatus:
-        return self.transcript.status
 
     @property
     def widget(self) -> AgentView:
@@ -204,35 +200,11 @@ class AgentView(W.VBox):  # type: ignore[misc]  # ipywidgets ships no type hints
             self._cancel_tick()
             self._scheduler.flush_now()
 
-    def add_user_message(self, text: str, kind: QueueKind = "prompt") -> None:
-        self.transcript.announce(text, kind)
-
-    def show_queued(self, kind: QueueKind, text: str, token: str) -> None:
-        self.transcript.show_queued(kind, text, token)
-
-    def deliver_queued(self, token: str, text: str, kind: QueueKind) -> None:
-        self.transcript.deliver_queued(token, text, kind)
-
-    def remove_queued(self, token: str) -> None:
-        self.transcript.remove_queued(token)
-
     def set_status(self, status: RunStatus, detail: str = "") -> None:
         if status == "aborting" or status in FINAL_STATUSES:
             # Nobody may be left waiting for a click once the run is stopping.
             self.cancel_approvals()
-        self.transcript.set_status(status, detail)
-
-    def set_policy(self, policy: ApprovalPolicy) -> None:
-        self.transcript.set_policy(policy)
-
-    def set_model_label(self, label: str) -> None:
-        self.transcript.set_model_label(label)
-
-    def show_notice(self, text: str, level: NoticeLevel = "info") -> None:
-        self.transcript.notice(text, level)
-
-    def set_context_usage(self, used: int | None, window: int | None = None) -> None:
-        self.transcript.set_context_usage(used, window)
+        super().set_status(status, detail)
 
     async def request_approval(self, request: ApprovalRequest) -> ApprovalChoice:
         """Show Run / Skip / Always on the call's card and wait for a click.
