@@ -30,7 +30,7 @@ such output is cut from the tool text the checker compares against, as the run c
 
 Usage::
 
-    python bench/notebook_tasks.py -m local/qwen2.5-coder-0.5b [--set core|heldout|tuning|all]
+    python bench/notebook_tasks.py -m local/qwen2.5-coder-1.5b [--set core|heldout|tuning|all]
         [-k load,plot] [--json out.json] [--profile small|default]
 
 ``--profile small`` forces the small-model profile (short system prompt, fewer tools, a turn
@@ -529,7 +529,7 @@ def summarize(model: str, results: list[dict], label: str = "") -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("-m", "--model", default="local/qwen2.5-coder-0.5b")
+    parser.add_argument("-m", "--model", default="local/qwen2.5-coder-1.5b")
     parser.add_argument("-k", "--tasks", default="", help="comma-separated task names (default: all)")
     parser.add_argument("--set", choices=("core", "heldout", "tuning", "all"), default="core",
                         help="core: the 15 tasks the levers were tuned on; heldout: the 12 written "

@@ -101,6 +101,11 @@ def test_a_request_that_spells_out_code_is_not_steered() -> None:
     user = {"role": "user", "content": [{"type": "text", "text": CONTEXT}, {"type": "text", "text": text}]}
     rule = _code_rule(shape_request(_params([user]), mode="grammar")["grammar"])
     assert '"df"' not in rule and '"monthly = "' not in rule
+    # nor started from the notebook's only DataFrame (the quickstart lost its `monthly = ` so)
+    one = "Notebook variables (1):\ndf: DataFrame 24 x 4 (month: str, region: str, units: int64)\n"
+    user = {"role": "user", "content": [{"type": "text", "text": one}, {"type": "text", "text": text}]}
+    rule = _code_rule(shape_request(_params([user]), mode="grammar")["grammar"])
+    assert '"df"' not in rule and rule.startswith('code ::= "\\"" codeline'), rule
 
 
 # --- what a request asks to leave behind, by where its words stand (issue 22) ---------------

@@ -1,4 +1,4 @@
-"""The embedded model, for real: llama-server + Qwen2.5-Coder-0.5B through provider ``local``.
+"""The embedded model, for real: llama-server + the default Qwen2.5-Coder through provider ``local``.
 
 Marked ``local_model``: it needs the ``local`` extra and a built llama-server
 (``python -m pi_notebook.ai.providers.local_setup``). CI builds both, so here a
@@ -14,6 +14,7 @@ import pytest
 from pi_notebook.agent import Agent, tool
 from pi_notebook.ai import get_model
 from pi_notebook.ai.providers.local import get_local_server, local_model_available, stop_local_servers
+from pi_notebook.ai.providers.local_setup import DEFAULT_LOCAL_MODEL
 
 pytestmark = [pytest.mark.local_model, pytest.mark.timeout(600)]
 
@@ -37,7 +38,7 @@ async def test_agent_calls_add_tool_and_answers_with_the_sum():
         calls.append((a, b))
         return str(a + b)
 
-    model = get_model("local/qwen2.5-coder-0.5b")
+    model = get_model(f"local/{DEFAULT_LOCAL_MODEL}")
     agent = Agent(initial_state={"model": model, "tools": [add],
                                  "system_prompt": "You are a helpful assistant."})
     await agent.prompt("What is 3+4? Use the add tool.")
@@ -76,7 +77,7 @@ def _agent_with_python(output: str) -> tuple[Agent, list[str]]:
         ran.append(code)
         return output
 
-    model = get_model("local/qwen2.5-coder-0.5b")
+    model = get_model(f"local/{DEFAULT_LOCAL_MODEL}")
     agent = Agent(initial_state={"model": model, "tools": [python],
                                  "system_prompt": "You work in a Jupyter notebook. Use the python tool."})
     return agent, ran

