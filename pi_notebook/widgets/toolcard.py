@@ -17,7 +17,7 @@ import ipywidgets as W
 
 from ..tools.approval import approval_line
 from ..tools.updates import IMAGE_MIMES
-from ._util import B64_RE, content_images, field, find_invisible, fmt_seconds, mark_invisible, strip_control
+from ._util import B64_RE, content_images, find_invisible, fmt_seconds, mark_invisible, strip_control
 from .blocks import Block, ChunkedText, WidgetSet, line_split_point, pill_html
 from .markdown import escape_text, highlight_code
 from .toolcall import OutputRun, ToolItem, fold_traceback
@@ -183,7 +183,7 @@ class ToolCard(Block[ToolItem]):
         elif item.started is not None and not item.frozen and item.status == "running":
             bits.append(f'<span class="pi-metric">{fmt_seconds(time.monotonic() - item.started, precise=False)}'
                         "</span>")
-        details = field(item.result, "details") if item.result is not None else None
+        details = item.result.details if item.result is not None else None
         mcp = details.get("mcp") if isinstance(details, dict) else None
         bits.append(hint_badges(mcp if isinstance(mcp, dict) else self.approval_hints))
         approval = approval_line(details) if item.result is not None else None
@@ -277,7 +277,7 @@ class ToolCard(Block[ToolItem]):
             if cut > 0:
                 parts.append(f'<div class="pi-note">… {cut:,} more characters</div>')
         if item.details is None:
-            for mime, data in content_images(field(item.result, "content")):
+            for mime, data in content_images(item.result.content if item.result is not None else None):
                 img = image_html(mime, data)
                 if img:
                     parts.append(img)

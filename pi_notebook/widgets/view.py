@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 import ipywidgets as W
 
-from ._util import field, fmt_cost, fmt_seconds, fmt_tokens
+from ..agent.types import AgentEndEvent, AgentStartEvent
+from ._util import fmt_cost, fmt_seconds, fmt_tokens
 from .blocks import (
     Block,
     MarkdownBlock,
@@ -37,7 +38,7 @@ from .blocks import (
     pill_html,
 )
 from .flush import DEFAULT_INTERVAL, FlushScheduler
-from .input_form import InputForm
+from .input_form import FormRequestLike, InputForm
 from .items import Item, NoticeItem, OtherItem, QueuedRow, TextItem, ThinkingItem, UserItem
 from .markdown import escape_text
 from ..tools.policy import APPROVAL_CHOICES, ApprovalChoice
@@ -190,12 +191,12 @@ class AgentView(TranscriptViewMixin, W.VBox):  # type: ignore[misc]  # ipywidget
 
     def handle_event(self, event: AgentEvent) -> None:
         t = self.transcript
-        restarted = t.ended is not None and not t.finished and field(event, "type") == "agent_start"
+        restarted = t.ended is not None and not t.finished and isinstance(event, AgentStartEvent)
         t.apply(event)
         if restarted:
             self._abort_button.disabled = False
             self._schedule_tick()
-        if t.ended is not None and field(event, "type") == "agent_end":
+        if t.ended is not None and isinstance(event, AgentEndEvent):
             self.cancel_approvals()
             self._cancel_tick()
             self._scheduler.flush_now()
@@ -224,8 +225,7 @@ class AgentView(TranscriptViewMixin, W.VBox):  # type: ignore[misc]  # ipywidget
         card = self._block(item)
         assert isinstance(card, ToolCard)
         card.on_approval_click = self._approval_clicked
-        extra = field(request, "extra")
-        mcp = extra.get("mcp") if isinstance(extra, dict) else None
+        mcp = request.extra.get("mcp")
         # an MCP tool's panel: the server's annotations as badges, and what "Always" covers
         # ("tool": this tool for the run; None: no third button, e.g. a destructive tool)
         card.approval_hints = mcp if isinstance(mcp, dict) else None
@@ -268,7 +268,7 @@ class AgentView(TranscriptViewMixin, W.VBox):  # type: ignore[misc]  # ipywidget
             if not answer.done():
                 answer.set_result(("cancel", None))
 
-    async def request_input(self, request: Any) -> tuple[str, dict[str, Any] | None]:
+    async def request_input(self, request: FormRequestLike) -> tuple[str, dict[str, Any] | None]:
         """An MCP server asks for input: show a form (widgets/input_form.py) below the
         transcript and wait for Submit (``("accept", values)``), Decline or Cancel. Abort,
         ``finish`` and ``close`` answer ``("cancel", None)``. What was typed is not kept in
@@ -282,7 +282,7 @@ class AgentView(TranscriptViewMixin, W.VBox):  # type: ignore[misc]  # ipywidget
         answer: asyncio.Future[tuple[str, dict[str, Any] | None]] = self._loop.create_future()
         self._forms[number] = (form, answer)
         self._forms_box.children = (*self._forms_box.children, form.widget)
-        server = str(field(request, "server", "") or "")
+        server = request.server
         action = "cancel"
         try:
             action, values = await answer
