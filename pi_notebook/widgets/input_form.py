@@ -14,14 +14,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
 import ipywidgets as W
 
 from .blocks import WidgetSet
 from .markdown import escape_text
 
-__all__ = ["InputForm", "FormRequestLike", "FormFieldLike"]
+__all__ = ["InputForm", "FormRequestLike", "FormFieldLike", "FormValue", "FormValues"]
+
+FormValue = str | int | float | bool  # what a control gives: text, a number, a choice, a checkbox
+FormValues = dict[str, FormValue]
 
 
 class FormFieldLike(Protocol):
@@ -100,9 +103,9 @@ class InputForm:
         placeholder = {"number": "a number", "integer": "a whole number"}.get(f.kind, "")
         return widgets.add(W.Text(value=text, placeholder=placeholder))
 
-    def collect(self) -> tuple[dict[str, Any], str | None]:
+    def collect(self) -> tuple[FormValues, str | None]:
         """The values typed in, and what is wrong with them (None: nothing)."""
-        values: dict[str, Any] = {}
+        values: FormValues = {}
         for f in self.fields:
             value = self.controls[f.name].value
             if f.kind in ("text", "number", "integer") and isinstance(value, str):

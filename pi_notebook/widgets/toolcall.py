@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Literal
+from typing import Literal
 
 from ..agent.types import AgentToolResult
 from ..tools.updates import (
@@ -26,6 +26,7 @@ from ..tools.updates import (
 )
 from ._util import content_text, strip_control
 from .items import Item, StreamText
+from .protocol import MimeBundle
 
 __all__ = ["ToolItem", "OutputRun", "ToolStatus", "fold_traceback", "args_code", "read_output", "MAX_OUTPUT_CHARS"]
 
@@ -40,10 +41,10 @@ class OutputRun:
     """One entry of a card's output area: a run of one stream, a display, or an error."""
 
     def __init__(self, kind: Literal["stream", "display", "error"], *, name: str = "stdout",
-                 data: dict[str, Any] | None = None, error: ErrorOutput | None = None) -> None:
+                 data: MimeBundle | None = None, error: ErrorOutput | None = None) -> None:
         self.kind, self.name = kind, name
         self.stream = StreamText() if kind == "stream" else None
-        self.data = data or {}
+        self.data: MimeBundle = data or {}
         self.error = error
 
 

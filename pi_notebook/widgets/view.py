@@ -38,11 +38,11 @@ from .blocks import (
     pill_html,
 )
 from .flush import DEFAULT_INTERVAL, FlushScheduler
-from .input_form import FormRequestLike, InputForm
+from .input_form import FormRequestLike, FormValues, InputForm
 from .items import Item, NoticeItem, OtherItem, QueuedRow, TextItem, ThinkingItem, UserItem
 from .markdown import escape_text
 from ..tools.policy import APPROVAL_CHOICES, ApprovalChoice
-from .protocol import RunStatus
+from .protocol import Publish, RunStatus
 from .theme import stylesheet
 from .toolcall import ToolItem
 from .toolcard import ToolCard
@@ -80,17 +80,17 @@ class AgentView(TranscriptViewMixin, W.VBox):  # type: ignore[misc]  # ipywidget
         self._on_remove_queued = on_remove_queued
         self._set = WidgetSet()
         self.transcript = Transcript(model_label, context_window=context_window, on_change=self._request)
-        self._blocks: dict[int, Block[Any]] = {}  # item key -> block
+        self._blocks: dict[int, Block[Item]] = {}  # item key -> block
         self._queue_widgets: dict[str, W.HBox] = {}
         # tool_call_id -> (request number, its answer); numbers bind clicks to their panel
         self._approvals: dict[str, tuple[int, asyncio.Future[ApprovalChoice]]] = {}
         self._approval_requests = 0
         # MCP input forms (elicitation): request number -> (form, its answer)
-        self._forms: dict[int, tuple[InputForm, asyncio.Future[tuple[str, dict[str, Any] | None]]]] = {}
+        self._forms: dict[int, tuple[InputForm, asyncio.Future[tuple[str, FormValues | None]]]] = {}
         self._form_requests = 0
         self._tick_handle: asyncio.TimerHandle | None = None
         self._closed = False
-        self._publish: Callable[[dict[str, Any]], None] | None = None  # see attach()
+        self._publish: Publish | None = None  # see attach()
         self._published = time.monotonic()  # the display itself carried the first fallback
 
         style = self._set.html(stylesheet(), "pi-hidden-style")
@@ -159,7 +159,7 @@ class AgentView(TranscriptViewMixin, W.VBox):  # type: ignore[misc]  # ipywidget
             "text/markdown": f"*{FALLBACK_TEXT}*\n\n{md}",
         }
 
-    def attach(self, publish: Callable[[dict[str, Any]], None]) -> None:
+    def attach(self, publish: Publish) -> None:
         """How to replace the displayed bundle (the displayer's ``update_display``): the
         fallback is republished, throttled, while no frontend renders the view (see
         ``_refresh_fallback``)."""
@@ -178,7 +178,7 @@ class AgentView(TranscriptViewMixin, W.VBox):  # type: ignore[misc]  # ipywidget
         self._published = now
         self._publish(self.display_bundle())
 
-    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any] | None:
+    def _repr_mimebundle_(self, **kwargs: object) -> dict[str, Any] | None:
         if self._closed or self.comm is None:
             return None
         return self.display_bundle()
@@ -268,7 +268,7 @@ class AgentView(TranscriptViewMixin, W.VBox):  # type: ignore[misc]  # ipywidget
             if not answer.done():
                 answer.set_result(("cancel", None))
 
-    async def request_input(self, request: FormRequestLike) -> tuple[str, dict[str, Any] | None]:
+    async def request_input(self, request: FormRequestLike) -> tuple[str, FormValues | None]:
         """An MCP server asks for input: show a form (widgets/input_form.py) below the
         transcript and wait for Submit (``("accept", values)``), Decline or Cancel. Abort,
         ``finish`` and ``close`` answer ``("cancel", None)``. What was typed is not kept in
@@ -279,7 +279,7 @@ class AgentView(TranscriptViewMixin, W.VBox):  # type: ignore[misc]  # ipywidget
         self._form_requests += 1
         number = self._form_requests
         form = InputForm(request, self._set, lambda action: self._hop(self._resolve_form, number, action))
-        answer: asyncio.Future[tuple[str, dict[str, Any] | None]] = self._loop.create_future()
+        answer: asyncio.Future[tuple[str, FormValues | None]] = self._loop.create_future()
         self._forms[number] = (form, answer)
         self._forms_box.children = (*self._forms_box.children, form.widget)
         server = request.server
@@ -348,7 +348,7 @@ class AgentView(TranscriptViewMixin, W.VBox):  # type: ignore[misc]  # ipywidget
 
     # ------------------------------------------------------------------ buttons (any thread)
 
-    def _hop(self, fn: Callable[..., Any], *args: Any) -> None:
+    def _hop(self, fn: Callable[..., object], *args: object) -> None:
         """Run ``fn(*args)`` on the loop; safe from any thread."""
         with contextlib.suppress(RuntimeError):  # loop closed: the kernel is going away
             self._loop.call_soon_threadsafe(fn, *args)
@@ -408,7 +408,7 @@ class AgentView(TranscriptViewMixin, W.VBox):  # type: ignore[misc]  # ipywidget
         if not self._closed:
             self._scheduler.request()
 
-    def _block(self, item: Item) -> Block[Any]:
+    def _block(self, item: Item) -> Block[Item]:
         block = self._blocks.get(item.key)
         if block is None:
             block = _make_block(item, self._set)
@@ -452,7 +452,7 @@ class AgentView(TranscriptViewMixin, W.VBox):  # type: ignore[misc]  # ipywidget
             self._abort_button.icon = "times" if queued else "stop"
 
     @staticmethod
-    def _sync(block: Block[Any]) -> None:
+    def _sync(block: Block[Item]) -> None:
         # One broken block must not stop the rest of the view from updating.
         try:
             block.sync()
@@ -508,7 +508,7 @@ class AgentView(TranscriptViewMixin, W.VBox):  # type: ignore[misc]  # ipywidget
         return f'<div class="pi-head">{"".join(bits)}</div>'
 
 
-def _make_block(item: Item, widgets: WidgetSet) -> Block[Any]:
+def _make_block(item: Item, widgets: WidgetSet) -> Block[Item]:
     match item:
         case ToolItem():
             return ToolCard(item, widgets)
