@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal, Protocol, Union, runtime_checkable
+from typing import Annotated, Any, Literal, Protocol, TypeVar, Union, runtime_checkable
 
 from pydantic import BaseModel, Field, SkipValidation, TypeAdapter, ValidationError
 
@@ -41,7 +41,7 @@ __all__ = [
     "ToolExecutionUpdateEvent", "ToolExecutionEndEvent", "AgentEvent",
     "AgentContext", "BeforeToolCallContext", "BeforeToolCallResult", "AfterToolCallContext",
     "AfterToolCallResult", "ShouldStopAfterTurnContext", "PrepareNextTurnContext",
-    "AgentLoopTurnUpdate", "AgentLoopConfig", "AgentState", "QueueMode",
+    "AgentLoopTurnUpdate", "AgentLoopConfig", "AgentState", "QueueMode", "MaybeAwaitable",
     "STREAM_OPTION_FIELDS", "default_convert_to_llm", "message_role", "llm_message", "placeholder_model",
 ]
 
@@ -195,6 +195,9 @@ AgentEvent = Annotated[Union[
 
 QueueMode = Literal["one-at-a-time", "all"]
 
+_T = TypeVar("_T")
+MaybeAwaitable = Union[_T, Awaitable[_T]]  # a hook may be a plain or a coroutine function
+
 
 def message_role(message: object) -> str | None:
     """The ``role`` of an AgentMessage (a pydantic message, any object, or a mapping), or
@@ -330,13 +333,13 @@ class AgentLoopConfig:
     """
 
     model: Model
-    convert_to_llm: Callable[[list[AgentMessage]], Any] = default_convert_to_llm
-    transform_context: Callable[..., Any] | None = None  # (messages, signal) -> messages
+    convert_to_llm: Callable[[list[AgentMessage]], MaybeAwaitable[list[Message]]] = default_convert_to_llm
+    transform_context: Callable[..., MaybeAwaitable[list[AgentMessage]]] | None = None  # (messages, signal)
     get_api_key: Callable[[str], Any] | None = None  # (provider) -> key | None
     should_stop_after_turn: Callable[[ShouldStopAfterTurnContext], Any] | None = None
     prepare_next_turn: Callable[[PrepareNextTurnContext], Any] | None = None
-    get_steering_messages: Callable[[], Any] | None = None
-    get_follow_up_messages: Callable[[], Any] | None = None
+    get_steering_messages: Callable[[], MaybeAwaitable[list[AgentMessage]]] | None = None
+    get_follow_up_messages: Callable[[], MaybeAwaitable[list[AgentMessage]]] | None = None
     tool_execution: ExecutionMode = "parallel"
     before_tool_call: Callable[..., Any] | None = None  # (BeforeToolCallContext, signal)
     after_tool_call: Callable[..., Any] | None = None  # (AfterToolCallContext, signal)
