@@ -38,6 +38,7 @@ from ..ai.abort import AbortController, AbortSignal
 from ..ai.types import (
     AssistantMessage,
     ImageContent,
+    Message,
     Model,
     TextContent,
     Usage,
@@ -53,6 +54,7 @@ from .types import (
     AgentMessage,
     AgentState,
     ExecutionMode,
+    MaybeAwaitable,
     MessageEndEvent,
     MessageStartEvent,
     PrepareNextTurnContext,
@@ -172,7 +174,7 @@ def _user_message(text: str, images: Iterable[ImageContent] = ()) -> UserMessage
     return UserMessage(content=[TextContent(text=text), *images], timestamp=now_ms())
 
 
-def _as_message(value: Any, what: str) -> AgentMessage:
+def _as_message(value: AgentMessage | str, what: str) -> AgentMessage:
     if isinstance(value, str):
         return _user_message(value)
     if message_role(value) is None:
@@ -188,8 +190,8 @@ class Agent:
         self,
         *,
         initial_state: dict[str, Any] | None = None,
-        convert_to_llm: Callable[[list[AgentMessage]], Any] | None = None,
-        transform_context: Callable[..., Any] | None = None,
+        convert_to_llm: Callable[[list[AgentMessage]], MaybeAwaitable[list[Message]]] | None = None,
+        transform_context: Callable[..., MaybeAwaitable[list[AgentMessage]]] | None = None,
         stream_fn: StreamFn | None = None,
         get_api_key: Callable[[str], Any] | None = None,
         on_payload: Callable[..., Any] | None = None,
@@ -522,22 +524,22 @@ class Agent:
         saves a coroutine per streamed delta.)
         """
         state = self._state
-        kind = event.type
-        if kind == "message_update" or kind == "message_start":
-            state.streaming_message = event.message  # type: ignore[union-attr]
-        elif kind == "message_end":
+        # ``event.type ==`` (not a local copy of it) lets mypy narrow the event union
+        if event.type == "message_update" or event.type == "message_start":
+            state.streaming_message = event.message
+        elif event.type == "message_end":
             state.streaming_message = None
-            state.messages.append(event.message)  # type: ignore[union-attr]
-        elif kind == "tool_execution_start":
-            state.pending_tool_calls = state.pending_tool_calls | {event.tool_call_id}  # type: ignore[union-attr]
-        elif kind == "tool_execution_end":
-            state.pending_tool_calls = state.pending_tool_calls - {event.tool_call_id}  # type: ignore[union-attr]
-        elif kind == "turn_end":
-            message = event.message  # type: ignore[union-attr]
+            state.messages.append(event.message)
+        elif event.type == "tool_execution_start":
+            state.pending_tool_calls = state.pending_tool_calls | {event.tool_call_id}
+        elif event.type == "tool_execution_end":
+            state.pending_tool_calls = state.pending_tool_calls - {event.tool_call_id}
+        elif event.type == "turn_end":
+            message = event.message
             error_message = getattr(message, "error_message", None)
             if message_role(message) == "assistant" and error_message:
                 state.error_message = error_message
-        elif kind == "agent_end":
+        elif event.type == "agent_end":
             state.streaming_message = None
 
         run = self._active_run

@@ -88,7 +88,7 @@ def _builtin_stream_fn() -> StreamFn:
 
 
 _UNSET: Any = object()
-_default_stream_fn: Any = _UNSET  # resolved lazily to ai.stream.stream_simple
+_default_stream_fn: StreamFn | None = _UNSET  # resolved lazily to ai.stream.stream_simple
 
 
 def set_default_stream_fn(fn: StreamFn | None) -> None:
@@ -444,7 +444,7 @@ async def stream_assistant_response(
             # ``done``/``error`` complete the stream, so iteration ends right after them;
             # unknown (future) event types are ignored.
 
-    final = await response.result()
+    final: AssistantMessage = await response.result()
     if added_partial:
         transcript[-1] = final
     else:

@@ -1,22 +1,26 @@
 """agent-core data model (spec section 2).
 
-Events are pydantic models with pi's ``type`` strings; message-valued fields are
-typed ``Any`` because an AgentMessage may be a custom object with a ``role`` and
-because pi hands the *same* objects around (``agent_end.messages`` is the loop's
-``new_messages`` list itself), which pydantic validation would copy.
+Events are pydantic models with pi's ``type`` strings. Their message- and
+result-valued fields are typed (:data:`AgentMessage`, ``AssistantMessageEvent``,
+:class:`AgentToolResult`) but marked ``SkipValidation``: pi hands the *same* objects
+around (``agent_end.messages`` is the loop's ``new_messages`` list itself, a custom
+message is opaque to the loop), which pydantic validation would copy or reject. The
+type is for readers and mypy; an event field holds exactly the object it was given.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal, Union
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal, Protocol, TypeVar, Union, runtime_checkable
 
-from pydantic import BaseModel, Field, TypeAdapter
+from pydantic import BaseModel, Field, SkipValidation, TypeAdapter, ValidationError
 
 from ..ai.types import (
     AgentThinkingLevel,
     AssistantMessage,
+    AssistantMessageEvent,
     ImageContent,
     Message,
     Model,
@@ -26,23 +30,42 @@ from ..ai.types import (
     ToolCall,
     ToolResultMessage,
     Usage,
+    UserMessage,
     get_field,
 )
 
 __all__ = [
-    "AgentMessage", "AgentToolResult", "AgentTool", "AgentToolUpdateCallback", "ExecutionMode",
+    "AgentMessage", "CustomAgentMessage", "CustomMessageDict", "AgentToolResult", "AgentTool", "AgentToolUpdateCallback", "ExecutionMode",
     "AgentStartEvent", "AgentEndEvent", "TurnStartEvent", "TurnEndEvent", "MessageStartEvent",
     "MessageUpdateEvent", "MessageEndEvent", "ToolExecutionStartEvent",
     "ToolExecutionUpdateEvent", "ToolExecutionEndEvent", "AgentEvent",
     "AgentContext", "BeforeToolCallContext", "BeforeToolCallResult", "AfterToolCallContext",
     "AfterToolCallResult", "ShouldStopAfterTurnContext", "PrepareNextTurnContext",
-    "AgentLoopTurnUpdate", "AgentLoopConfig", "AgentState", "QueueMode",
-    "STREAM_OPTION_FIELDS", "default_convert_to_llm", "message_role", "placeholder_model",
+    "AgentLoopTurnUpdate", "AgentLoopConfig", "AgentState", "QueueMode", "MaybeAwaitable",
+    "STREAM_OPTION_FIELDS", "default_convert_to_llm", "message_role", "llm_message", "placeholder_model",
 ]
 
-AgentMessage = Any
-"""A pi Message (UserMessage | AssistantMessage | ToolResultMessage) or any custom
-object/dict with a ``role``; only ``convert_to_llm`` interprets custom roles."""
+@runtime_checkable
+class CustomAgentMessage(Protocol):
+    """The extension point of :data:`AgentMessage` (pi's ``CustomAgentMessages``, which
+    TypeScript apps extend by declaration merging): any object with a ``role``, e.g. a
+    dataclass or pydantic model an app defines with ``role = "note"``. The loop keeps it
+    in the transcript as it is; only ``convert_to_llm`` interprets custom roles."""
+
+    @property
+    def role(self) -> str: ...
+
+
+CustomMessageDict = Mapping[str, object]
+"""A message as a pi-JSON mapping with a ``"role"`` key: how a custom message reads back
+from a session file, and what an app may pass instead of an object (spec 2.1)."""
+
+AgentMessage = Union[UserMessage, AssistantMessage, ToolResultMessage, CustomAgentMessage,
+                     CustomMessageDict]
+"""A pi Message (``UserMessage | AssistantMessage | ToolResultMessage``) or a custom one:
+an object with a ``role`` (:class:`CustomAgentMessage`) or a pi-JSON mapping with one.
+``match message: case AssistantMessage(): ...`` narrows it; :func:`message_role` reads the
+role of any of them."""
 
 # how a batch of tool calls runs (AgentLoopConfig.tool_execution) or one tool asks to
 # (AgentTool.execution_mode: "sequential" makes its whole batch sequential)
@@ -102,7 +125,7 @@ class AgentStartEvent(_AgentEvent):
 
 class AgentEndEvent(_AgentEvent):
     type: Literal["agent_end"] = "agent_end"
-    messages: Any  # list[AgentMessage]: the loop's new_messages list itself
+    messages: SkipValidation[list[AgentMessage]]  # the loop's new_messages list itself
 
 
 class TurnStartEvent(_AgentEvent):
@@ -111,46 +134,46 @@ class TurnStartEvent(_AgentEvent):
 
 class TurnEndEvent(_AgentEvent):
     type: Literal["turn_end"] = "turn_end"
-    message: Any
-    tool_results: Any  # list[ToolResultMessage], source order
+    message: SkipValidation[AgentMessage]  # the turn's assistant message
+    tool_results: SkipValidation[list[ToolResultMessage]]  # source order
 
 
 class MessageStartEvent(_AgentEvent):
     type: Literal["message_start"] = "message_start"
-    message: Any
+    message: SkipValidation[AgentMessage]
 
 
 class MessageUpdateEvent(_AgentEvent):
     type: Literal["message_update"] = "message_update"
-    message: Any
-    assistant_message_event: Any
+    message: SkipValidation[AssistantMessage]  # a shallow copy of the partial assistant message
+    assistant_message_event: SkipValidation[AssistantMessageEvent]
 
 
 class MessageEndEvent(_AgentEvent):
     type: Literal["message_end"] = "message_end"
-    message: Any
+    message: SkipValidation[AgentMessage]
 
 
 class ToolExecutionStartEvent(_AgentEvent):
     type: Literal["tool_execution_start"] = "tool_execution_start"
     tool_call_id: str
     tool_name: str
-    args: Any
+    args: SkipValidation[dict[str, Any]]  # the call's raw arguments
 
 
 class ToolExecutionUpdateEvent(_AgentEvent):
     type: Literal["tool_execution_update"] = "tool_execution_update"
     tool_call_id: str
     tool_name: str
-    args: Any
-    partial_result: Any
+    args: SkipValidation[dict[str, Any]]  # the call's raw arguments
+    partial_result: SkipValidation[AgentToolResult]
 
 
 class ToolExecutionEndEvent(_AgentEvent):
     type: Literal["tool_execution_end"] = "tool_execution_end"
     tool_call_id: str
     tool_name: str
-    result: Any  # AgentToolResult
+    result: SkipValidation[AgentToolResult]  # finalized
     is_error: bool
 
 
@@ -172,10 +195,15 @@ AgentEvent = Annotated[Union[
 
 QueueMode = Literal["one-at-a-time", "all"]
 
+_T = TypeVar("_T")
+MaybeAwaitable = Union[_T, Awaitable[_T]]  # a hook may be a plain or a coroutine function
 
-def message_role(message: Any) -> Any:
-    """The ``role`` of an AgentMessage: a pydantic message, any object, or a dict."""
-    return get_field(message, "role")
+
+def message_role(message: object) -> str | None:
+    """The ``role`` of an AgentMessage (a pydantic message, any object, or a mapping), or
+    None for a value that has none."""
+    role = get_field(message, "role")
+    return role if isinstance(role, str) else None
 
 
 @dataclass(eq=False)
@@ -242,6 +270,27 @@ class AgentLoopTurnUpdate:
     thinking_level: AgentThinkingLevel | None = None
 
 
+def llm_message(message: AgentMessage) -> UserMessage | AssistantMessage | ToolResultMessage | None:
+    """``message`` as one of pi's message models, or None for a custom message.
+
+    A model is returned as it is; a pi-JSON mapping or another object with an LLM role
+    (``user``, ``assistant``, ``toolResult``) is validated into its model (a new object,
+    so readers that compare identity keep the original). One that does not validate, like
+    any other role, is a custom message.
+    """
+    if isinstance(message, (UserMessage, AssistantMessage, ToolResultMessage)):
+        return message
+    if message_role(message) not in _LLM_ROLES:
+        return None
+    try:
+        return _MESSAGE_ADAPTER.validate_python(message, from_attributes=not isinstance(message, Mapping))
+    except ValidationError:
+        return None
+
+
+_LLM_ROLES = ("user", "assistant", "toolResult")
+
+
 def default_convert_to_llm(messages: list[AgentMessage]) -> list[Message]:
     """Keep only the LLM roles (``user``, ``assistant``, ``toolResult``), as pi's Agent does.
 
@@ -259,7 +308,7 @@ def default_convert_to_llm(messages: list[AgentMessage]) -> list[Message]:
     return out
 
 
-_MESSAGE_ADAPTER: TypeAdapter[Any] = TypeAdapter(Message)
+_MESSAGE_ADAPTER: TypeAdapter[UserMessage | AssistantMessage | ToolResultMessage] = TypeAdapter(Message)
 
 # The SimpleStreamOptions of spec 1.7 that the loop forwards to the stream function,
 # in snake_case. ``signal`` and ``api_key`` are always present in the options dict.
@@ -284,13 +333,13 @@ class AgentLoopConfig:
     """
 
     model: Model
-    convert_to_llm: Callable[[list[AgentMessage]], Any] = default_convert_to_llm
-    transform_context: Callable[..., Any] | None = None  # (messages, signal) -> messages
+    convert_to_llm: Callable[[list[AgentMessage]], MaybeAwaitable[list[Message]]] = default_convert_to_llm
+    transform_context: Callable[..., MaybeAwaitable[list[AgentMessage]]] | None = None  # (messages, signal)
     get_api_key: Callable[[str], Any] | None = None  # (provider) -> key | None
     should_stop_after_turn: Callable[[ShouldStopAfterTurnContext], Any] | None = None
     prepare_next_turn: Callable[[PrepareNextTurnContext], Any] | None = None
-    get_steering_messages: Callable[[], Any] | None = None
-    get_follow_up_messages: Callable[[], Any] | None = None
+    get_steering_messages: Callable[[], MaybeAwaitable[list[AgentMessage]]] | None = None
+    get_follow_up_messages: Callable[[], MaybeAwaitable[list[AgentMessage]]] | None = None
     tool_execution: ExecutionMode = "parallel"
     before_tool_call: Callable[..., Any] | None = None  # (BeforeToolCallContext, signal)
     after_tool_call: Callable[..., Any] | None = None  # (AfterToolCallContext, signal)

@@ -19,7 +19,7 @@ from ..levels import THINKING_LEVELS, AgentThinkingLevel
 __all__ = [
     "now_ms", "get_field", "PiModel", "TextContent", "ThinkingContent", "ImageContent", "ToolCall",
     "mark_arguments_incomplete", "arguments_incomplete",
-    "UserContent", "AssistantContent", "ToolResultContent", "Cost", "Usage", "usage_total_tokens",
+    "UserContent", "AssistantContent", "ToolResultContent", "Cost", "Usage", "usage_total_tokens", "usage_input_tokens",
     "StopReason",
     "UserMessage", "AssistantMessage", "ToolResultMessage", "Message", "ModelCostTier",
     "ModelCost", "Model", "Tool", "Context", "ThinkingLevel", "AgentThinkingLevel", "THINKING_LEVELS",
@@ -154,6 +154,12 @@ def usage_total_tokens(usage: Any) -> int:
     if total:
         return int(total)
     return int(sum((get_field(usage, name, alias, 0) or 0) for name, alias in _USAGE_PARTS))
+
+
+def usage_input_tokens(usage: Usage) -> int:
+    """The prompt side of one request: input plus cache read plus cache write tokens
+    (what a "tokens in" counter shows; ``usage_total_tokens`` adds the output)."""
+    return usage.input + usage.cache_read + usage.cache_write
 
 
 _USAGE_PARTS = (("input", None), ("output", None), ("cache_read", "cacheRead"),

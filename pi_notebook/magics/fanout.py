@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..agent.types import AgentEvent, MessageEndEvent, MessageStartEvent
-from ..ai.types import AssistantMessage, UserMessage
+from ..ai.types import AssistantMessage, UserMessage, usage_total_tokens
 from .autosave import Autosave
 from .lifecycle import Run
 from .queue import PromptQueue
@@ -46,8 +46,6 @@ class EventFanout:
                 usage = event.message.usage
                 window = self._context_window()
                 if window:
-                    used = (usage.input or 0) + (usage.cache_read or 0) + (usage.cache_write or 0) \
-                        + (usage.output or 0)
-                    view.set_context_usage(used, window)
+                    view.set_context_usage(usage_total_tokens(usage), window)
         except Exception as exc:
             self._log(f"pi_notebook view update failed: {exc!r}")

@@ -1,15 +1,16 @@
-"""Small helpers shared by the widget modules: field access on pydantic-or-dict
-objects, text extraction from pi content blocks, number formatting."""
+"""Small helpers shared by the widget modules: text extraction from pi content blocks,
+number formatting, text the user must see as it is."""
 
 from __future__ import annotations
 
 import re
-from typing import Any
+from collections.abc import Iterable
 
-__all__ = ["field", "content_text", "content_images", "fmt_tokens", "fmt_cost", "fmt_seconds",
+from ..ai.types import ImageContent, TextContent, ThinkingContent, ToolCall, get_field
+
+__all__ = ["content_text", "content_images", "fmt_tokens", "fmt_cost", "fmt_seconds",
            "strip_control", "fence_for", "B64_RE", "find_invisible", "reveal_invisible", "mark_invisible", "safe_text"]
 
-_MISSING = object()
 # Base64 payload of an image we embed ourselves as a data: URL.
 B64_RE = re.compile(r"^[A-Za-z0-9+/=\s]+$")
 # C0/C1 control characters other than tab and newline, and ANSI/OSC escape sequences:
@@ -18,47 +19,43 @@ _ANSI_RE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)
 _CONTROL_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
-def _camel(name: str) -> str:
-    first, *rest = name.split("_")
-    return first + "".join(p[:1].upper() + p[1:] for p in rest)
-
-
-def field(obj: Any, name: str, default: Any = None) -> Any:
-    """``obj.name`` for pydantic/plain objects, ``obj[name]`` (or its camelCase
-    spelling) for dicts: events and messages may be either (custom messages)."""
-    if obj is None:
-        return default
-    if isinstance(obj, dict):
-        if name in obj:
-            return obj[name]
-        return obj.get(_camel(name), default)
-    value = getattr(obj, name, _MISSING)
-    return default if value is _MISSING else value
-
-
-def content_text(content: Any) -> str:
-    """The text of a message ``content`` (a string or a list of content blocks)."""
+def content_text(content: object) -> str:
+    """The text of a message ``content``: a string, or a list of content blocks (pi's
+    models; a custom message may hold pi-JSON blocks, read with ``get_field``)."""
     if content is None:
         return ""
     if isinstance(content, str):
         return content
+    if not isinstance(content, Iterable):
+        return ""
     parts: list[str] = []
     for block in content:
-        if isinstance(block, str):
-            parts.append(block)
-        elif field(block, "type") == "text":
-            parts.append(str(field(block, "text", "") or ""))
+        match block:
+            case str():
+                parts.append(block)
+            case TextContent(text=text):
+                parts.append(text)
+            case ImageContent() | ThinkingContent() | ToolCall():
+                pass
+            case _ if get_field(block, "type") == "text":
+                parts.append(str(get_field(block, "text", default="") or ""))
     return "\n".join(parts)
 
 
-def content_images(content: Any) -> list[tuple[str, str]]:
+def content_images(content: object) -> list[tuple[str, str]]:
     """(mime_type, base64 data) of the image blocks in ``content``."""
-    if content is None or isinstance(content, str):
+    if content is None or isinstance(content, str) or not isinstance(content, Iterable):
         return []
     images = []
     for block in content:
-        if field(block, "type") == "image":
-            images.append((str(field(block, "mime_type", "") or ""), str(field(block, "data", "") or "")))
+        match block:
+            case ImageContent(mime_type=mime, data=data):
+                images.append((mime, data))
+            case TextContent() | ThinkingContent() | ToolCall():
+                pass
+            case _ if get_field(block, "type") == "image":
+                images.append((str(get_field(block, "mime_type", "mimeType", "") or ""),
+                               str(get_field(block, "data", default="") or "")))
     return images
 
 

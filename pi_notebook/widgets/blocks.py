@@ -39,7 +39,7 @@ CURSOR_HTML = '<span class="pi-cursor"></span>'
 CHUNK_CHARS = 6000
 _ICONS = {"info": "ℹ", "warning": "⚠", "error": "✖"}
 _W = TypeVar("_W", bound=W.Widget)
-_I = TypeVar("_I", bound=Item)
+_I = TypeVar("_I", bound=Item, covariant=True)  # a ToolCard is a Block[Item]
 
 
 def pill_html(status: str, *, live: bool = False, label: str | None = None) -> str:

@@ -2,7 +2,8 @@
 
 Built from the request's fields (``name``, ``kind``: text | number | integer | choice |
 confirm, ``title``, ``description``, ``required``, ``default``, ``choices``; pi_notebook/mcp/
-elicit.py makes them, read here by attribute so the widgets do not import the MCP layer).
+elicit.py makes them. :class:`FormRequestLike` and :class:`FormFieldLike` say what is read,
+so the widgets do not import the MCP layer).
 The server's message and every label are text, escaped: never live HTML. Submit checks the
 values (a required field, a number) and says what is wrong in the form instead of answering;
 Decline and Cancel answer at once. Button handlers may run on a subshell thread: the view
@@ -12,23 +13,56 @@ passes ``on_click`` that hops onto the loop, and reading the values happens ther
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Protocol
 
 import ipywidgets as W
 
 from .blocks import WidgetSet
 from .markdown import escape_text
 
-__all__ = ["InputForm"]
+__all__ = ["InputForm", "FormRequestLike", "FormFieldLike", "FormValue", "FormValues"]
+
+FormValue = str | int | float | bool  # what a control gives: text, a number, a choice, a checkbox
+FormValues = dict[str, FormValue]
+
+
+class FormFieldLike(Protocol):
+    """One field of the form (``mcp.elicit.FormField``)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def kind(self) -> str: ...  # text | number | integer | choice | confirm
+    @property
+    def title(self) -> str: ...
+    @property
+    def description(self) -> str: ...
+    @property
+    def required(self) -> bool: ...
+    @property
+    def default(self) -> object: ...
+    @property
+    def choices(self) -> Sequence[str]: ...
+
+
+class FormRequestLike(Protocol):
+    """An MCP server's request for input (``mcp.elicit.FormRequest``)."""
+
+    @property
+    def server(self) -> str: ...
+    @property
+    def message(self) -> str: ...
+    @property
+    def fields(self) -> Sequence[FormFieldLike]: ...
 
 
 class InputForm:
-    def __init__(self, request: Any, widgets: WidgetSet, on_click: Callable[[str], None]) -> None:
-        self.fields = tuple(getattr(request, "fields", ()) or ())
+    def __init__(self, request: FormRequestLike, widgets: WidgetSet, on_click: Callable[[str], None]) -> None:
+        self.fields = tuple(request.fields)
         self.controls: dict[str, W.Widget] = {}
-        server = str(getattr(request, "server", "") or "")
-        message = str(getattr(request, "message", "") or "")
+        server = request.server
+        message = request.message
         rows: list[W.Widget] = [widgets.html(
             f'<div class="pi-approval-text"><b>Input requested</b> by the MCP server '
             f"<code>{escape_text(server)}</code>: {escape_text(message)}</div>")]
@@ -57,7 +91,7 @@ class InputForm:
         self.widget.add_class("pi-approval")
 
     @staticmethod
-    def _control(f: Any, widgets: WidgetSet) -> W.Widget:
+    def _control(f: FormFieldLike, widgets: WidgetSet) -> W.Widget:
         default = f.default
         if f.kind == "confirm":
             return widgets.add(W.Checkbox(value=bool(default), indent=False))
@@ -69,9 +103,9 @@ class InputForm:
         placeholder = {"number": "a number", "integer": "a whole number"}.get(f.kind, "")
         return widgets.add(W.Text(value=text, placeholder=placeholder))
 
-    def collect(self) -> tuple[dict[str, Any], str | None]:
+    def collect(self) -> tuple[FormValues, str | None]:
         """The values typed in, and what is wrong with them (None: nothing)."""
-        values: dict[str, Any] = {}
+        values: FormValues = {}
         for f in self.fields:
             value = self.controls[f.name].value
             if f.kind in ("text", "number", "integer") and isinstance(value, str):

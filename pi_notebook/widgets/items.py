@@ -7,10 +7,13 @@ how much of it they have consumed, so each flush takes only what is new.
 from __future__ import annotations
 
 import itertools
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ._util import fmt_seconds
 from .protocol import NoticeLevel, QueueKind
+
+if TYPE_CHECKING:
+    from ..agent.types import AgentMessage
 
 __all__ = ["StreamText", "Item", "UserItem", "NoticeItem", "OtherItem", "TextItem", "ThinkingItem",
            "QueuedRow", "USER_LABELS"]
@@ -65,7 +68,7 @@ class UserItem(Item):
     def __init__(self, text: str, kind: QueueKind = "prompt", images: int = 0) -> None:
         super().__init__()
         self.text, self.kind, self.images = text, kind, images
-        self.source: Any = None
+        self.source: AgentMessage | None = None
 
     @property
     def label(self) -> str:

@@ -13,6 +13,7 @@ prompt queue in ``magics/``: it tells the view that a row was queued
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
 from ..tools.policy import ApprovalChoice, ApprovalPolicy
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
     from ..agent.types import AgentEvent
     from ..tools.approval import ApprovalRequest
 
-__all__ = ["RunStatus", "QueueKind", "NoticeLevel", "ApprovalChoice", "RunView"]
+__all__ = ["RunStatus", "QueueKind", "NoticeLevel", "ApprovalChoice", "RunView", "MimeBundle", "Publish"]
 
 # What the status pill shows. "queued": a %%agent cell waiting behind a running one;
 # "removed": a queued cell taken out of the queue before it was sent.
@@ -31,6 +32,12 @@ RunStatus = Literal["idle", "queued", "thinking", "writing", "running tool",
 QueueKind = Literal["prompt", "steer", "followup"]
 NoticeLevel = Literal["info", "warning", "error"]
 # ApprovalChoice, the approval panel's answers, is tools/policy.py's (re-exported here).
+
+# A Jupyter display bundle (MIME type -> data): JSON whose shape depends on the MIME type,
+# so its values are ``object`` and every reader checks what it got.
+MimeBundle = Mapping[str, object]
+# How a view replaces the bundle it was displayed with (the displayer's ``update_display``).
+Publish = Callable[[dict[str, object]], None]
 
 
 @runtime_checkable

@@ -17,12 +17,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ._util import B64_RE
 from ..tools.policy import ApprovalChoice
-from .protocol import RunStatus
+from .protocol import Publish, RunStatus
 from .transcript import Transcript, TranscriptViewMixin
 from .transcript_md import transcript_markdown
 
@@ -34,9 +33,6 @@ __all__ = ["StaticView", "REFRESH_INTERVAL"]
 
 REFRESH_INTERVAL = 2.0  # seconds between republished transcripts (never one per delta)
 _FIGURE_MIMES = ("image/png", "image/jpeg", "image/gif")
-
-Publish = Callable[[dict[str, Any]], None]
-
 
 class StaticView(TranscriptViewMixin):
     def __init__(self, model_label: str, loop: asyncio.AbstractEventLoop | None, *,
@@ -59,7 +55,7 @@ class StaticView(TranscriptViewMixin):
         md = self.to_markdown()
         return {"text/markdown": md, "text/plain": md}
 
-    def _repr_mimebundle_(self, **_: Any) -> dict[str, Any]:
+    def _repr_mimebundle_(self, **_: object) -> dict[str, Any]:
         return self.display_bundle()
 
     def to_markdown(self) -> str:

@@ -7,8 +7,27 @@ model or tool output cannot drive the terminal.
 
 from __future__ import annotations
 
-from typing import Any
-
+from ..agent.types import (
+    AgentEndEvent,
+    AgentEvent,
+    MessageEndEvent,
+    MessageStartEvent,
+    MessageUpdateEvent,
+    ToolExecutionEndEvent,
+    ToolExecutionUpdateEvent,
+    llm_message,
+    message_role,
+)
+from ..ai.types import (
+    AssistantMessage,
+    TextDeltaEvent,
+    TextEndEvent,
+    ThinkingStartEvent,
+    ToolCallEndEvent,
+    ToolResultMessage,
+    UserMessage,
+    get_field,
+)
 from ..tools.updates import (
     DisplayOutput,
     ErrorOutput,
@@ -16,7 +35,7 @@ from ..tools.updates import (
     StreamOutput,
     parse_call_details,
 )
-from ._util import content_text, field, reveal_invisible, strip_control
+from ._util import content_text, reveal_invisible, strip_control
 from .items import USER_LABELS
 from .toolcall import fold_traceback, read_output
 
@@ -44,76 +63,71 @@ def _record_text(record: DisplayOutput | ResultOutput | ErrorOutput) -> str | No
     return strip_control(plain) + "\n" if isinstance(plain, str) and plain else None
 
 
-def render_event_text(event: Any, *, user_kind: str | None = None) -> str | None:
+def render_event_text(event: AgentEvent, *, user_kind: str | None = None) -> str | None:
     """Text to print for one AgentEvent, or None if the event prints nothing.
 
     Assistant text streams delta by delta; thinking is not printed (only a marker
     when it starts); a tool call prints its name and code when its arguments are
     complete, then its streamed output, then one status line with a short result.
     """
-    etype = field(event, "type")
-    if etype == "message_start":
-        message = field(event, "message")
-        role = field(message, "role")
-        if role == "user":
-            label = USER_LABELS.get(user_kind or "prompt", "You")
-            return f"\n{label}: {strip_control(content_text(field(message, 'content')))}\n"
-        if role not in ("assistant", "toolResult", None):
-            text = content_text(field(message, "content"))
-            return f"\n[{strip_control(str(role))}] {strip_control(text)}\n" if text else None
-        return None
-    if etype == "message_update":
-        ame = field(event, "assistant_message_event")
-        kind = field(ame, "type")
-        if kind == "text_delta":
-            return strip_control(str(field(ame, "delta", "") or "")) or None
-        if kind == "text_end":
-            return "\n"
-        if kind == "thinking_start":
-            return "(thinking…)\n"
-        if kind == "toolcall_end":
-            call = field(ame, "tool_call")
-            name = strip_control(str(field(call, "name", "") or "tool"))
-            args = field(call, "arguments") or {}
-            code = args.get("code") if isinstance(args, dict) else None
-            if isinstance(code, str):
-                return f"\n[{name}]\n{_indent(reveal_invisible(strip_control(code)))}\n"
-            return f"\n[{name}] {strip_control(str(args))}\n"
-        return None
-    if etype == "message_end":
-        message = field(event, "message")
-        if field(message, "role") != "assistant":
+    match event:
+        case MessageStartEvent(message=message):
+            match llm_message(message):
+                case UserMessage(content=content):
+                    label = USER_LABELS.get(user_kind or "prompt", "You")
+                    return f"\n{label}: {strip_control(content_text(content))}\n"
+                case AssistantMessage() | ToolResultMessage():
+                    return None
+            role = message_role(message)  # a custom message: its role and its text
+            text = content_text(get_field(message, "content"))
+            return f"\n[{strip_control(role)}] {strip_control(text)}\n" if role is not None and text else None
+        case MessageUpdateEvent(assistant_message_event=ame):
+            match ame:
+                case TextDeltaEvent(delta=delta):
+                    return strip_control(delta) or None
+                case TextEndEvent():
+                    return "\n"
+                case ThinkingStartEvent():
+                    return "(thinking…)\n"
+                case ToolCallEndEvent(tool_call=call):
+                    name = strip_control(call.name or "tool")
+                    args = call.arguments or {}
+                    code = args.get("code")
+                    if isinstance(code, str):
+                        return f"\n[{name}]\n{_indent(reveal_invisible(strip_control(code)))}\n"
+                    return f"\n[{name}] {strip_control(str(args))}\n"
             return None
-        stop = field(message, "stop_reason")
-        if stop == "error":
-            return f"\n[error] {strip_control(str(field(message, 'error_message') or 'request failed'))}\n"
-        if stop == "aborted":
-            return "\n[aborted]\n"
-        return None
-    if etype == "tool_execution_update":
-        match read_output(field(field(event, "partial_result"), "details")):
-            case StreamOutput(text=text):
-                return strip_control(text) or None
-            case DisplayOutput() | ResultOutput() | ErrorOutput() as record:
-                return _record_text(record)
-        return None
-    if etype == "tool_execution_end":
-        name = strip_control(str(field(event, "tool_name", "") or "tool"))
-        is_error = bool(field(event, "is_error", False))
-        result = field(event, "result")
-        details = parse_call_details(field(result, "details"))
-        if details is not None:
-            # A typed python call: its streams and displays were printed as they came; the
-            # value of its last expression and its exception come only with the result (the
-            # result text is the model's copy, with its markers, not for the user).
-            tail = "".join(_record_text(o) or "" for o in details.outputs
-                           if isinstance(o, (ResultOutput, ErrorOutput)))
-            return f"{tail}[{name} {'failed' if is_error else 'done'}]\n"
-        text = strip_control(content_text(field(result, "content"))).strip()
-        if len(text) > _MAX_RESULT:
-            text = text[:_MAX_RESULT] + f"\n… {len(text) - _MAX_RESULT:,} more characters"
-        status = "failed" if is_error else "done"
-        return f"[{name} {status}]\n" + (_indent(text) + "\n" if text and is_error else "")
-    if etype == "agent_end":
-        return "\n"
+        case MessageEndEvent(message=message):
+            assistant = llm_message(message)
+            if not isinstance(assistant, AssistantMessage):
+                return None
+            if assistant.stop_reason == "error":
+                return f"\n[error] {strip_control(assistant.error_message or 'request failed')}\n"
+            if assistant.stop_reason == "aborted":
+                return "\n[aborted]\n"
+            return None
+        case ToolExecutionUpdateEvent(partial_result=partial):
+            match read_output(partial.details):
+                case StreamOutput(text=text):
+                    return strip_control(text) or None
+                case DisplayOutput() | ResultOutput() | ErrorOutput() as record:
+                    return _record_text(record)
+            return None
+        case ToolExecutionEndEvent(tool_name=tool_name, is_error=is_error, result=result):
+            name = strip_control(tool_name or "tool")
+            details = parse_call_details(result.details)
+            if details is not None:
+                # A typed python call: its streams and displays were printed as they came; the
+                # value of its last expression and its exception come only with the result (the
+                # result text is the model's copy, with its markers, not for the user).
+                tail = "".join(_record_text(o) or "" for o in details.outputs
+                               if isinstance(o, (ResultOutput, ErrorOutput)))
+                return f"{tail}[{name} {'failed' if is_error else 'done'}]\n"
+            text = strip_control(content_text(result.content)).strip()
+            if len(text) > _MAX_RESULT:
+                text = text[:_MAX_RESULT] + f"\n… {len(text) - _MAX_RESULT:,} more characters"
+            status = "failed" if is_error else "done"
+            return f"[{name} {status}]\n" + (_indent(text) + "\n" if text and is_error else "")
+        case AgentEndEvent():
+            return "\n"
     return None

@@ -15,7 +15,9 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from ._util import field, strip_control
+from ..agent.types import AgentEndEvent, MessageEndEvent, MessageStartEvent, ToolExecutionEndEvent, llm_message
+from ..ai.types import UserMessage
+from ._util import strip_control
 from ..tools.policy import ApprovalChoice, ApprovalPolicy
 from .protocol import NoticeLevel, QueueKind, RunStatus
 from .text import render_event_text
@@ -55,18 +57,18 @@ class TextView:
 
     def handle_event(self, event: AgentEvent) -> None:
         kind: QueueKind | None = None
-        etype = field(event, "type")
-        if etype == "message_start" and field(field(event, "message"), "role") == "user":
-            kind = self._kinds.popleft() if self._kinds else "prompt"
-        elif etype == "agent_end":
-            self._kinds.clear()  # labels the agent never used must not label a later message
-        if etype == "tool_execution_end" and field(event, "tool_call_id") in self._skipped:
-            # declined here: its result text is advice to the model, "skipped" says it all
-            name = strip_control(str(field(event, "tool_name", "") or "tool"))
-            self._write(f"[{name} skipped]\n")
-            return
+        match event:
+            case MessageStartEvent(message=message) if isinstance(llm_message(message), UserMessage):
+                kind = self._kinds.popleft() if self._kinds else "prompt"
+            case AgentEndEvent():
+                self._kinds.clear()  # labels the agent never used must not label a later message
+            case ToolExecutionEndEvent(tool_call_id=tool_call_id, tool_name=tool_name) \
+                    if tool_call_id in self._skipped:
+                # declined here: its result text is advice to the model, "skipped" says it all
+                self._write(f"[{strip_control(tool_name or 'tool')} skipped]\n")
+                return
         text = render_event_text(event, user_kind=kind)
-        if etype == "message_end" and text and text.startswith(("\n[error]", "\n[aborted]")):
+        if isinstance(event, MessageEndEvent) and text and text.startswith(("\n[error]", "\n[aborted]")):
             self._error_shown = True
         self._write(text)
 

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Literal
+from typing import Literal
 
+from ..agent.types import AgentToolResult
 from ..tools.updates import (
     DisplayOutput,
     ErrorOutput,
@@ -23,8 +24,9 @@ from ..tools.updates import (
     parse_call_details,
     parse_output,
 )
-from ._util import content_text, field, strip_control
+from ._util import content_text, strip_control
 from .items import Item, StreamText
+from .protocol import MimeBundle
 
 __all__ = ["ToolItem", "OutputRun", "ToolStatus", "fold_traceback", "args_code", "read_output", "MAX_OUTPUT_CHARS"]
 
@@ -39,21 +41,21 @@ class OutputRun:
     """One entry of a card's output area: a run of one stream, a display, or an error."""
 
     def __init__(self, kind: Literal["stream", "display", "error"], *, name: str = "stdout",
-                 data: dict[str, Any] | None = None, error: ErrorOutput | None = None) -> None:
+                 data: MimeBundle | None = None, error: ErrorOutput | None = None) -> None:
         self.kind, self.name = kind, name
         self.stream = StreamText() if kind == "stream" else None
-        self.data = data or {}
+        self.data: MimeBundle = data or {}
         self.error = error
 
 
 class ToolItem(Item):
     """State of one tool call; times come from the transcript's clock."""
 
-    def __init__(self, tool_call_id: str, tool_name: str, args: Any = None) -> None:
+    def __init__(self, tool_call_id: str, tool_name: str, args: object = None) -> None:
         super().__init__()
         self.tool_call_id = tool_call_id
         self.tool_name = tool_name
-        self.args = args
+        self.args: object = args  # the call's arguments as the model sent them (a dict, normally)
         self.status: ToolStatus = "preparing"
         self.started: float | None = None
         self.duration: float | None = None
@@ -64,7 +66,7 @@ class ToolItem(Item):
         self.shown_chars = 0
         self.dropped_chars = 0
         self.progress_text: str | None = None
-        self.result: Any = None
+        self.result: AgentToolResult | None = None
         self.details: PythonCallDetails | None = None
         self.is_error = False
         self.live_kinds: set[type] = set()  # the output types that arrived as live updates
@@ -74,12 +76,12 @@ class ToolItem(Item):
     def running(self) -> bool:
         return not self.frozen and self.started is not None
 
-    def set_args(self, args: Any) -> None:
+    def set_args(self, args: object) -> None:
         if args != self.args:
             self.args = args
             self.args_version += 1
 
-    def start(self, args: Any, now: float) -> None:
+    def start(self, args: object, now: float) -> None:
         if args is not None:
             self.set_args(args)
         if self.started is None:
@@ -105,12 +107,12 @@ class ToolItem(Item):
             self.status = "running"
             self.started = now  # the clock counts execution, not the wait for a click
 
-    def add_update(self, partial: Any) -> None:
-        output = read_output(field(partial, "details"))
+    def add_update(self, partial: AgentToolResult) -> None:
+        output = read_output(partial.details)
         if output is None:
             # A generic tool's partial result: pi tools report progress as the latest
             # partial content, so it replaces the previous one.
-            text = content_text(field(partial, "content"))
+            text = content_text(partial.content)
             self.progress_text = strip_control(text) if text else None
             return
         self.live_kinds.add(type(output))
@@ -143,10 +145,10 @@ class ToolItem(Item):
         assert last.stream is not None
         last.stream.append(text)
 
-    def end(self, result: Any, is_error: bool, now: float) -> None:
+    def end(self, result: AgentToolResult, is_error: bool, now: float) -> None:
         self.result = result
         self.is_error = is_error
-        self.details = parse_call_details(field(result, "details"))
+        self.details = parse_call_details(result.details)
         details = self.details
         if details is not None:
             # The final details hold every output, in order. The tool sends streams and
@@ -195,7 +197,7 @@ class ToolItem(Item):
         if self.details is not None or self.approval_outcome == "skip":
             # (a declined call's result is advice to the model; "skipped" says it all)
             return ""
-        return strip_control(content_text(field(self.result, "content")))
+        return strip_control(content_text(self.result.content if self.result is not None else None))
 
     def code(self) -> tuple[str, str]:
         """(source, language) to show for the call's arguments."""
@@ -205,7 +207,7 @@ class ToolItem(Item):
         return code, lang
 
 
-def read_output(details: Any) -> ToolOutput | None:
+def read_output(details: object) -> ToolOutput | None:
     """A live update's typed output. The untyped ``{"event": "stream" | "display", ...}``
     dicts of earlier versions (old session files, a tool not yet switched) are read too."""
     if isinstance(details, dict) and details.get("event") in ("stream", "display") and "kind" not in details:
@@ -213,7 +215,7 @@ def read_output(details: Any) -> ToolOutput | None:
     return parse_output(details)
 
 
-def args_code(tool_name: str, args: Any) -> tuple[str, str]:
+def args_code(tool_name: str, args: object) -> tuple[str, str]:
     if isinstance(args, dict) and isinstance(args.get("code"), str) and \
             (tool_name == "python" or set(args) == {"code"}):
         return args["code"], "python"

@@ -10,16 +10,17 @@ the agent's code and the exception first; the full traceback is folded.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import ipywidgets as W
 
 from ..tools.approval import approval_line
 from ..tools.updates import IMAGE_MIMES
-from ._util import B64_RE, content_images, field, find_invisible, fmt_seconds, mark_invisible, strip_control
+from ._util import B64_RE, content_images, find_invisible, fmt_seconds, mark_invisible, strip_control
 from .blocks import Block, ChunkedText, WidgetSet, line_split_point, pill_html
 from .markdown import escape_text, highlight_code
+from .protocol import MimeBundle
 from .toolcall import OutputRun, ToolItem, fold_traceback
 
 __all__ = ["ToolCard", "MAX_RESULT_CHARS", "image_html", "invisible_warning_html"]
@@ -59,7 +60,7 @@ def _render_stream(name: str) -> Callable[[str, bool], str]:
     return render
 
 
-def display_html(data: dict[str, Any]) -> str | None:
+def display_html(data: MimeBundle) -> str | None:
     for mime in IMAGE_MIMES:
         payload = data.get(mime)
         if isinstance(payload, list):
@@ -93,7 +94,7 @@ def error_html(ename: str, evalue: str, traceback: list[str]) -> str:
     return html
 
 
-def _approval_text(item: ToolItem, hints: dict[str, Any] | None = None) -> str:
+def _approval_text(item: ToolItem, hints: Mapping[str, object] | None = None) -> str:
     """The question above the buttons: code for python, a named call for any other tool
     (an MCP tool is ``server__tool``: both names are shown; the arguments are above)."""
     if item.tool_name == "python" or item.approval_code:
@@ -112,7 +113,7 @@ def _approval_text(item: ToolItem, hints: dict[str, Any] | None = None) -> str:
             f'with the arguments shown above.{note}</div>')
 
 
-def hint_badges(hints: Any) -> str:
+def hint_badges(hints: object) -> str:
     """The server's annotations of an MCP tool as badges ("read-only", "destructive"): its
     own word about itself, shown as such (the text is escaped like everything else)."""
     if not isinstance(hints, dict):
@@ -150,7 +151,7 @@ class ToolCard(Block[ToolItem]):
         self.approval_request = 0
         self._approval_built_for = -1
         # an MCP tool's request: server, tool, annotations, "always" scope (gate.py)
-        self.approval_hints: dict[str, Any] | None = None
+        self.approval_hints: Mapping[str, object] | None = None
 
     # -- what tests and the view read --
     tool_call_id = property(lambda self: self.item.tool_call_id)
@@ -183,7 +184,7 @@ class ToolCard(Block[ToolItem]):
         elif item.started is not None and not item.frozen and item.status == "running":
             bits.append(f'<span class="pi-metric">{fmt_seconds(time.monotonic() - item.started, precise=False)}'
                         "</span>")
-        details = field(item.result, "details") if item.result is not None else None
+        details = item.result.details if item.result is not None else None
         mcp = details.get("mcp") if isinstance(details, dict) else None
         bits.append(hint_badges(mcp if isinstance(mcp, dict) else self.approval_hints))
         approval = approval_line(details) if item.result is not None else None
@@ -200,7 +201,7 @@ class ToolCard(Block[ToolItem]):
         return warning + code_html(code, lang)
 
     def _on_click(self, choice: str, request: int) -> Callable[[Any], None]:
-        def handler(_button: Any) -> None:
+        def handler(_button: W.Button) -> None:
             # Runs on whatever thread the comm is handled on; the view's callback
             # only schedules work on the loop (call_soon_threadsafe).
             if self.on_approval_click is not None:
@@ -277,7 +278,7 @@ class ToolCard(Block[ToolItem]):
             if cut > 0:
                 parts.append(f'<div class="pi-note">… {cut:,} more characters</div>')
         if item.details is None:
-            for mime, data in content_images(field(item.result, "content")):
+            for mime, data in content_images(item.result.content if item.result is not None else None):
                 img = image_html(mime, data)
                 if img:
                     parts.append(img)

@@ -21,10 +21,11 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any
 
 from ..agent.types import (
     AgentEndEvent,
+    AgentEvent,
+    AgentMessage,
     AgentStartEvent,
     MessageEndEvent,
     MessageStartEvent,
@@ -33,8 +34,31 @@ from ..agent.types import (
     ToolExecutionStartEvent,
     ToolExecutionUpdateEvent,
     TurnStartEvent,
+    llm_message,
+    message_role,
 )
-from ._util import content_images, content_text, field, strip_control
+from ..ai.types import (
+    AssistantMessage,
+    TextContent,
+    TextDeltaEvent,
+    TextEndEvent,
+    TextStartEvent,
+    ThinkingContent,
+    ThinkingDeltaEvent,
+    ThinkingEndEvent,
+    ThinkingStartEvent,
+    ToolCall,
+    ToolCallDeltaEvent,
+    ToolCallEndEvent,
+    ToolCallStartEvent,
+    ToolResultMessage,
+    Usage,
+    UserMessage,
+    get_field,
+    usage_input_tokens,
+    usage_total_tokens,
+)
+from ._util import content_images, content_text, strip_control
 from .items import (
     USER_LABELS,
     Item,
@@ -83,7 +107,7 @@ class Transcript:
         self.tokens_in = 0
         self.tokens_out = 0
         self.cost = 0.0
-        self.live_usage: Any = None
+        self.live_usage: Usage | None = None
         self.context_used: int | None = None
         self.context_window = context_window
         self.queued: list[QueuedRow] = []
@@ -215,14 +239,14 @@ class Transcript:
         tin, tout, cost = self.tokens_in, self.tokens_out, self.cost
         live = self.live_usage
         if live is not None:
-            tin += _int(live, "input") + _int(live, "cache_read") + _int(live, "cache_write")
-            tout += _int(live, "output")
-            cost += float(field(field(live, "cost"), "total", 0.0) or 0.0)
+            tin += usage_input_tokens(live)
+            tout += live.output
+            cost += live.cost.total
         return tin, tout, cost
 
     # ------------------------------------------------------------------ agent events
 
-    def apply(self, event: Any) -> None:
+    def apply(self, event: AgentEvent) -> None:
         """Apply one agent event (events of other types are ignored)."""
         match event:
             case MessageUpdateEvent():  # by far the most frequent: first
@@ -237,8 +261,8 @@ class Transcript:
             case MessageStartEvent():
                 self._on_message_start(event.message)
             case MessageEndEvent():
-                if field(event.message, "role") == "assistant":
-                    self._finish_assistant(event.message)
+                if isinstance(message := llm_message(event.message), AssistantMessage):
+                    self._finish_assistant(message)
             case ToolExecutionStartEvent():
                 item = self.tool(event.tool_call_id, event.tool_name)
                 item.start(event.args, self.clock())
@@ -267,8 +291,9 @@ class Transcript:
     def _on_agent_end(self, event: AgentEndEvent) -> None:
         status: RunStatus = "done"
         for message in reversed(event.messages or []):
-            if field(message, "role") == "assistant":
-                stop = field(message, "stop_reason")
+            if message_role(message) == "assistant":
+                assistant = llm_message(message)
+                stop = assistant.stop_reason if isinstance(assistant, AssistantMessage) else None
                 status = "aborted" if stop == "aborted" else "error" if stop == "error" else "done"
                 break
         if self.status == "aborting":
@@ -278,24 +303,29 @@ class Transcript:
         self._expected_users.clear()
         self.settle(status)
 
-    def _on_message_start(self, message: Any) -> None:
-        role = field(message, "role")
-        if role == "assistant":
-            self._assistant = {}
-            self.live_usage = field(message, "usage")
-            if self.status not in FINAL_STATUSES and self.status != "aborting":
-                self.set_status("thinking")
-        elif role == "user":
-            self._show_user(message)
-        elif role not in ("toolResult", None):
-            text = content_text(field(message, "content"))
-            if text:
-                self.append(OtherItem(str(role), text))
+    def _on_message_start(self, message: AgentMessage) -> None:
+        match llm_message(message):
+            case AssistantMessage(usage=usage):
+                self._assistant = {}
+                self.live_usage = usage
+                if self.status not in FINAL_STATUSES and self.status != "aborting":
+                    self.set_status("thinking")
+            case UserMessage(content=content):
+                self._show_user(message, content)
+            case ToolResultMessage():
+                pass
+            case None:  # a custom message: shown by its role, if it has text
+                role = message_role(message)
+                text = content_text(get_field(message, "content"))
+                if role is not None and text:
+                    self.append(OtherItem(role, text))
 
-    def _show_user(self, message: Any) -> None:
+    def _show_user(self, message: AgentMessage, content: object) -> None:
+        """``message`` is the agent's object (a row keeps it to see it again), ``content``
+        its content."""
         if any(isinstance(i, UserItem) and i.source is message for i in self.items):
             return  # the same message again
-        images = len(content_images(field(message, "content")))
+        images = len(content_images(content))
         if self._expected_users:
             row = self._expected_users.popleft()
             row.source = message
@@ -303,7 +333,7 @@ class Transcript:
                 row.images = images
                 self.changed(row)
             return
-        row = UserItem(content_text(field(message, "content")), "prompt", images)
+        row = UserItem(content_text(content), "prompt", images)
         row.source = message
         self.append(row)
 
@@ -338,53 +368,53 @@ class Transcript:
 
     def _on_message_update(self, event: MessageUpdateEvent) -> None:
         ame = event.assistant_message_event
-        if event.message is not None:
-            self.live_usage = field(event.message, "usage", self.live_usage)
-            self.header_dirty = True
-        kind = field(ame, "type")
-        index = field(ame, "content_index")
-        if kind == "text_delta" and self._assistant is not None and self.status == "writing":
+        self.live_usage = event.message.usage
+        self.header_dirty = True
+        if type(ame) is TextDeltaEvent and self._assistant is not None and self.status == "writing":
             # The hot path (one call per streamed token): append and mark, nothing else.
-            item = self._assistant.get(index)
+            item = self._assistant.get(ame.content_index)
             if type(item) is TextItem:
-                item.stream.append(str(ame.delta or ""))
+                item.stream.append(ame.delta)
                 self.changed(item)
                 return
         if self._assistant is None:
             self._assistant = {}
-        if kind in ("text_start", "text_delta", "text_end"):
-            item = self._content(index, TextItem)
-            if isinstance(item, TextItem) and not isinstance(item, ThinkingItem):
-                if kind == "text_delta":
-                    item.stream.append(str(field(ame, "delta", "") or ""))
-                elif kind == "text_end":
-                    item.finish(field(ame, "content"))
-                self.changed(item)
-            if kind != "text_end":
+        match ame:
+            case TextStartEvent() | TextDeltaEvent() | TextEndEvent():
+                item = self._content(ame.content_index, TextItem)
+                if isinstance(item, TextItem) and not isinstance(item, ThinkingItem):
+                    if isinstance(ame, TextDeltaEvent):
+                        item.stream.append(ame.delta)
+                    elif isinstance(ame, TextEndEvent):
+                        item.finish(ame.content)
+                    self.changed(item)
+                if not isinstance(ame, TextEndEvent):
+                    self._live_status("writing")
+            case ThinkingStartEvent() | ThinkingDeltaEvent() | ThinkingEndEvent():
+                item = self._content(ame.content_index, ThinkingItem)
+                if isinstance(item, ThinkingItem):
+                    if isinstance(ame, ThinkingDeltaEvent):
+                        item.stream.append(ame.delta)
+                    elif isinstance(ame, ThinkingEndEvent):
+                        item.finish_at(self.clock(), ame.content)
+                    self.changed(item)
+                self._live_status("thinking")
+            case ToolCallStartEvent() | ToolCallDeltaEvent() | ToolCallEndEvent():
+                index = ame.content_index
+                call: ToolCall | None = ame.tool_call if isinstance(ame, ToolCallEndEvent) else None
+                if call is None:
+                    content = ame.partial.content
+                    block = content[index] if 0 <= index < len(content) else None
+                    if isinstance(block, ToolCall):
+                        call = block
+                self._stream_tool_call(index, call)
                 self._live_status("writing")
-        elif kind in ("thinking_start", "thinking_delta", "thinking_end"):
-            item = self._content(index, ThinkingItem)
-            if isinstance(item, ThinkingItem):
-                if kind == "thinking_delta":
-                    item.stream.append(str(field(ame, "delta", "") or ""))
-                elif kind == "thinking_end":
-                    item.finish_at(self.clock(), field(ame, "content"))
-                self.changed(item)
-            self._live_status("thinking")
-        elif kind in ("toolcall_start", "toolcall_delta", "toolcall_end"):
-            call = field(ame, "tool_call") if kind == "toolcall_end" else None
-            if call is None:
-                content = field(field(ame, "partial"), "content") or []
-                if isinstance(index, int) and 0 <= index < len(content):
-                    call = content[index]
-            self._stream_tool_call(index, call)
-            self._live_status("writing")
 
-    def _stream_tool_call(self, index: int, call: Any) -> None:
+    def _stream_tool_call(self, index: int, call: ToolCall | None) -> None:
         assert self._assistant is not None
-        tool_call_id = str(field(call, "id", "") or "")
-        name = str(field(call, "name", "") or "")
-        args = field(call, "arguments")
+        tool_call_id = call.id if call is not None else ""
+        name = call.name if call is not None else ""
+        args = call.arguments if call is not None else None
         item = self._assistant.get(index)
         if not isinstance(item, ToolItem):
             self._end_thinking()
@@ -412,49 +442,42 @@ class Transcript:
                 item.finish()
                 self.changed(item)
 
-    def _finish_assistant(self, message: Any) -> None:
+    def _finish_assistant(self, message: AssistantMessage) -> None:
         items = self._assistant if self._assistant is not None else {}
         self._assistant = items
-        for index, part in enumerate(field(message, "content") or []):
-            kind = field(part, "type")
-            if kind == "text":
-                item = items.get(index) or self._content(index, TextItem)
-                if isinstance(item, TextItem) and not isinstance(item, ThinkingItem):
-                    item.finish(str(field(part, "text", "") or ""))
-                    self.changed(item)
-            elif kind == "thinking":
-                item = items.get(index) or self._content(index, ThinkingItem)
-                if isinstance(item, ThinkingItem):
-                    item.redacted = bool(field(part, "redacted", False))
-                    item.finish_at(self.clock(), str(field(part, "thinking", "") or ""))
-                    self.changed(item)
-            elif kind == "toolCall":
-                self._stream_tool_call(index, part)
+        for index, part in enumerate(message.content):
+            match part:
+                case TextContent(text=text):
+                    item = items.get(index) or self._content(index, TextItem)
+                    if isinstance(item, TextItem) and not isinstance(item, ThinkingItem):
+                        item.finish(text)
+                        self.changed(item)
+                case ThinkingContent(thinking=thinking, redacted=redacted):
+                    item = items.get(index) or self._content(index, ThinkingItem)
+                    if isinstance(item, ThinkingItem):
+                        item.redacted = bool(redacted)
+                        item.finish_at(self.clock(), thinking)
+                        self.changed(item)
+                case ToolCall():
+                    self._stream_tool_call(index, part)
         # Anything still live (an aborted stream without *_end events) is frozen now.
         self._freeze_live(items)
-        usage = field(message, "usage")
-        if usage is not None:
-            self.tokens_in += _int(usage, "input") + _int(usage, "cache_read") + _int(usage, "cache_write")
-            self.tokens_out += _int(usage, "output")
-            self.cost += float(field(field(usage, "cost"), "total", 0.0) or 0.0)
-            used = _int(usage, "total_tokens") or (_int(usage, "input") + _int(usage, "output")
-                                                   + _int(usage, "cache_read") + _int(usage, "cache_write"))
-            if used:
-                self.context_used = used
+        usage = message.usage
+        self.tokens_in += usage_input_tokens(usage)
+        self.tokens_out += usage.output
+        self.cost += usage.cost.total
+        used = usage_total_tokens(usage)
+        if used:
+            self.context_used = used
         self.live_usage = None
-        stop = field(message, "stop_reason")
-        if stop == "error":
-            self.notice(strip_control(str(field(message, "error_message") or "The model request failed.")), "error")
-        elif stop == "aborted":
+        if message.stop_reason == "error":
+            self.notice(strip_control(message.error_message or "The model request failed."), "error")
+        elif message.stop_reason == "aborted":
             self.notice("Aborted.", "warning")
-        elif stop == "length":
+        elif message.stop_reason == "length":
             self.notice("The reply was cut off: the model hit its output token limit.", "warning")
         self._assistant = None
         self.changed(header=True)
-
-
-def _int(obj: Any, name: str) -> int:
-    return int(field(obj, name, 0) or 0)
 
 
 class TranscriptViewMixin:

@@ -21,7 +21,6 @@ import html
 import logging
 import re
 from functools import lru_cache
-from typing import Any
 
 from markdown_it import MarkdownIt
 
@@ -30,6 +29,7 @@ from ..tools.updates import IMAGE_MIMES
 from ._util import B64_RE, fence_for, fmt_cost, fmt_seconds, reveal_invisible, safe_text, strip_control
 from .items import Item, NoticeItem, OtherItem, TextItem, ThinkingItem, UserItem
 from .markdown import markdown_for_transcript
+from .protocol import MimeBundle
 from .theme import STATUS_COLOURS
 from .toolcall import ToolItem, fold_traceback
 from .transcript import Transcript
@@ -244,7 +244,7 @@ def tool_markdown(item: ToolItem) -> str:
     return "\n\n".join(parts)
 
 
-def display_markdown(data: dict[str, Any]) -> str | None:
+def display_markdown(data: MimeBundle) -> str | None:
     """An image (validated base64) or the text/plain of a display; never its HTML."""
     for mime in IMAGE_MIMES:
         payload = data.get(mime)

@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 import ipywidgets as W
 
-from ._util import field, fmt_cost, fmt_seconds, fmt_tokens
+from ..agent.types import AgentEndEvent, AgentStartEvent
+from ._util import fmt_cost, fmt_seconds, fmt_tokens
 from .blocks import (
     Block,
     MarkdownBlock,
@@ -37,11 +38,11 @@ from .blocks import (
     pill_html,
 )
 from .flush import DEFAULT_INTERVAL, FlushScheduler
-from .input_form import InputForm
+from .input_form import FormRequestLike, FormValues, InputForm
 from .items import Item, NoticeItem, OtherItem, QueuedRow, TextItem, ThinkingItem, UserItem
 from .markdown import escape_text
 from ..tools.policy import APPROVAL_CHOICES, ApprovalChoice
-from .protocol import RunStatus
+from .protocol import Publish, RunStatus
 from .theme import stylesheet
 from .toolcall import ToolItem
 from .toolcard import ToolCard
@@ -79,17 +80,17 @@ class AgentView(TranscriptViewMixin, W.VBox):  # type: ignore[misc]  # ipywidget
         self._on_remove_queued = on_remove_queued
         self._set = WidgetSet()
         self.transcript = Transcript(model_label, context_window=context_window, on_change=self._request)
-        self._blocks: dict[int, Block[Any]] = {}  # item key -> block
+        self._blocks: dict[int, Block[Item]] = {}  # item key -> block
         self._queue_widgets: dict[str, W.HBox] = {}
         # tool_call_id -> (request number, its answer); numbers bind clicks to their panel
         self._approvals: dict[str, tuple[int, asyncio.Future[ApprovalChoice]]] = {}
         self._approval_requests = 0
         # MCP input forms (elicitation): request number -> (form, its answer)
-        self._forms: dict[int, tuple[InputForm, asyncio.Future[tuple[str, dict[str, Any] | None]]]] = {}
+        self._forms: dict[int, tuple[InputForm, asyncio.Future[tuple[str, FormValues | None]]]] = {}
         self._form_requests = 0
         self._tick_handle: asyncio.TimerHandle | None = None
         self._closed = False
-        self._publish: Callable[[dict[str, Any]], None] | None = None  # see attach()
+        self._publish: Publish | None = None  # see attach()
         self._published = time.monotonic()  # the display itself carried the first fallback
 
         style = self._set.html(stylesheet(), "pi-hidden-style")
@@ -158,7 +159,7 @@ class AgentView(TranscriptViewMixin, W.VBox):  # type: ignore[misc]  # ipywidget
             "text/markdown": f"*{FALLBACK_TEXT}*\n\n{md}",
         }
 
-    def attach(self, publish: Callable[[dict[str, Any]], None]) -> None:
+    def attach(self, publish: Publish) -> None:
         """How to replace the displayed bundle (the displayer's ``update_display``): the
         fallback is republished, throttled, while no frontend renders the view (see
         ``_refresh_fallback``)."""
@@ -177,7 +178,7 @@ class AgentView(TranscriptViewMixin, W.VBox):  # type: ignore[misc]  # ipywidget
         self._published = now
         self._publish(self.display_bundle())
 
-    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any] | None:
+    def _repr_mimebundle_(self, **kwargs: object) -> dict[str, Any] | None:
         if self._closed or self.comm is None:
             return None
         return self.display_bundle()
@@ -190,12 +191,12 @@ class AgentView(TranscriptViewMixin, W.VBox):  # type: ignore[misc]  # ipywidget
 
     def handle_event(self, event: AgentEvent) -> None:
         t = self.transcript
-        restarted = t.ended is not None and not t.finished and field(event, "type") == "agent_start"
+        restarted = t.ended is not None and not t.finished and isinstance(event, AgentStartEvent)
         t.apply(event)
         if restarted:
             self._abort_button.disabled = False
             self._schedule_tick()
-        if t.ended is not None and field(event, "type") == "agent_end":
+        if t.ended is not None and isinstance(event, AgentEndEvent):
             self.cancel_approvals()
             self._cancel_tick()
             self._scheduler.flush_now()
@@ -224,8 +225,7 @@ class AgentView(TranscriptViewMixin, W.VBox):  # type: ignore[misc]  # ipywidget
         card = self._block(item)
         assert isinstance(card, ToolCard)
         card.on_approval_click = self._approval_clicked
-        extra = field(request, "extra")
-        mcp = extra.get("mcp") if isinstance(extra, dict) else None
+        mcp = request.extra.get("mcp")
         # an MCP tool's panel: the server's annotations as badges, and what "Always" covers
         # ("tool": this tool for the run; None: no third button, e.g. a destructive tool)
         card.approval_hints = mcp if isinstance(mcp, dict) else None
@@ -268,7 +268,7 @@ class AgentView(TranscriptViewMixin, W.VBox):  # type: ignore[misc]  # ipywidget
             if not answer.done():
                 answer.set_result(("cancel", None))
 
-    async def request_input(self, request: Any) -> tuple[str, dict[str, Any] | None]:
+    async def request_input(self, request: FormRequestLike) -> tuple[str, FormValues | None]:
         """An MCP server asks for input: show a form (widgets/input_form.py) below the
         transcript and wait for Submit (``("accept", values)``), Decline or Cancel. Abort,
         ``finish`` and ``close`` answer ``("cancel", None)``. What was typed is not kept in
@@ -279,10 +279,10 @@ class AgentView(TranscriptViewMixin, W.VBox):  # type: ignore[misc]  # ipywidget
         self._form_requests += 1
         number = self._form_requests
         form = InputForm(request, self._set, lambda action: self._hop(self._resolve_form, number, action))
-        answer: asyncio.Future[tuple[str, dict[str, Any] | None]] = self._loop.create_future()
+        answer: asyncio.Future[tuple[str, FormValues | None]] = self._loop.create_future()
         self._forms[number] = (form, answer)
         self._forms_box.children = (*self._forms_box.children, form.widget)
-        server = str(field(request, "server", "") or "")
+        server = request.server
         action = "cancel"
         try:
             action, values = await answer
@@ -348,7 +348,7 @@ class AgentView(TranscriptViewMixin, W.VBox):  # type: ignore[misc]  # ipywidget
 
     # ------------------------------------------------------------------ buttons (any thread)
 
-    def _hop(self, fn: Callable[..., Any], *args: Any) -> None:
+    def _hop(self, fn: Callable[..., object], *args: object) -> None:
         """Run ``fn(*args)`` on the loop; safe from any thread."""
         with contextlib.suppress(RuntimeError):  # loop closed: the kernel is going away
             self._loop.call_soon_threadsafe(fn, *args)
@@ -408,7 +408,7 @@ class AgentView(TranscriptViewMixin, W.VBox):  # type: ignore[misc]  # ipywidget
         if not self._closed:
             self._scheduler.request()
 
-    def _block(self, item: Item) -> Block[Any]:
+    def _block(self, item: Item) -> Block[Item]:
         block = self._blocks.get(item.key)
         if block is None:
             block = _make_block(item, self._set)
@@ -452,7 +452,7 @@ class AgentView(TranscriptViewMixin, W.VBox):  # type: ignore[misc]  # ipywidget
             self._abort_button.icon = "times" if queued else "stop"
 
     @staticmethod
-    def _sync(block: Block[Any]) -> None:
+    def _sync(block: Block[Item]) -> None:
         # One broken block must not stop the rest of the view from updating.
         try:
             block.sync()
@@ -508,7 +508,7 @@ class AgentView(TranscriptViewMixin, W.VBox):  # type: ignore[misc]  # ipywidget
         return f'<div class="pi-head">{"".join(bits)}</div>'
 
 
-def _make_block(item: Item, widgets: WidgetSet) -> Block[Any]:
+def _make_block(item: Item, widgets: WidgetSet) -> Block[Item]:
     match item:
         case ToolItem():
             return ToolCard(item, widgets)
