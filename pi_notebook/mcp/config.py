@@ -43,7 +43,9 @@ __all__ = ["ServerConfig", "LoadedConfig", "load_config", "parse_servers", "user
            "project_config_path", "expand_vars", "CONFIG_NAME"]
 
 CONFIG_NAME = Path(".pi_notebook") / "mcp.json"
-_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+# ${VAR}, and VS Code's spelling ${env:VAR}; ${input:ID} (a VS Code prompt) has no value here
+_VAR = re.compile(r"\$\{(?:env:)?([A-Za-z_][A-Za-z0-9_]*)\}")
+_INPUT = re.compile(r"\$\{input:([^}]*)\}")
 _NAME_OK = re.compile(r"[^A-Za-z0-9_-]")
 
 Transport = Literal["stdio", "http"]
@@ -108,6 +110,11 @@ def expand_vars(text: str, environ: Mapping[str, str], where: str) -> tuple[str,
     """``text`` with every ``${VAR}`` replaced from ``environ``; also the substituted values.
     Raises ``KeyError`` (with a message naming the variable) when one is not set."""
     values: list[str] = []
+    prompted = _INPUT.search(text)
+    if prompted:
+        raise KeyError(f"{where} uses ${{input:{prompted.group(1)}}}, which VS Code asks for when it starts "
+                       f"the server; a kernel cannot ask: put the value in an environment variable and "
+                       f"write ${{env:NAME}}")
 
     def sub(match: re.Match[str]) -> str:
         name = match.group(1)
@@ -154,6 +161,12 @@ def _server(name: str, raw: Any, source: str, environ: Mapping[str, str]) -> Ser
         if not isinstance(raw, dict):
             raise ValueError("the entry must be an object")
         config.disabled = bool(raw.get("disabled", False))
+        kind = raw.get("type")  # Claude Code's .mcp.json and VS Code's mcp.json name the transport
+        if kind is not None and kind not in ("stdio", "http", "streamable-http", "streamableHttp"):
+            if kind == "sse":
+                raise ValueError("'type': 'sse' is the legacy SSE transport, which is not supported: "
+                                 "give the server's streamable HTTP endpoint as 'url'")
+            raise ValueError(f"'type' must be 'stdio' or 'http', not {kind!r}")
         if "tools" in raw and raw["tools"] is not None:
             config.tools = _str_list(raw["tools"], "tools")
         if raw.get("autoApprove") is not None:
@@ -205,13 +218,15 @@ def _server(name: str, raw: Any, source: str, environ: Mapping[str, str]) -> Ser
 
 
 def parse_servers(data: Any, source: str, environ: Mapping[str, str] | None = None) -> dict[str, ServerConfig]:
-    """The servers of one parsed file (``{"mcpServers": {...}}``); raises ValueError only
-    when the file's shape is wrong as a whole."""
+    """The servers of one parsed file (``{"mcpServers": {...}}``, or VS Code's ``{"servers":
+    {...}}`` so that ``AgentMagics.mcp_config`` can name a ``.vscode/mcp.json`` as it is);
+    raises ValueError only when the file's shape is wrong as a whole."""
     environ = os.environ if environ is None else environ
-    if not isinstance(data, dict) or not isinstance(data.get("mcpServers", {}), dict):
+    key = "servers" if isinstance(data, dict) and "mcpServers" not in data and "servers" in data else "mcpServers"
+    if not isinstance(data, dict) or not isinstance(data.get(key, {}), dict):
         raise ValueError('expected {"mcpServers": {"name": {...}}}')
     servers: dict[str, ServerConfig] = {}
-    for name, raw in data.get("mcpServers", {}).items():
+    for name, raw in data.get(key, {}).items():
         config = _server(str(name), raw, source, environ)
         servers[config.name] = config
     return servers

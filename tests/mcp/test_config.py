@@ -98,3 +98,27 @@ def test_a_per_server_approval_override_is_checked():
         "n": {"command": "x"}, "bad": {"command": "x", "approval": "sometimes"}}}, "cfg.json", environ={})
     assert (servers["a"].approval, servers["d"].approval, servers["n"].approval) == ("auto", "deny", None)
     assert servers["bad"].error and "'approval' must be one of: ask, auto, deny" in servers["bad"].error
+
+
+def test_files_other_tools_write_can_be_named_as_they_are():
+    """Claude Code's .mcp.json (a 'type' per entry) and VS Code's .vscode/mcp.json ('servers',
+    ${env:VAR}, ${input:ID}); a transport we do not speak is an entry error that says so."""
+    token = "vs-" + "q9w8e7r6t5y4u3i2"
+    try:
+        vscode = parse_servers({"inputs": [{"id": "key", "type": "promptString"}], "servers": {
+            "files": {"type": "stdio", "command": "python", "args": ["s.py"], "env": {"TOKEN": "${env:VS_TOKEN}"}},
+            "web": {"type": "http", "url": "http://127.0.0.1:9/mcp"},
+            "asks": {"type": "stdio", "command": "x", "env": {"KEY": "${input:key}"}},
+            "old": {"type": "sse", "url": "http://127.0.0.1:9/sse"}}}, ".vscode/mcp.json",
+            environ={"VS_TOKEN": token})
+        assert vscode["files"].error is None and vscode["files"].env == {"TOKEN": token}
+        assert redact(token) == "[redacted]"                     # a ${env:...} value is a secret too
+        assert (vscode["web"].transport, vscode["web"].error) == ("http", None)
+        assert "${input:key}" in (vscode["asks"].error or "") and "${env:NAME}" in (vscode["asks"].error or "")
+        assert "legacy SSE" in (vscode["old"].error or "")
+        claude = parse_servers({"mcpServers": {"t": {"type": "stdio", "command": "x"},
+                                               "w": {"type": "websocket", "url": "http://127.0.0.1:9"}}},
+                               ".mcp.json", environ={})
+        assert claude["t"].error is None and "'stdio' or 'http'" in (claude["w"].error or "")
+    finally:
+        discard_secret(token)
