@@ -270,22 +270,3 @@ def test_corrections_allow_more_calls_but_a_prompt_at_most_twice_the_budget():
     again = shape_request(_params([*first, check, *([call, result] * 3), {"role": "user", "content": "q2"}]),
                           mode="grammar")
     assert again["grammar"].splitlines()[0] == "root ::= call0 | call1"
-
-
-def test_each_retry_after_a_failure_samples_with_a_seed_of_its_own():
-    call = {"role": "assistant", "content": "", "tool_calls": [
-        {"id": "1", "type": "function", "function": {"name": "python", "arguments": "{}"}}]}
-    failed = {"role": "tool", "tool_call_id": "1", "content": "KeyError: 'south region'"}
-
-    def retry(messages: list[dict]) -> dict:
-        return shape_request({**_params(messages), "seed": 42, "temperature": 0}, mode="grammar",
-                             last_result_failed=True)
-
-    one = retry([{"role": "user", "content": "q"}, call, failed])
-    two = retry([{"role": "user", "content": "q"}, call, failed, call, failed])
-    assert one["temperature"] > 0 and two["temperature"] > 0
-    assert len({42, one["seed"], two["seed"]}) == 3                      # reproducible, not the same draws
-    assert retry([{"role": "user", "content": "q"}, call, failed])["seed"] == one["seed"]
-    fine = shape_request({**_params([{"role": "user", "content": "q"}, call, failed]), "seed": 42,
-                          "temperature": 0}, mode="grammar")
-    assert fine["seed"] == 42 and fine["temperature"] == 0              # no failure: greedy, as set

@@ -436,13 +436,8 @@ def shape_request(params: dict[str, Any], *, mode: str, max_tool_calls: int = DE
     # a call first (the answer must come from the notebook), and another one after an error
     allow_text = not allow_call or not ((first_turn and require_first_call) or last_result_failed)
     if last_result_failed and allow_call:
-        # greedy decoding repeats the failing code word for word: sample the retry instead,
-        # each retry of the prompt with a seed of its own (still reproducible): with the one
-        # fixed seed, the same draws picked the same failing code three times (measured on
-        # the 1.5B: `df['south region'].sum()` after its KeyError)
+        # greedy decoding repeats the failing code word for word: sample the retry instead
         params["temperature"] = RETRY_TEMPERATURE
-        if isinstance(params.get("seed"), int):
-            params["seed"] += _tool_calls_since_prompt(messages)
     if not allow_call:
         # the answer after the last allowed call: a few sentences. (Measured on the 0.5B: 2,048
         # tokens, 3 minutes, after three failed calls. A cap on every reply was dropped: the
