@@ -17,8 +17,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
+
+from pydantic import BaseModel
 
 from ... import _http
 from ..._fast import append_delta, delta_event
@@ -99,6 +102,111 @@ class _ToolState:
         if len(parts) > 1:
             parts[:] = ["".join(parts)]
         return parts[0] if parts else ""
+
+
+# --- the repeated-chunk fast path ---------------------------------------------------------
+#
+# A server streams one chunk per token, and the chunks of one answer are the same text apart
+# from the token: ``{"choices":[{"index":0,"delta":{"content":"<token>"}...}],"id":...}``. Once
+# such a payload has been parsed and mapped, ``ChunkTemplate`` remembers the text before and
+# after the token; a later payload with the same two ends and a *plain* middle (no ``"``, no
+# ``\``, no control character: a JSON string body that is its own value) would parse to the
+# same object with only that string changed, so it is mapped without parsing: one append and
+# its ``*_delta`` event, exactly what ``chunk()`` does with the parsed object.
+#
+# Why this is exact: the JSON lexer reads the prefix the same way whatever follows, and a plain
+# middle cannot end a string or start an escape, so everything after it is read as before. The
+# template is kept only after a probe (the token with ``~`` appended, which is a syntax error
+# anywhere outside a string) parses to the learned object with that one field changed: that
+# proves the middle is the whole value of that field. Anything else (another shape, escapes,
+# a non-printable character) takes the ordinary path, which also learns a new template when
+# the ends change (a ``created`` timestamp ticking over) within a small budget, so a server
+# whose every chunk differs (OpenAI's ``obfuscation`` padding) costs a few attempts per answer.
+
+_DELTA_EFFECT_KEYS = ("content", "refusal", *REASONING_FIELDS, "tool_calls", "reasoning_details")
+"""The delta fields ``chunk()`` acts on (any other key, ``role`` for one, is ignored)."""
+_TEMPLATE_FIELDS = frozenset(("content", *REASONING_FIELDS))
+
+
+def _single_delta_field(value: Any) -> str | None:
+    """The field name when mapping ``value`` does nothing but append ``delta[field]`` (a non-empty
+    string) to the text (``content``) or thinking (a reasoning field) block: no usage, no error,
+    no finish reason, choice 0, and no other delta field with a value."""
+    if type(value) is not dict or value.get("usage") or value.get("error"):
+        return None
+    choices = value.get("choices")
+    if type(choices) is not list or not choices:
+        return None
+    choice = choices[0]
+    if (type(choice) is not dict or choice.get("index") or choice.get("usage")
+            or choice.get("finish_reason")):
+        return None
+    delta = choice.get("delta")
+    if type(delta) is not dict:
+        return None
+    found = None
+    for key in _DELTA_EFFECT_KEYS:
+        if delta.get(key):
+            if found is not None:
+                return None
+            found = key
+    if found not in _TEMPLATE_FIELDS or type(delta[found]) is not str:
+        return None
+    return found
+
+
+def _plain(text: str) -> bool:
+    """A JSON string body whose value is itself (``isprintable`` also refuses more than the
+    control characters JSON forbids: those take the ordinary path, which is never wrong)."""
+    return '"' not in text and "\\" not in text and text.isprintable()
+
+
+class ChunkTemplate:
+    """The two ends of a repeated payload around its token (see the comment above)."""
+
+    __slots__ = ("prefix", "suffix", "start", "stop", "min_length", "field")
+
+    def __init__(self, prefix: str, suffix: str, field: str) -> None:
+        self.prefix = prefix
+        self.suffix = suffix
+        self.start = len(prefix)
+        self.stop = -len(suffix)  # the suffix is never empty: it starts with the closing quote
+        self.min_length = len(prefix) + len(suffix)  # a longer payload has a non-empty token
+        self.field = field
+
+    @classmethod
+    def learn(cls, data: str, value: Any) -> ChunkTemplate | None:
+        """A template from a payload ``data`` that parsed to ``value`` (already mapped), or
+        ``None`` when it is not a single-token chunk or the probe does not confirm it."""
+        field = _single_delta_field(value)
+        if field is None:
+            return None
+        delta = value["choices"][0]["delta"]
+        token = delta[field]
+        if not _plain(token):
+            return None
+        for colon in ('":"', '": "'):
+            needle = '"' + field + colon + token + '"'
+            at = data.find(needle)
+            if at >= 0:
+                break
+        else:
+            return None
+        start = at + len(needle) - len(token) - 1
+        prefix, suffix = data[:start], data[start + len(token):]
+        probe = token + "~"
+        try:
+            probed, end = _scan_once(prefix + probe + suffix, 0)
+        except (StopIteration, ValueError):
+            return None
+        if end != len(prefix) + len(probe) + len(suffix) or _single_delta_field(probed) != field:
+            return None
+        # The probe changed one string; put the token back: equal again only if that string
+        # was the field's value.
+        probed["choices"][0]["delta"][field] = token
+        if probed != value:
+            return None
+        return cls(prefix, suffix, field)
 
 
 class CompletionsEventMapper(EventMapper):
@@ -225,6 +333,16 @@ class CompletionsEventMapper(EventMapper):
             self._emit(TextStartEvent(content_index=self.text_index, partial=self.output))
         self._emit(append_delta(block, "text", delta, TextDeltaEvent, "text_delta", self.text_index,
                                 self.output))
+
+    def template_target(self, field: str) -> tuple[BaseModel, str, type[BaseModel], str, int]:
+        """What a token of a ``ChunkTemplate`` for ``field`` is appended to: ``(block, block
+        field, event class, event type, content index)`` for ``append_delta``. The template
+        was learned from a mapped token of that field, so the block exists."""
+        if field == "content":
+            assert self.text_block is not None
+            return self.text_block, "text", TextDeltaEvent, "text_delta", self.text_index
+        assert self.thinking_block is not None
+        return self.thinking_block, "thinking", ThinkingDeltaEvent, "thinking_delta", self.thinking_index
 
     def _ensure_thinking(self, field: str) -> ThinkingContent:
         block = self.thinking_block
@@ -417,16 +535,35 @@ async def read_body(response: _http.StreamResponse, mapper: CompletionsEventMapp
     """Decode the SSE body onto ``mapper`` until ``[DONE]`` (or the end of the body).
 
     The shared skeleton's SSE loop, specialised for the per-token path: data-only decoding,
-    each payload parsed inline, and ``[DONE]`` ends the message at once (the rest of the body
+    each payload parsed inline (or, when it repeats the last token chunk's shape, not parsed
+    at all: ``ChunkTemplate``), and ``[DONE]`` ends the message at once (the rest of the body
     is drained, not decoded).
     """
     decoder = SSEDecoder(data_only=True)
     handle = mapper.chunk
     scan = _scan_once
     chunks = response.iter_bytes()
+    # The template in use, unpacked into locals for the per-token test (see ChunkTemplate).
+    t_prefix = t_suffix = ""
+    t_start = t_stop = 0
+    t_min = sys.maxsize  # no payload is longer: off until a template is learned
+    t_block: Any = None
+    t_attr = t_kind = ""
+    t_cls: Any = None
+    t_index = 0
+    hits = attempts = 0
+    emit = mapper._emit
+    output = mapper.output
     try:
         async for raw in chunks:
             for data in decoder.feed(raw):
+                if len(data) > t_min and data.startswith(t_prefix) and data.endswith(t_suffix):
+                    token = data[t_start:t_stop]
+                    if '"' not in token and "\\" not in token and token.isprintable():
+                        # ChunkTemplate.token and chunk()'s append, inlined: once per token
+                        emit(append_delta(t_block, t_attr, token, t_cls, t_kind, t_index, output))
+                        hits += 1
+                        continue
                 # parse_payload, inlined: this loop runs once per token
                 try:
                     value, end = scan(data, 0)
@@ -440,6 +577,14 @@ async def read_body(response: _http.StreamResponse, mapper: CompletionsEventMapp
                         continue
                     value = parse_payload(data)
                 handle(value)
+                if attempts <= 4 + hits // 16:  # a bounded number of tries per answer
+                    attempts += 1
+                    template = ChunkTemplate.learn(data, value)
+                    if template is not None:
+                        t_prefix, t_suffix, t_start, t_stop, t_min = (
+                            template.prefix, template.suffix, template.start, template.stop,
+                            template.min_length)
+                        t_block, t_attr, t_cls, t_kind, t_index = mapper.template_target(template.field)
             mapper.flush()
         for data in decoder.flush():
             if data == "[DONE]":
