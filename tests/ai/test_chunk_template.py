@@ -75,10 +75,19 @@ async def run(body_pieces: list[bytes], fast: bool, monkeypatch: pytest.MonkeyPa
     """(events, message, error) of read_body plus the mapper's finish()."""
     with monkeypatch.context() as patch:
         if not fast:
-            patch.setattr(ChunkTemplate, "learn", classmethod(lambda cls, data, value: None))
+            patch.setattr(ChunkTemplate, "learn", classmethod(lambda cls, data, value, slot: None))
         stream = AssistantMessageEventStream()
         output = new_output(MODEL)
         mapper = CompletionsEventMapper(MODEL, output, stream, {})
+        # what a consumer finds on the live message after each read (tool arguments re-parsed)
+        seen: list[Any] = []
+        flush = mapper.flush
+
+        def flush_and_look() -> None:
+            flush()
+            seen.append([block.model_dump() for block in output.content])
+
+        patch.setattr(mapper, "flush", flush_and_look)
         error = ""
         try:
             await read_body(FakeResponse(body_pieces), mapper)  # type: ignore[arg-type]
@@ -88,12 +97,13 @@ async def run(body_pieces: list[bytes], fast: bool, monkeypatch: pytest.MonkeyPa
         mapper.flush()
         stream.end()
         events = [e async for e in stream]
+    events.append(seen)  # type: ignore[arg-type]  # compared with the events by describe()
     return events, output, error
 
 
 def describe(events: list, message: Any, error: str) -> Any:
-    seen = []
-    for e in events:
+    seen: list[Any] = [events[-1]]  # the live message after each read (see run())
+    for e in events[:-1]:
         item = {k: v for k, v in e.__dict__.items() if k != "partial"}
         if "tool_call" in item:
             item["tool_call"] = item["tool_call"].model_dump()
@@ -136,7 +146,7 @@ async def test_an_ordinary_stream_is_mostly_not_parsed_and_maps_the_same(monkeyp
     events, message, error = await run([body], True, monkeypatch)
     assert error == ""
     assert message.content[0].text == "".join(tokens)
-    assert [e.delta for e in events if e.type == "text_delta"] == tokens
+    assert [e.delta for e in events[:-1] if e.type == "text_delta"] == tokens
     assert calls[0] < 20  # the first chunks, the template's probe and the finish chunk only
     await assert_same(body, monkeypatch)
 
@@ -192,7 +202,7 @@ async def test_a_chunk_with_the_same_ends_but_other_content_is_parsed(monkeypatc
     events, _message, error = await run([body], True, monkeypatch)
     assert "Invalid JSON" in error  # 'c\' escapes the closing quote: not JSON, as without the fast path
     # '", "injected": "1' makes the content empty (and adds a field): no delta, as when parsed
-    assert [e.delta for e in events if e.type == "text_delta"] == ["a", "b", "A"]
+    assert [e.delta for e in events[:-1] if e.type == "text_delta"] == ["a", "b", "A"]
     await assert_same(body, monkeypatch)
 
 
@@ -206,7 +216,9 @@ async def test_control_characters_still_fail_as_invalid_json(monkeypatch):
 
 def test_learn_refuses_what_it_cannot_prove() -> None:
     def learn(payload: str) -> ChunkTemplate | None:
-        return ChunkTemplate.learn(payload, json.loads(payload))
+        value = json.loads(payload)
+        slot = ChunkTemplate.candidate(value)
+        return None if slot is None else ChunkTemplate.learn(payload, value, slot)
 
     assert learn('{"choices":[{"index":0,"delta":{"content":"hi"}}]}') is not None
     # more than one effect, a finish reason, usage, another choice, an escaped token
@@ -218,3 +230,75 @@ def test_learn_refuses_what_it_cannot_prove() -> None:
     # the needle first found in another field: the probe changes the wrong value
     assert learn('{"a":"\\"content\\":\\"hi\\"","choices":[{"delta":{"content":"hi"}}]}') is not None
     assert learn('{"b":{"content":"hi"},"choices":[{"delta":{"content":"hi"}}]}') is None
+
+
+def tool_chunks(args_by_call: list[str], rng: random.Random, interleave: bool) -> list[dict[str, Any]]:
+    """Tool calls whose arguments arrive in random fragments (several calls: by index)."""
+    chunks: list[dict[str, Any]] = []
+    pieces: list[tuple[int, str]] = []
+    for index, args in enumerate(args_by_call):
+        chunks.append(llama_chunk({"tool_calls": [{"index": index, "id": f"call_{index}", "type": "function",
+                                                   "function": {"name": "python", "arguments": ""}}]}))
+        at = 0
+        while at < len(args):
+            size = rng.randint(1, 12)
+            pieces.append((index, args[at:at + size]))
+            at += size
+    if interleave:  # the calls' fragments mixed, each call's in its own order
+        by_call = {index: [p for i, p in pieces if i == index] for index in range(len(args_by_call))}
+        order = [i for i, _ in pieces]
+        rng.shuffle(order)
+        pieces = [(index, by_call[index].pop(0)) for index in order]
+    for index, piece in pieces:
+        call: dict[str, Any] = {"index": index, "function": {"arguments": piece}}
+        if rng.random() < 0.05:
+            call["function"]["name"] = "python"  # llama-cpp-python repeats the name
+        chunks.append(llama_chunk({"tool_calls": [call]}))
+    chunks.append(llama_chunk({}, finish="tool_calls"))
+    return chunks
+
+
+CODE = 'import pandas as pd\ndf = pd.read_csv("orders.csv")\nprint(df.head(3))  # a "quoted" word'
+
+
+@pytest.mark.parametrize("seed", range(30))
+async def test_tool_call_fragments_map_as_without_the_fast_path(monkeypatch, seed):
+    rng = random.Random(seed)
+    calls = [json.dumps({"code": CODE * rng.randint(1, 4)}),
+             json.dumps({"path": "notes/plan.md", "content": " ".join(f"line {i}" for i in range(40))})]
+    chunks = tool_chunks(calls[: rng.randint(1, 2)], rng, interleave=rng.random() < 0.5)
+    await assert_same(body_of(chunks), monkeypatch, rng)
+
+
+async def test_tool_call_fragments_mostly_skip_the_parser(monkeypatch):
+    rng = random.Random(7)
+    args = json.dumps({"path": "notes/plan.md", "content": " ".join(f"line {i}" for i in range(300))})
+    chunks = tool_chunks([args], rng, interleave=False)
+    calls = count_parses(monkeypatch)
+    events, message, error = await run([body_of(chunks)], True, monkeypatch)
+    assert error == "" and message.content[0].arguments == json.loads(args)
+    fragments = [e.delta for e in events[:-1] if e.type == "toolcall_delta"]
+    assert "".join(fragments) == args and len(fragments) == len(chunks) - 1  # the start has ""
+    assert calls[0] < len(chunks) // 4
+
+
+async def test_a_second_call_in_the_same_delta_is_not_dropped(monkeypatch):
+    # two calls per delta: the second one's (constant, empty) fragment is an event of its own
+    chunks = [llama_chunk({"tool_calls": [{"index": 0, "id": "a", "function": {"name": "f", "arguments": ""}},
+                                          {"index": 1, "id": "b", "function": {"name": "g", "arguments": ""}}]})]
+    chunks += [llama_chunk({"tool_calls": [{"index": 0, "function": {"arguments": piece}},
+                                           {"index": 1, "function": {"arguments": ""}}]})
+               for piece in ['{"x', '": "', "abc", "def", "ghi", '"}']]
+    await assert_same(body_of(chunks), monkeypatch)
+
+
+async def test_repeated_ids_and_names_in_fragments_change_nothing(monkeypatch):
+    # llama-cpp-python repeats the name (and some servers the id) in every fragment
+    chunks = [llama_chunk({"tool_calls": [{"index": 0, "id": "a", "type": "function",
+                                           "function": {"name": "f", "arguments": piece}}]})
+              for piece in ['{"x', '": "', "abc", "def", "ghi", '"}']]
+    chunks.append(llama_chunk({}, finish="tool_calls"))
+    await assert_same(body_of(chunks), monkeypatch)
+    calls = count_parses(monkeypatch)
+    await run([body_of(chunks)], True, monkeypatch)
+    assert calls[0] == len(chunks) + 1 - 2 + 1  # and [DONE]; "def" and "ghi" unparsed; one probe
