@@ -28,8 +28,10 @@ per delta, built the cheapest way this package knows (the slot setters of
 message, one shallow copy of that message, one ``message_update`` event, and one awaited call
 of the subscriber. minimum/floor - 1 is what those required objects alone cost, as a share of
 the floor: when it is above 0.3, no faithful implementation that builds them can meet the 1.3
-target against this floor. (The Agent can come in below this row: its SSE decoding and JSON
-scanning are cheaper than the floor's ``aiter_lines`` + ``json.loads``, which the row keeps.)
+target against this floor. (The Agent comes in below this row: its SSE decoding is cheaper than
+the floor's ``aiter_lines``, and a payload that repeats the last token chunk's shape is not
+parsed at all (``ChunkTemplate`` in openai_completions/_mapper.py), where the row keeps
+``json.loads``.)
 
 Agent/floor and stream()/floor are compared with ``bench/recorded_ratios.json`` as in
 stream_overhead.py: more than ``--tolerance`` above the recorded value prints ``WORSE than

@@ -369,7 +369,11 @@ class StreamResponse:
         self._idle_s = idle_s
         self.status: int = response.status_code
         self.headers: dict[str, str] = {k.lower(): v for k, v in response.headers.items()}
-        self.url: str = str(response.url.copy_with(query=None))
+
+    @property
+    def url(self) -> str:
+        """The final URL without its query (made on demand: URL objects are slow to copy)."""
+        return str(self._response.url.copy_with(query=None))
 
     async def iter_bytes(self) -> AsyncIterator[bytes]:
         """Decoded body chunks as they arrive (sizes are whatever the network delivers)."""
@@ -479,7 +483,6 @@ async def _open(method: str, url: str, headers: Mapping[str, str] | None, json_b
                 secrets: tuple[str | None, ...]) -> StreamResponse:
     if signal is not None and signal.aborted:
         raise RequestAborted()
-    host = _host_of(url)
     request_headers: dict[str, str] = {}
     if json_body is not None:
         content = encode_json_body(json_body)
@@ -492,7 +495,9 @@ async def _open(method: str, url: str, headers: Mapping[str, str] | None, json_b
         request = client.build_request(method, url, headers=request_headers, content=content,
                                        timeout=timeout)
     except (httpx.InvalidURL, httpx.UnsupportedProtocol, ValueError) as exc:
-        raise ConnectionFailed(f"Invalid request URL (check the base URL): {_describe(exc)}", host) from None
+        raise ConnectionFailed(f"Invalid request URL (check the base URL): {_describe(exc)}",
+                               _host_of(url)) from None
+    host = _host_of(request.url)  # the URL parsed once, by build_request
     first_byte_s = _bound(first_byte_timeout_ms, DEFAULT_FIRST_BYTE_TIMEOUT_MS)
     idle_s = _bound(idle_timeout_ms, DEFAULT_IDLE_TIMEOUT_MS)
     loop = asyncio.get_running_loop()

@@ -14,20 +14,10 @@ from typing import Any
 from ..ai.types import ImageContent, TextContent
 from .format import bundle_text, cut, prepare_image, strip_ansi, terminal_text
 from .python_types import ExecutionResult, PythonToolSettings
-from .redact import strip_unsafe_head
+from .tracebacks import shorten_traceback
 from .updates import MODEL_IMAGE_MIMES
 
 __all__ = ["result_content"]
-
-
-def _short_traceback(text: str, max_lines: int = 40, max_chars: int = 3000) -> str:
-    lines = text.strip("\n").splitlines()
-    if len(lines) > max_lines:
-        lines = ["[... earlier traceback lines cut ...]", *lines[-max_lines:]]
-    text = "\n".join(lines)
-    if len(text) > max_chars:
-        text = "[... cut ...]" + strip_unsafe_head(text[-max_chars:])
-    return text
 
 
 def result_content(result: ExecutionResult, settings: PythonToolSettings,
@@ -87,7 +77,8 @@ def result_content(result: ExecutionResult, settings: PythonToolSettings,
         else:
             parts.append(f"[error] {head}" + (f" ({hint})" if hint else ""))
         if err.traceback:
-            parts.append(_short_traceback("\n".join(err.traceback)))
+            parts.append(shorten_traceback("\n".join(err.traceback), max_lines=40, max_chars=3000,
+                                           library_summary=True)[0])
     if not parts:
         parts.append("(no output)" if not assigned else "(no output; assigned)\n" + "\n".join(assigned))
     parts.append(f"[elapsed {result.elapsed_s:.2f} s]")

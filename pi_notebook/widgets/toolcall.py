@@ -10,10 +10,10 @@ result text is the output.
 from __future__ import annotations
 
 import json
-import re
 from typing import Literal
 
 from ..agent.types import AgentToolResult
+from ..tools.tracebacks import shorten_traceback
 from ..tools.updates import (
     DisplayOutput,
     ErrorOutput,
@@ -229,55 +229,11 @@ def args_code(tool_name: str, args: object) -> tuple[str, str]:
 
 # --- tracebacks ---------------------------------------------------------------------------
 
-_FRAME_RE = re.compile(r"^\s*(File\s|Cell In\[|Input In \[)")
-# Frames of installed libraries, the standard library and compiled extensions: folded.
-_LIBRARY_RE = re.compile(r"site-packages|dist-packages|[/\\]lib[/\\]python\d|\.pyx\b|\.pxi\b|<frozen |"
-                         r"Could not get source")
-_EXC_RE = re.compile(r"^[A-Za-z_][\w.]*(:|$)")
-_START_RE = re.compile(r"Traceback \(most recent call last\)")
 SHORT_TRACEBACK_LINES = 12
 
 
 def fold_traceback(text: str) -> tuple[str, bool]:
     """(what to show first, whether anything was left out): the last frame of the
-    user's (agent's) code and the exception lines. Library frames are left for the
-    full traceback, which the view shows folded."""
-    text = strip_control(text).strip("\n")
-    lines = text.split("\n")
-    if len(lines) <= SHORT_TRACEBACK_LINES:
-        return text, False
-    # Look at the last exception of a chain only.
-    start = 0
-    for i, line in enumerate(lines):
-        if _START_RE.search(line):
-            start = i
-    frames: list[list[str]] = []
-    head = lines[start:start + 1]
-    current: list[str] | None = None
-    for line in lines[start + 1:]:
-        if _FRAME_RE.match(line):
-            current = [line]
-            frames.append(current)
-        elif current is not None:
-            current.append(line)
-    if not frames:
-        return text, False
-    # The exception lines end the traceback: from the last line that starts in column
-    # 0 with a name (``KeyError: 'b'``, ``mod.CustomError``), to the end.
-    last = frames[-1]
-    tail: list[str] = []
-    for j in range(len(last) - 1, 0, -1):
-        if _EXC_RE.match(last[j]):
-            tail = last[j:]
-            del last[j:]
-            break
-    user = [f for f in frames if not _LIBRARY_RE.search(f[0])]
-    shown = [*head, *(_trim(user[-1]) if user else []), "", *tail]
-    summary = "\n".join(line for line in shown).strip("\n")
-    return summary, summary != text
-
-
-def _trim(frame: list[str]) -> list[str]:
-    while frame and not frame[-1].strip():
-        frame = frame[:-1]
-    return frame
+    user's (agent's) code and the exception lines (tools/tracebacks.py's rules). Library
+    frames are left for the full traceback, which the view shows folded."""
+    return shorten_traceback(strip_control(text), max_lines=SHORT_TRACEBACK_LINES)

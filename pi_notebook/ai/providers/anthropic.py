@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .. import _http
+from .._fast import delta_event
 from .._json import parse_final_arguments, parse_json_with_repair, parse_streaming_json
 from ..env import get_env_api_key, get_provider_env_value, missing_key_message, needs_api_key
 from ..event_stream import AssistantMessageEventStream
@@ -450,12 +451,12 @@ class AnthropicEventMapper(EventMapper):
                 fields["text"] = ""
                 whole += text
                 fields["text"] = whole
-                self._emit(TextDeltaEvent(content_index=index, delta=text, partial=self.output))
+                self._emit(delta_event(TextDeltaEvent, "text_delta", index, text, self.output))
         elif kind == "thinking_delta":
             if block.type == "thinking":
                 text = delta.get("thinking") or ""
                 append_text(block, "thinking", text)
-                self._emit(ThinkingDeltaEvent(content_index=index, delta=text, partial=self.output))
+                self._emit(delta_event(ThinkingDeltaEvent, "thinking_delta", index, text, self.output))
         elif kind == "input_json_delta":
             if block.type == "toolCall":
                 fragment = delta.get("partial_json") or ""
@@ -467,7 +468,7 @@ class AnthropicEventMapper(EventMapper):
                 # live block after a read's events are handed over, so it always sees the
                 # parse of everything received so far, without a full re-parse per fragment.
                 self._dirty.add(index)
-                self._emit(ToolCallDeltaEvent(content_index=index, delta=fragment, partial=self.output))
+                self._emit(delta_event(ToolCallDeltaEvent, "toolcall_delta", index, fragment, self.output))
         elif kind == "signature_delta" and block.type == "thinking":
             append_text(block, "thinking_signature", delta.get("signature") or "")  # no event (pi)
 

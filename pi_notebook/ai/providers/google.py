@@ -22,6 +22,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from .._fast import delta_event
 from ..env import missing_key_message
 from ..errors import describe_provider_error
 from ..event_stream import AssistantMessageEventStream
@@ -331,15 +332,14 @@ class GoogleChunkMapper(EventMapper):
             if thinking:
                 if text:
                     append_text(block, "thinking", text)
-                    self._emit(ThinkingDeltaEvent(content_index=index, delta=text,
-                                                        partial=self.output))
+                    self._emit(delta_event(ThinkingDeltaEvent, "thinking_delta", index, text,
+                                           self.output))
                 if signature:
                     block.thinking_signature = signature
             else:
                 if text:
                     append_text(block, "text", text)
-                    self._emit(TextDeltaEvent(content_index=index, delta=text,
-                                                    partial=self.output))
+                    self._emit(delta_event(TextDeltaEvent, "text_delta", index, text, self.output))
                 if signature:
                     block.text_signature = signature
         elif isinstance(part.get("functionCall"), Mapping):

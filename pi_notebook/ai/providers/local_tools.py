@@ -45,6 +45,7 @@ import uuid
 from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any
 
+from .._fast import append_delta, delta_event
 from .._json import parse_streaming_json
 from .local_intent import (
     implicit_subject,
@@ -587,8 +588,8 @@ class TextToolCallStream:
             events.append(TextStartEvent(content_index=self.index, partial=self.output))
         block = self.output.content[self.index]
         assert isinstance(block, TextContent)
-        block.text += delta
-        events.append(TextDeltaEvent(content_index=self.index, delta=delta, partial=self.output))
+        # block.text += delta in place, and its event (once per token)
+        events.append(append_delta(block, "text", delta, TextDeltaEvent, "text_delta", self.index, self.output))
         return events
 
     def _emit_call_delta(self, delta: str) -> list[AssistantMessageEvent]:
@@ -607,7 +608,7 @@ class TextToolCallStream:
         arguments = partial.get("arguments")
         if isinstance(arguments, dict):
             block.arguments = arguments
-        events.append(ToolCallDeltaEvent(content_index=self.index, delta=delta, partial=self.output))
+        events.append(delta_event(ToolCallDeltaEvent, "toolcall_delta", self.index, delta, self.output))
         return events
 
     def _on_text(self, delta: str) -> list[AssistantMessageEvent]:

@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .. import _http
+from .._fast import delta_event
 from .._json import parse_final_arguments, parse_streaming_json
 from ..env import missing_key_message, needs_api_key
 from ..errors import describe_provider_error
@@ -366,7 +367,7 @@ class ResponsesEventMapper(EventMapper):
         if block is not None:
             delta = data.get("delta") or ""
             append_text(block, "thinking", delta)
-            self._emit(ThinkingDeltaEvent(content_index=index, delta=delta, partial=self.output))
+            self._emit(delta_event(ThinkingDeltaEvent, "thinking_delta", index, delta, self.output))
 
     def _summary_part_done(self, data: Mapping[str, Any]) -> None:
         index, block = self._block(data, "thinking")
@@ -379,7 +380,7 @@ class ResponsesEventMapper(EventMapper):
         if block is not None:
             delta = data.get("delta") or ""
             append_text(block, "text", delta)
-            self._emit(TextDeltaEvent(content_index=index, delta=delta, partial=self.output))
+            self._emit(delta_event(TextDeltaEvent, "text_delta", index, delta, self.output))
 
     def _args_delta(self, data: Mapping[str, Any]) -> None:
         index, block = self._block(data, "toolCall")
@@ -391,7 +392,7 @@ class ResponsesEventMapper(EventMapper):
         raw += delta
         self._scratch[index] = raw
         self._dirty.add(index)  # parsed once per network read, in EventMapper.flush()
-        self._emit(ToolCallDeltaEvent(content_index=index, delta=delta, partial=self.output))
+        self._emit(delta_event(ToolCallDeltaEvent, "toolcall_delta", index, delta, self.output))
 
     def _args_done(self, data: Mapping[str, Any]) -> None:
         index, block = self._block(data, "toolCall")

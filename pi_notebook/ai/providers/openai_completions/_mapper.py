@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
@@ -99,6 +100,134 @@ class _ToolState:
         if len(parts) > 1:
             parts[:] = ["".join(parts)]
         return parts[0] if parts else ""
+
+
+# --- the repeated-chunk fast path ---------------------------------------------------------
+#
+# A server streams one chunk per token, and the chunks of one answer are the same text apart
+# from the token: ``{"choices":[{"index":0,"delta":{"content":"<token>"}...}],"id":...}`` (or a
+# reasoning field, or ``"tool_calls":[{"index":0,"function":{"arguments":"<token>"}}]``). Once
+# such a payload has been parsed and mapped, ``ChunkTemplate`` remembers the text before and
+# after the token; a later payload with the same two ends and a *plain* middle (no ``"``, no
+# ``\``, no control character: a JSON string body that is its own value) would parse to the
+# same object with only that string changed, so it is mapped without parsing: one append and
+# its ``*_delta`` event, exactly what ``chunk()`` does with the parsed object (for a tool call:
+# the fragment kept and the call marked for the once-per-read re-parse, as tool_call() does).
+#
+# Why this is exact: the JSON lexer reads the prefix the same way whatever follows, and a plain
+# middle cannot end a string or start an escape, so everything after it is read as before. The
+# template is kept only after a probe (the token with ``~`` appended, which is a syntax error
+# anywhere outside a string) parses to the learned object with that one field changed: that
+# proves the middle is the whole value of that field. Anything else (another shape, escapes,
+# a non-printable character) takes the ordinary path, which also learns a new template when
+# the ends change (a ``created`` timestamp ticking over) within a small budget, so a server
+# whose every chunk differs (OpenAI's ``obfuscation`` padding) costs a few attempts per answer.
+
+_DELTA_EFFECT_KEYS = ("content", "refusal", *REASONING_FIELDS, "tool_calls", "reasoning_details")
+"""The delta fields ``chunk()`` acts on (any other key, ``role`` for one, is ignored)."""
+_TEMPLATE_FIELDS = frozenset(("content", *REASONING_FIELDS))
+
+
+def _token_slot(value: Any) -> tuple[str, dict[str, Any], str] | None:
+    """``(kind, holder, key)`` when mapping ``value`` does nothing but append ``holder[key]``, a
+    non-empty string: no usage, no error, no finish reason, choice 0, one delta field with a
+    value. ``kind`` is ``content`` (text), a reasoning field (thinking) or ``tool_calls``: the
+    arguments of the one call of the delta, which has an int ``index`` (its id and name, if
+    repeated, change nothing once the call has them: tool_call() keeps the first)."""
+    if type(value) is not dict or value.get("usage") or value.get("error"):
+        return None
+    choices = value.get("choices")
+    if type(choices) is not list or not choices:
+        return None
+    choice = choices[0]
+    if (type(choice) is not dict or choice.get("index") or choice.get("usage")
+            or choice.get("finish_reason")):
+        return None
+    delta = choice.get("delta")
+    if type(delta) is not dict:
+        return None
+    found = None
+    for key in _DELTA_EFFECT_KEYS:
+        if delta.get(key):
+            if found is not None:
+                return None
+            found = key
+    if found in _TEMPLATE_FIELDS:
+        return (found, delta, found) if type(delta[found]) is str else None
+    if found != "tool_calls":
+        return None
+    calls = delta["tool_calls"]
+    if type(calls) is not list or len(calls) != 1:
+        return None
+    call = calls[0]
+    if type(call) is not dict or type(call.get("index")) is not int:
+        return None
+    function = call.get("function")
+    if type(function) is not dict:
+        return None
+    return ("tool_calls", function, "arguments") if type(function.get("arguments")) is str else None
+
+
+def _plain(text: str) -> bool:
+    """A JSON string body whose value is itself (``isprintable`` also refuses more than the
+    control characters JSON forbids: those take the ordinary path, which is never wrong)."""
+    return '"' not in text and "\\" not in text and text.isprintable()
+
+
+class ChunkTemplate:
+    """The two ends of a repeated payload around its token (see the comment above)."""
+
+    __slots__ = ("prefix", "suffix", "start", "stop", "min_length", "kind", "tool_index")
+
+    def __init__(self, prefix: str, suffix: str, kind: str, tool_index: int = -1) -> None:
+        self.prefix = prefix
+        self.suffix = suffix
+        self.start = len(prefix)
+        self.stop = -len(suffix)  # the suffix is never empty: it starts with the closing quote
+        self.min_length = len(prefix) + len(suffix)  # a longer payload has a non-empty token
+        self.kind = kind              # what _token_slot found: content, a reasoning field, tool_calls
+        self.tool_index = tool_index  # the tool call's "index" (tool_calls only)
+
+    @staticmethod
+    def candidate(value: Any) -> tuple[str, dict[str, Any], str] | None:
+        """``_token_slot(value)`` when its token is plain (and not empty): a payload worth a probe."""
+        slot = _token_slot(value)
+        if slot is None:
+            return None
+        token = slot[1][slot[2]]
+        return slot if token and _plain(token) else None
+
+    @classmethod
+    def learn(cls, data: str, value: Any, slot: tuple[str, dict[str, Any], str]) -> ChunkTemplate | None:
+        """A template from a payload ``data`` that parsed to ``value`` (already mapped), whose
+        ``candidate()`` is ``slot``; ``None`` when the probe does not confirm it."""
+        kind, holder, key = slot
+        token = holder[key]
+        for colon in ('":"', '": "'):
+            needle = '"' + key + colon + token + '"'
+            at = data.find(needle)
+            if at >= 0:
+                break
+        else:
+            return None
+        start = at + len(needle) - len(token) - 1
+        prefix, suffix = data[:start], data[start + len(token):]
+        probe = token + "~"
+        try:
+            probed, end = _scan_once(prefix + probe + suffix, 0)
+        except (StopIteration, ValueError):
+            return None
+        probed_slot = _token_slot(probed) if end == len(prefix) + len(probe) + len(suffix) else None
+        if probed_slot is None or probed_slot[0] != kind:
+            return None
+        # The probe changed one string; put the token back: equal again only if that string
+        # was this slot's value.
+        probed_slot[1][key] = token
+        if probed != value:
+            return None
+        if kind != "tool_calls":
+            return cls(prefix, suffix, kind)
+        return cls(prefix, suffix, kind, value["choices"][0]["delta"]["tool_calls"][0]["index"])
 
 
 class CompletionsEventMapper(EventMapper):
@@ -225,6 +354,22 @@ class CompletionsEventMapper(EventMapper):
             self._emit(TextStartEvent(content_index=self.text_index, partial=self.output))
         self._emit(append_delta(block, "text", delta, TextDeltaEvent, "text_delta", self.text_index,
                                 self.output))
+
+    def template_target(self, template: ChunkTemplate) -> tuple[Any, str, Any, str, int, _ToolState | None]:
+        """Where a token of ``template`` goes: ``(block, block field, event class, event type,
+        content index)`` for ``append_delta``, or for a tool call's arguments its ``_ToolState``
+        last (and the content index). The template was learned from a mapped token of that
+        kind, so the block or the call exists."""
+        kind = template.kind
+        if kind == "content":
+            assert self.text_block is not None
+            return self.text_block, "text", TextDeltaEvent, "text_delta", self.text_index, None
+        if kind == "tool_calls":
+            state = self.tools_by_index[template.tool_index]
+            return None, "", None, "", state.index, state
+        assert self.thinking_block is not None
+        return (self.thinking_block, "thinking", ThinkingDeltaEvent, "thinking_delta",
+                self.thinking_index, None)
 
     def _ensure_thinking(self, field: str) -> ThinkingContent:
         block = self.thinking_block
@@ -417,16 +562,46 @@ async def read_body(response: _http.StreamResponse, mapper: CompletionsEventMapp
     """Decode the SSE body onto ``mapper`` until ``[DONE]`` (or the end of the body).
 
     The shared skeleton's SSE loop, specialised for the per-token path: data-only decoding,
-    each payload parsed inline, and ``[DONE]`` ends the message at once (the rest of the body
+    each payload parsed inline (or, when it repeats the last token chunk's shape, not parsed
+    at all: ``ChunkTemplate``), and ``[DONE]`` ends the message at once (the rest of the body
     is drained, not decoded).
     """
     decoder = SSEDecoder(data_only=True)
     handle = mapper.chunk
     scan = _scan_once
     chunks = response.iter_bytes()
+    # The template in use, unpacked into locals for the per-token test (see ChunkTemplate).
+    t_prefix = t_suffix = ""
+    t_start = t_stop = 0
+    t_min = sys.maxsize  # no payload is longer: off until a template is learned
+    t_block: Any = None
+    t_attr = t_kind = ""
+    t_cls: Any = None
+    t_index = 0
+    t_state: _ToolState | None = None
+    hits = looks = probes = 0
+    emit = mapper._emit
+    dirty = mapper.dirty
+    output = mapper.output
     try:
         async for raw in chunks:
             for data in decoder.feed(raw):
+                fits = False
+                if len(data) > t_min and data.startswith(t_prefix) and data.endswith(t_suffix):
+                    token = data[t_start:t_stop]
+                    if '"' not in token and "\\" not in token and token.isprintable():
+                        # chunk()'s append (text(), thinking() or tool_call()), inlined: once per token
+                        if t_state is None:
+                            emit(append_delta(t_block, t_attr, token, t_cls, t_kind, t_index, output))
+                        else:
+                            t_state.parts.append(token)
+                            if not t_state.dirty:
+                                t_state.dirty = True
+                                dirty.append(t_state)
+                            emit(delta_event(ToolCallDeltaEvent, "toolcall_delta", t_index, token, output))
+                        hits += 1
+                        continue
+                    fits = True  # the template still fits: only this token needs the parser
                 # parse_payload, inlined: this loop runs once per token
                 try:
                     value, end = scan(data, 0)
@@ -440,6 +615,20 @@ async def read_body(response: _http.StreamResponse, mapper: CompletionsEventMapp
                         continue
                     value = parse_payload(data)
                 handle(value)
+                # Another shape: learn it, within budgets per answer that grow with the hits
+                # (a look costs a few dict reads, a probe a parse).
+                if not fits and looks <= 64 + hits:
+                    looks += 1
+                    slot = ChunkTemplate.candidate(value)
+                    template = None
+                    if slot is not None and probes <= 4 + hits // 16:
+                        probes += 1
+                        template = ChunkTemplate.learn(data, value, slot)
+                    if template is not None:
+                        t_prefix, t_suffix, t_start, t_stop, t_min = (
+                            template.prefix, template.suffix, template.start, template.stop,
+                            template.min_length)
+                        t_block, t_attr, t_cls, t_kind, t_index, t_state = mapper.template_target(template)
             mapper.flush()
         for data in decoder.flush():
             if data == "[DONE]":
