@@ -175,7 +175,7 @@ def _late_sink(loop: asyncio.AbstractEventLoop, on_late: Callable[[ToolOutput], 
             on_late(StreamOutput(name=name, text=text))  # type: ignore[arg-type]
             return
         orig = getattr(_capture_state, name, None)
-        target = getattr(orig, "_pi_orig", None) or getattr(sys, f"__{name}__")
+        target = getattr(orig, "_pi_target", None) or getattr(sys, f"__{name}__")
         labelled = []
         for line in text.splitlines(keepends=True):
             labelled.append(f"{LATE_LABEL}{line}" if at_line_start[name] else line)
