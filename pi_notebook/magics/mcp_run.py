@@ -29,6 +29,8 @@ from ..mcp.namespace import set_manager
 from ..mcp.tools import McpToolSet
 
 if TYPE_CHECKING:
+    from IPython.core.interactiveshell import InteractiveShell
+
     from ..agent import Agent
     from ..agent.types import AgentTool
     from ..tools import PythonToolSettings
@@ -40,7 +42,7 @@ __all__ = ["McpLink", "notebook_dir"]
 _closing: set[asyncio.Task[None]] = set()  # strong references until the servers are stopped
 
 
-def notebook_dir(shell: Any, explicit: str) -> Path:
+def notebook_dir(shell: InteractiveShell, explicit: str) -> Path:
     """The notebook's folder when the kernel can tell, else the working directory."""
     from ..tools.notebook_file import locate_notebook
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..agent import Agent, AgentTool
 from ..agent.types import AgentMessage
@@ -36,6 +36,9 @@ from ..tools.prompt_context import make_context_tools
 from ..tools.approval import ApprovalHook, ApprovalRequest, make_approval_hook
 from ..tools.policy import ApprovalChoice, ApprovalPolicy
 from .settings import RunSettings
+
+if TYPE_CHECKING:
+    from IPython.core.interactiveshell import InteractiveShell
 
 __all__ = ["AgentHooks", "WiredAgent", "build_agent", "env_api_key"]
 
@@ -66,13 +69,13 @@ class WiredAgent:
     notes: PromptNotes  # the per-prompt notebook context (attach when a prompt is built)
 
 
-def notebook_tools(shell: Any, hooks: AgentHooks, tool_settings: PythonToolSettings) -> list[AgentTool]:
+def notebook_tools(shell: InteractiveShell, hooks: AgentHooks, tool_settings: PythonToolSettings) -> list[AgentTool]:
     """python, list_variables, inspect_variable, notebook_history, read_notebook."""
     return [*make_notebook_tools(shell, tool_settings),
             *make_context_tools(shell, hooks.notebook_path)]
 
 
-def build_agent(settings: RunSettings, shell: Any, hooks: AgentHooks,
+def build_agent(settings: RunSettings, shell: InteractiveShell, hooks: AgentHooks,
                 tool_settings: PythonToolSettings) -> WiredAgent:
     tools = hooks.tools() if hooks.tools is not None else notebook_tools(shell, hooks, tool_settings)
     approval = make_approval_hook(hooks.policy, ask=hooks.ask, is_interactive=hooks.is_interactive,

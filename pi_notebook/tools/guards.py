@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from .kernel_host import kernel_host
 from .patches import PATCHES, Patch
 
 __all__ = [
@@ -137,7 +138,7 @@ def _install_input_guards(shell: Any) -> None:
     import getpass
 
     targets: list[tuple[Any, str]] = [(builtins, "input"), (getpass, "getpass")]
-    kernel = getattr(shell, "kernel", None)
+    kernel = kernel_host(shell).kernel
     if kernel is not None:
         targets += [(kernel, name) for name in ("raw_input", "getpass") if hasattr(kernel, name)]
     for owner, name in targets:

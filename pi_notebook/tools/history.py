@@ -54,6 +54,7 @@ from .capture import capture_active
 from .error_hints import key_error_hint
 from .credentials import redact_all as redact
 from .format import bundle_text, cut, dataframe_summary, series_summary, strip_ansi
+from .kernel_host import kernel_host
 from .redact import secrets_generation
 from .tracebacks import safe_str, trim_traceback
 
@@ -258,7 +259,7 @@ class ExecutionHistory:
     def _not_teed(self, raw: str) -> bool:
         """ipykernel runs cells with top-level ``await`` through ``run_cell_async`` directly,
         past IPython's stdout tee: for those "no stream entry" means "unknown", not "nothing"."""
-        if getattr(self.shell, "kernel", None) is None:
+        if not kernel_host(self.shell).has_kernel:
             return False
         if "await" not in raw and "async" not in raw:
             return False

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from IPython.core.interactiveshell import InteractiveShell
 
-__all__ = ["ForeignKernel", "KernelHost", "IPythonKernelHost", "SavedParent", "kernel_host"]
+__all__ = ["ForeignKernel", "KernelHost", "IPythonKernelHost", "ParentHeader", "SavedParent", "kernel_host"]
 
 # ipykernel's Kernel (6.x or 7.x): untyped on purpose, see the module docstring
 ForeignKernel = Any

@@ -76,6 +76,7 @@ from typing import Any
 from ..agent.types import AgentTool, AgentToolResult
 from .capture import LATE_LABEL, install_capture
 from .capture import _state as _capture_state
+from .kernel_host import kernel_host
 from .execution import Outcome, caller_cancelled, execute
 from .interrupt import interrupt_main_for
 from .error_hints import key_error_hint
@@ -121,7 +122,7 @@ async def run_code(
                       max_images=max(0, max_figures))
     late = _late_sink(loop, on_late, stream_interval_s, max_detail_chars, max_figures)
     started = time.monotonic()
-    kernel = getattr(shell, "kernel", None)
+    kernel = kernel_host(shell).kernel
     with interrupt_main_for(signal, timeout_s=timeout_s, loop=loop, kernel=kernel) as run:
         task = loop.create_task(execute(shell, code, sink, run, late, max_figures, route_fd_output),
                                 name="pi-notebook-python-tool")

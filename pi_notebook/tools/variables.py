@@ -36,6 +36,7 @@ from typing import Any
 from ..agent.types import AgentTool, AgentToolResult
 from ..ai.types import TextContent
 from . import worker as _worker
+from .kernel_host import kernel_host
 from .capture import capture, capture_installed
 from .credentials import CREDENTIAL_NOTE, looks_like_credential, redact_shapes
 from .format import clip, cut, dataframe_summary, series_summary
@@ -240,7 +241,7 @@ async def list_user_variables(shell: Any, limit_s: float = DEFAULT_REPR_TIMEOUT_
         return lambda: _row(name, value)
 
     rows = await run_bounded([job(n, v) for n, v in items], limit_s, signal=signal,
-                             kernel=getattr(shell, "kernel", None))
+                             kernel=kernel_host(shell).kernel)
     if rows is None:
         return None
     rows = [row if row.startswith(f"{name} | ") else f"{name} | {_type_name(value)} | <{row}>"
@@ -328,7 +329,7 @@ def make_variable_tools(shell: Any, settings: Any = None) -> list[AgentTool]:
         budget, limit_s = budgets()
         value = shell.user_ns[name]
         texts = await run_bounded([lambda: describe_variable(value, name, budget)], limit_s,
-                                  signal=signal, kernel=getattr(shell, "kernel", None))
+                                  signal=signal, kernel=kernel_host(shell).kernel)
         if texts is None:
             return AgentToolResult(content=[TextContent(text=_ABORTED)], details={"name": name},
                                    is_error=True)
