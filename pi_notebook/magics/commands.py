@@ -13,7 +13,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class, no_var_expand
@@ -26,6 +26,8 @@ from .wait import has_widget_frontend
 
 if TYPE_CHECKING:
     from IPython.core.interactiveshell import InteractiveShell
+
+    from ..agent.types import AgentMessage
 
 __all__ = ["PiNotebookMagics", "describe_submission", "NO_ERROR_TO_FIX", "NO_CODE", "AgentCommand",
            "Subcommand", "COMMANDS", "parse_agent_command", "help_text"]
@@ -129,7 +131,7 @@ class PiNotebookMagics(Magics):
         where = "in a new cell below" if self.runtime.host.has_kernel else "at the next prompt"
         print(f"The code of the latest run ({lines} line{'s' if lines != 1 else ''}) is {where}.")
 
-    def _messages(self) -> list[Any]:
+    def _messages(self) -> list[AgentMessage]:
         return list(self.runtime.get_agent().state.messages)
 
     def _history(self) -> None:
@@ -271,7 +273,7 @@ def help_text() -> str:
     return "\n".join(lines)
 
 
-def _message_line(message: Any) -> str:
+def _message_line(message: AgentMessage) -> str:
     role = getattr(message, "role", "?")
     content = getattr(message, "content", "")
     if isinstance(content, str):

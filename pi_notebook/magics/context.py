@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from IPython.core.interactiveshell import InteractiveShell
@@ -88,7 +88,7 @@ def fix_request(shell: InteractiveShell) -> FixRequest | None:
     return FixRequest(f"Fix the error in cell {record.label}.", request)
 
 
-def run_code_cell(messages: Sequence[Any], start: AgentMessage | None) -> str:
+def run_code_cell(messages: Sequence[AgentMessage], start: AgentMessage | None) -> str:
     """The code of the run that began with ``start`` (found by identity; failed attempts left
     out), or "" when there is none: no run yet, or its messages are gone (reset, load)."""
     from ..session.agent_code import runnable_code

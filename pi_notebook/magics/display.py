@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..tools.kernel_host import KernelHost, ParentHeader
 from ..widgets.protocol import RunStatus, RunView
@@ -84,7 +84,7 @@ class DisplayedView:
         if callable(attach):  # a view that asks for its output to be republished
             attach(self._republish)
 
-    def _republish(self, bundle: dict[str, Any]) -> None:
+    def _republish(self, bundle: dict[str, object]) -> None:
         """Replace the shown output with ``bundle`` (the transcript so far)."""
         if self.frozen or self.display_id is None:
             return

@@ -36,7 +36,11 @@ if TYPE_CHECKING:
 __all__ = ["has_widget_frontend", "is_headless", "frontend_seen", "track_view", "view_rendered", "count_new_views",
            "close_views", "install_shutdown_close", "uninstall_shutdown_close"]
 
-_tracked: weakref.WeakSet[Any] = weakref.WeakSet()
+# an ipywidgets Widget: ipywidgets ships no types; here its view-count trait is set and read
+# and its models closed (tests/magics/test_no_any.py lists it)
+ForeignWidget = Any
+
+_tracked: weakref.WeakSet[ForeignWidget] = weakref.WeakSet()
 _seen = False
 _counting = False
 _construction_patch: Patch | None = None  # ipywidgets' construction callback, once replaced
@@ -65,7 +69,7 @@ def frontend_seen() -> bool:
     return _seen
 
 
-def track_view(widget: Any) -> None:
+def track_view(widget: ForeignWidget) -> None:
     """Ask the frontend to count the views of ``widget`` (a ``_view_count`` of None means
     "do not track"). Best set before the widget is displayed; set just after, the count
     arrives as long as the update reaches the frontend before the view is shown."""
@@ -112,7 +116,7 @@ def stop_counting_views() -> None:
     PATCHES.undo(patch)
 
 
-def view_rendered(widget: Any) -> bool:
+def view_rendered(widget: ForeignWidget) -> bool:
     """Has a frontend shown ``widget``? (Also records the evidence.)"""
     rendered = _rendered(widget)
     if rendered:
@@ -120,7 +124,7 @@ def view_rendered(widget: Any) -> bool:
     return rendered
 
 
-def _rendered(widget: Any) -> bool:
+def _rendered(widget: ForeignWidget) -> bool:
     count = getattr(widget, "_view_count", None)
     return isinstance(count, int) and count > 0
 
@@ -132,7 +136,7 @@ def _control_comm_open() -> bool:
 
 
 # --- views of a dying kernel ----------------------------------------------------------------
-def _descendants(widget: Any, seen: set[int]) -> list[Any]:
+def _descendants(widget: ForeignWidget, seen: set[int]) -> list[ForeignWidget]:
     """``widget`` and every widget its traits hold (children, layout, style), each once."""
     widget_module = sys.modules.get("ipywidgets.widgets.widget")
     widget_class = getattr(widget_module, "Widget", None) if widget_module is not None else None
@@ -151,11 +155,11 @@ def _descendants(widget: Any, seen: set[int]) -> list[Any]:
     return found
 
 
-def close_views(views: list[Any]) -> int:
+def close_views(views: list[object]) -> int:
     """Close every widget model of ``views`` (a frontend removes a closed model's views, so
     nothing of a dead kernel keeps offering buttons). Returns how many were closed."""
     seen: set[int] = set()
-    widgets: list[Any] = []
+    widgets: list[ForeignWidget] = []
     for view in views:
         widgets.extend(_descendants(getattr(view, "widget", view), seen))
     closed = 0

@@ -31,12 +31,22 @@ import ast
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..agent.types import BeforeToolCallResult
 from ..ai.providers.local_intent import Outcome, expected_outcomes
 from ..ai.providers.local_tools import CHECK_PREFIX, FORCED_REPLY_MARK, NOTE_PREFIX, ungrounded_values
+
 from ..ai.types import ToolCall, UserMessage
+
+if TYPE_CHECKING:
+    from ..agent.types import AgentMessage, BeforeToolCallContext, ShouldStopAfterTurnContext
+
+# A value in the user's namespace: anything the user made, read by duck typing (a DataFrame's
+# columns and rows), so untyped on purpose (tests/magics/test_no_any.py lists it)
+UserValue = Any
+# a message's content: its text, or its content blocks
+Content = str | Iterable[object] | None
 
 __all__ = ["CHECK_PREFIX", "NamespaceSnapshot", "RunChecks", "missing_outcome", "printed_literals", "read_paths",
            "without_literals"]
@@ -46,13 +56,13 @@ _MAX_LABEL_ROWS = 20_000
 _MAX_LABELS = 2_000
 
 
-def _text(content: Any) -> str:
+def _text(content: Content) -> str:
     if isinstance(content, str):
         return content
     return "\n".join(str(getattr(b, "text", "")) for b in content or () if getattr(b, "type", "") == "text")
 
 
-def _typed(content: Any) -> str:
+def _typed(content: Content) -> str:
     """What the user typed: a string, or the last text part (the notebook context travels as a
     part before it: magics/context.py)."""
     if isinstance(content, str):
@@ -61,13 +71,13 @@ def _typed(content: Any) -> str:
     return texts[-1] if texts else ""
 
 
-def _user_names(user_ns: Mapping[str, Any]) -> list[str]:
+def _user_names(user_ns: Mapping[str, UserValue]) -> list[str]:
     """The notebook's own names, not IPython's bookkeeping (``_i1``, ``_3``: their digits
     grounded "branch 1" and "January 1, 1." when every call had failed)."""
     return [k for k in user_ns if not k.startswith("_") and k not in ("In", "Out")]
 
 
-def _is_check(message: Any) -> bool:
+def _is_check(message: AgentMessage) -> bool:
     return getattr(message, "role", None) == "user" and _text(message.content).startswith(CHECK_PREFIX)
 
 
@@ -75,18 +85,18 @@ class NamespaceSnapshot:
     """The user's names at the start of a run: what existed (by identity) and the DataFrames'
     columns, so "the result exists" means it was made or replaced by this run."""
 
-    def __init__(self, user_ns: Mapping[str, Any]) -> None:
+    def __init__(self, user_ns: Mapping[str, UserValue]) -> None:
         self.ids = {k: id(v) for k, v in user_ns.items() if not k.startswith("_")}
         self.columns = {str(c) for v in user_ns.values() for c in _columns(v)}
 
-    def made(self, user_ns: Mapping[str, Any], name: str) -> bool:
+    def made(self, user_ns: Mapping[str, UserValue], name: str) -> bool:
         return name in user_ns and self.ids.get(name) != id(user_ns[name])
 
-    def new_names(self, user_ns: Mapping[str, Any]) -> list[str]:
+    def new_names(self, user_ns: Mapping[str, UserValue]) -> list[str]:
         return [k for k in user_ns if not k.startswith("_") and self.made(user_ns, k)]
 
 
-def _columns(value: Any) -> list[Any]:
+def _columns(value: UserValue) -> list[object]:
     columns = getattr(value, "columns", None)
     if columns is None or type(value).__name__ != "DataFrame":
         return []
@@ -96,7 +106,7 @@ def _columns(value: Any) -> list[Any]:
         return []
 
 
-def _labels(user_ns: Mapping[str, Any]) -> list[str]:
+def _labels(user_ns: Mapping[str, UserValue]) -> list[str]:
     """The categories of the notebook's small DataFrames (their text columns' values) and their
     column names: an answer that states one of these states a result."""
     labels: list[str] = []
@@ -118,7 +128,7 @@ def _labels(user_ns: Mapping[str, Any]) -> list[str]:
     return labels[:_MAX_LABELS]
 
 
-def _has_figure(results: Iterable[Any]) -> bool:
+def _has_figure(results: Iterable[AgentMessage]) -> bool:
     for message in results:
         if any(getattr(b, "type", "") == "image" for b in message.content):
             return True
@@ -129,8 +139,8 @@ def _has_figure(results: Iterable[Any]) -> bool:
     return False
 
 
-def missing_outcome(outcome: Outcome, user_ns: Mapping[str, Any], before: NamespaceSnapshot,
-                    results: list[Any]) -> str | None:
+def missing_outcome(outcome: Outcome, user_ns: Mapping[str, UserValue], before: NamespaceSnapshot,
+                    results: list[AgentMessage]) -> str | None:
     """The corrective message when ``outcome`` is not in the kernel state, else None. (No
     ``=`` or ``(`` in it: the provider then steers the next call to the assignment.)"""
     if outcome.kind == "variable":
@@ -283,7 +293,7 @@ def _code_without_literals(code: str) -> str:
 class RunChecks:
     """The per-run hooks; ``steer`` queues the corrective user message (``Agent.steer``)."""
 
-    def __init__(self, user_ns: Mapping[str, Any], steer: Callable[[Any], Any],
+    def __init__(self, user_ns: Mapping[str, UserValue], steer: Callable[[AgentMessage], object],
                  max_turns: int | None = None) -> None:
         self.user_ns = user_ns
         self.before = NamespaceSnapshot(user_ns)
@@ -292,14 +302,14 @@ class RunChecks:
 
     # the part of the conversation that belongs to the latest prompt
     @staticmethod
-    def _since_prompt(messages: list[Any]) -> tuple[Any, list[Any]]:
+    def _since_prompt(messages: list[AgentMessage]) -> tuple[AgentMessage | None, list[AgentMessage]]:
         for i in range(len(messages) - 1, -1, -1):
             message = messages[i]
             if getattr(message, "role", None) == "user" and not _is_check(message):
                 return message, messages[i + 1:]
         return None, list(messages)
 
-    def should_stop(self, ctx: Any, signal: object = None) -> bool:
+    def should_stop(self, ctx: ShouldStopAfterTurnContext, signal: object = None) -> bool:
         message = getattr(ctx, "message", None)
         is_answer = (getattr(message, "stop_reason", None) == "stop"
                      and not any(isinstance(b, ToolCall) for b in getattr(message, "content", ())))
@@ -317,7 +327,7 @@ class RunChecks:
             return since_user >= self.max_turns
         return False
 
-    def correction(self, messages: list[Any]) -> str | None:
+    def correction(self, messages: list[AgentMessage]) -> str | None:
         """The corrective turn for the latest answer in ``messages``, or None (also when this
         kind of correction was already given for the prompt)."""
         prompt, after = self._since_prompt(messages)
@@ -372,7 +382,7 @@ class RunChecks:
         # the model is made to write (local_tools: FORCED_REPLY_MARK)
         return f"{CHECK_PREFIX}{_VALUES} {quoted} again. {FORCED_REPLY_MARK}{_what_is_known(results)}"
 
-    def before_tool_call(self, ctx: Any) -> BeforeToolCallResult | None:
+    def before_tool_call(self, ctx: BeforeToolCallContext) -> BeforeToolCallResult | None:
         call = ctx.tool_call
         messages = list(ctx.context.messages)
         _, after = self._since_prompt(messages)
@@ -398,7 +408,7 @@ class RunChecks:
                 return BeforeToolCallResult(block=True, reason=self._path_reason(path, messages))
         return None
 
-    def _written_by_user(self, path: str, messages: list[Any]) -> bool:
+    def _written_by_user(self, path: str, messages: list[AgentMessage]) -> bool:
         texts = [_text(m.content) for m in messages if getattr(m, "role", None) == "user"]
         cells = self.user_ns.get("In")
         if isinstance(cells, list):
@@ -407,7 +417,7 @@ class RunChecks:
         written = re.compile(r"(?<![\w./-])" + re.escape(path) + r"(?![\w/-])")
         return any(written.search(t) for t in texts)
 
-    def _path_reason(self, path: str, messages: Sequence[Any] = ()) -> str:
+    def _path_reason(self, path: str, messages: Sequence[AgentMessage] = ()) -> str:
         # the files the user did name (measured: "load notebooks/data/sales.csv" read as
         # 'data/sales.csv', blocked, then sent again): the block says which path to use
         named = [p for m in messages if getattr(m, "role", None) == "user" and not _is_check(m)
@@ -434,7 +444,7 @@ def _kind(check: str) -> str:
 _NOT_RUN = "Not run"
 
 
-def _what_is_known(results: list[Any]) -> str:
+def _what_is_known(results: list[AgentMessage]) -> str:
     """The honest last sentence of a request whose answer no result supports: what failed, or
     that only the outputs shown are known."""
     failed = [m for m in results if getattr(m, "is_error", False)]
@@ -450,7 +460,7 @@ def _what_is_known(results: list[Any]) -> str:
             "them as the result: only the outputs above are known.")
 
 
-def _blocked_before(call: Any, messages: list[Any]) -> bool:
+def _blocked_before(call: ToolCall, messages: list[AgentMessage]) -> bool:
     """An identical earlier call in ``messages`` was not run (blocked by these checks)."""
     key = _call_key(call)
     blocked = {m.tool_call_id for m in messages if getattr(m, "role", None) == "toolResult"
@@ -478,7 +488,7 @@ def _call_key(call: ToolCall) -> str:
     return call.name + json.dumps(arguments, sort_keys=True, default=str)
 
 
-def _failed_before(call: Any, messages: list[Any]) -> str | None:
+def _failed_before(call: ToolCall, messages: list[AgentMessage]) -> str | None:
     """The first line of the error of an identical earlier call in ``messages``, or None."""
     key = _call_key(call)
     failed = {m.tool_call_id: _text(m.content) for m in messages

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..agent import Agent, AgentTool
 from ..agent.types import AgentMessage
@@ -81,8 +81,8 @@ def build_agent(settings: RunSettings, shell: InteractiveShell, hooks: AgentHook
     approval = make_approval_hook(hooks.policy, ask=hooks.ask, is_interactive=hooks.is_interactive,
                                   notify=hooks.notify, timeout_s=settings.approval_timeout or None)
 
-    def stream(model: Model, context: Context, options: dict[str, Any] | None = None,
-               **kw: Any) -> AssistantMessageEventStream:
+    def stream(model: Model, context: Context, options: dict[str, object] | None = None,
+               **kw: object) -> AssistantMessageEventStream:
         return stream_simple(model, context, {**hooks.stream_options(), **(options or {})}, **kw)
 
     agent = Agent(
@@ -107,7 +107,7 @@ class _Compaction:
         self._agent = agent
         self._hooks = hooks
         self._notes = notes
-        self._cached: tuple[tuple[str, str, int, int], Callable[..., Awaitable[list[Any]]]] | None = None
+        self._cached: tuple[tuple[str, str, int, int], Callable[..., Awaitable[list[AgentMessage]]]] | None = None
 
     async def transform(self, messages: list[AgentMessage],
                         signal: AbortSignal | None = None) -> list[AgentMessage]:
@@ -117,7 +117,7 @@ class _Compaction:
             return messages
         return list(await compactor(messages, signal))
 
-    def _compactor(self) -> Callable[..., Awaitable[list[Any]]] | None:
+    def _compactor(self) -> Callable[..., Awaitable[list[AgentMessage]]] | None:
         model: Model | None = self._agent.state.model
         window = (model.context_window or 0) if model is not None else 0
         if model is None or not window:
@@ -133,7 +133,7 @@ class _Compaction:
 
     async def _summarize(self, messages: list[AgentMessage]) -> str:
         model = self._agent.state.model
-        options: dict[str, Any] = {"signal": self._agent.signal, **self._hooks.stream_options()}
+        options: dict[str, object] = {"signal": self._agent.signal, **self._hooks.stream_options()}
         key = env_api_key(model.provider)  # for this one request, not kept
         if key:
             options["api_key"] = key
