@@ -109,15 +109,14 @@ class _Bypass:
             return None
 
     async def _dispatch_now(self, msg: list[object], kind: str) -> None:
-        hook = getattr(getattr(self.host.kernel, "shell", None), "displayhook", None)
-        saved_result = getattr(hook, "exec_result", None)
+        hook = self.host.shell.displayhook
+        saved_result = hook.exec_result
         try:
             if kind == "execute":
                 self.dispatched += 1
             await self.host.dispatch_beside(msg)
         finally:
-            if hook is not None:  # the waiting cell's result object (its In[n]) stays its own
-                hook.exec_result = saved_result
+            hook.exec_result = saved_result  # the waiting cell's result object (its In[n]) stays its own
 
 
 def install_control_bypass(shell: InteractiveShell, is_waiting: Callable[[], bool]) -> bool:

@@ -52,6 +52,10 @@ class KernelHost(Protocol):
     """What pi_notebook asks of the kernel hosting the shell (terminal IPython: no kernel)."""
 
     @property
+    def shell(self) -> InteractiveShell:
+        """The IPython shell the kernel runs."""
+
+    @property
     def has_kernel(self) -> bool:
         """A Jupyter kernel hosts the shell (False: terminal IPython)."""
 
@@ -104,11 +108,15 @@ class IPythonKernelHost:
     """The adapter: an IPython shell, and ipykernel's kernel object when there is one."""
 
     def __init__(self, shell: InteractiveShell) -> None:
-        self.shell = shell
+        self._shell = shell
+
+    @property
+    def shell(self) -> InteractiveShell:
+        return self._shell
 
     @property
     def kernel(self) -> ForeignKernel:
-        return getattr(self.shell, "kernel", None)
+        return getattr(self._shell, "kernel", None)
 
     @property
     def has_kernel(self) -> bool:
@@ -150,7 +158,7 @@ class IPythonKernelHost:
 
     @contextlib.contextmanager
     def _publishing_as(self, parent: ParentHeader | None) -> Iterator[None]:
-        publisher = getattr(self.shell, "display_pub", None)
+        publisher = getattr(self._shell, "display_pub", None)
         major = self.ipykernel_major
         if not parent or major is None or major >= 7 or publisher is None \
                 or not hasattr(publisher, "set_parent"):
