@@ -37,7 +37,7 @@ from ..agent.types import BeforeToolCallResult
 from ..ai.providers.local_intent import Outcome, expected_outcomes
 from ..ai.providers.local_tools import CHECK_PREFIX, FORCED_REPLY_MARK, NOTE_PREFIX, ungrounded_values
 
-from ..ai.types import ToolCall, UserMessage
+from ..ai.types import AssistantMessage, ToolCall, ToolResultMessage, UserMessage
 
 if TYPE_CHECKING:
     from ..agent.types import AgentMessage, BeforeToolCallContext, ShouldStopAfterTurnContext
@@ -78,7 +78,21 @@ def _user_names(user_ns: Mapping[str, UserValue]) -> list[str]:
 
 
 def _is_check(message: AgentMessage) -> bool:
-    return getattr(message, "role", None) == "user" and _text(message.content).startswith(CHECK_PREFIX)
+    return getattr(message, "role", None) == "user" and _text(_content(message)).startswith(CHECK_PREFIX)
+
+
+def _content(message: AgentMessage) -> Content:
+    """A message's content (a custom message may have none)."""
+    return getattr(message, "content", None)
+
+
+def _tool_results(messages: Iterable[AgentMessage]) -> list[ToolResultMessage]:
+    return [m for m in messages if isinstance(m, ToolResultMessage)]
+
+
+def _tool_calls(messages: Iterable[AgentMessage]) -> list[ToolCall]:
+    """The tool calls of the assistant messages in ``messages``, in order."""
+    return [b for m in messages if isinstance(m, AssistantMessage) for b in m.content if isinstance(b, ToolCall)]
 
 
 class NamespaceSnapshot:
@@ -128,7 +142,7 @@ def _labels(user_ns: Mapping[str, UserValue]) -> list[str]:
     return labels[:_MAX_LABELS]
 
 
-def _has_figure(results: Iterable[AgentMessage]) -> bool:
+def _has_figure(results: Iterable[ToolResultMessage]) -> bool:
     for message in results:
         if any(getattr(b, "type", "") == "image" for b in message.content):
             return True
@@ -140,7 +154,7 @@ def _has_figure(results: Iterable[AgentMessage]) -> bool:
 
 
 def missing_outcome(outcome: Outcome, user_ns: Mapping[str, UserValue], before: NamespaceSnapshot,
-                    results: list[AgentMessage]) -> str | None:
+                    results: list[ToolResultMessage]) -> str | None:
     """The corrective message when ``outcome`` is not in the kernel state, else None. (No
     ``=`` or ``(`` in it: the provider then steers the next call to the assignment.)"""
     if outcome.kind == "variable":
@@ -333,9 +347,9 @@ class RunChecks:
         prompt, after = self._since_prompt(messages)
         if prompt is None or not after:
             return None
-        given = {_kind(_text(m.content)) for m in after if _is_check(m)}
-        results = [m for m in after if getattr(m, "role", None) == "toolResult"]
-        request = _text(prompt.content)
+        given = {_kind(_text(_content(m))) for m in after if _is_check(m)}
+        results = _tool_results(after)
+        request = _text(_content(prompt))
         if "final" in given:
             return None
         if "outcome" not in given:
@@ -343,17 +357,16 @@ class RunChecks:
                 message = missing_outcome(outcome, self.user_ns, self.before, results)
                 if message is not None:
                     return message
-        answer = _text(after[-1].content) if getattr(after[-1], "role", None) == "assistant" else ""
+        answer = _text(_content(after[-1])) if getattr(after[-1], "role", None) == "assistant" else ""
         answer = "\n\n".join(p for p in answer.split("\n\n") if not p.startswith(NOTE_PREFIX))
         # (the prompt's own code too: "I grouped with `groupby`" quotes no result, but states
         # nothing it did not do; not the literals it printed or assigned: `print('apple')` is
         # the model's guess, so its output and its code ground nothing)
-        code = {b.id: str(b.arguments.get("code", "")) for m in after if getattr(m, "role", None) == "assistant"
-                for b in m.content if isinstance(b, ToolCall)}
+        code = {b.id: str(b.arguments.get("code", "")) for b in _tool_calls(after)}
         outputs = [without_literals(_text(m.content), printed_literals(code.get(m.tool_call_id, "")))
                    for m in results]
         # (not the checks: they quote the values they question)
-        users = [_text(m.content) for m in messages if getattr(m, "role", None) == "user" and not _is_check(m)]
+        users = [_text(_content(m)) for m in messages if getattr(m, "role", None) == "user" and not _is_check(m)]
         sources = [request, *users, *outputs, *map(_code_without_literals, code.values()),
                    *self.before.ids, *self.before.columns, *_user_names(self.user_ns)]
         if not results or all(getattr(m, "is_error", False) for m in results):
@@ -362,7 +375,7 @@ class RunChecks:
             # code (measured: "January 1, 1." after six blocked reads passed, its month and
             # digits found in the namespace summary's dates)
             # (of an error, its message: a traceback's line numbers are not results either)
-            typed = [_typed(m.content) for m in messages if getattr(m, "role", None) == "user" and not _is_check(m)]
+            typed = [_typed(_content(m)) for m in messages if getattr(m, "role", None) == "user" and not _is_check(m)]
             messages_of_errors = [_last_error_line(o) for o in outputs]
             sources = [*typed, *messages_of_errors, *self.before.ids, *self.before.columns, *_user_names(self.user_ns)]
         # the single-word literals it printed are values to look for too: the answer repeats
@@ -372,7 +385,7 @@ class RunChecks:
         if not missing:
             return None
         quoted = ", ".join(f'"{v}"' for v in missing[:5])
-        errors = [_last_error_line(_text(m.content)) for m in results if getattr(m, "is_error", False)]
+        errors = [_last_error_line(_text(m.content)) for m in results if m.is_error]
         all_failed = bool(results) and len(errors) == len(results)
         if _VALUES not in given:
             failed = " The code failed, so say what failed and what is not known." if all_failed else ""
@@ -390,7 +403,7 @@ class RunChecks:
             # the model sent a call again that was already not run: a third try would be the
             # same (measured: the 0.5B re-sent a blocked read six times), so the request ends
             # with what is known; the next reply is made that sentence
-            results = [m for m in after if getattr(m, "role", None) == "toolResult"]
+            results = _tool_results(after)
             self.steer(UserMessage(content=(
                 f"{CHECK_PREFIX}the same call was sent again after it was not run. "
                 f"{FORCED_REPLY_MARK}{_what_is_known(results)}")))
@@ -409,7 +422,7 @@ class RunChecks:
         return None
 
     def _written_by_user(self, path: str, messages: list[AgentMessage]) -> bool:
-        texts = [_text(m.content) for m in messages if getattr(m, "role", None) == "user"]
+        texts = [_text(_content(m)) for m in messages if getattr(m, "role", None) == "user"]
         cells = self.user_ns.get("In")
         if isinstance(cells, list):
             texts += [c for c in cells if isinstance(c, str)]
@@ -421,7 +434,7 @@ class RunChecks:
         # the files the user did name (measured: "load notebooks/data/sales.csv" read as
         # 'data/sales.csv', blocked, then sent again): the block says which path to use
         named = [p for m in messages if getattr(m, "role", None) == "user" and not _is_check(m)
-                 for p in _WRITTEN_PATH.findall(_typed(m.content)) if p != path]
+                 for p in _WRITTEN_PATH.findall(_typed(_content(m))) if p != path]
         if named:
             return (f"Not run: no message or cell names the file {path!r}. The request names "
                     f"{named[-1]!r}: use that path, exactly as written.")
@@ -444,10 +457,10 @@ def _kind(check: str) -> str:
 _NOT_RUN = "Not run"
 
 
-def _what_is_known(results: list[AgentMessage]) -> str:
+def _what_is_known(results: list[ToolResultMessage]) -> str:
     """The honest last sentence of a request whose answer no result supports: what failed, or
     that only the outputs shown are known."""
-    failed = [m for m in results if getattr(m, "is_error", False)]
+    failed = [m for m in results if m.is_error]
     if results and len(failed) == len(results):
         ran = [_last_error_line(_text(m.content)) for m in failed if not _text(m.content).startswith(_NOT_RUN)]
         if ran:
@@ -463,10 +476,9 @@ def _what_is_known(results: list[AgentMessage]) -> str:
 def _blocked_before(call: ToolCall, messages: list[AgentMessage]) -> bool:
     """An identical earlier call in ``messages`` was not run (blocked by these checks)."""
     key = _call_key(call)
-    blocked = {m.tool_call_id for m in messages if getattr(m, "role", None) == "toolResult"
-               and getattr(m, "is_error", False) and _text(m.content).startswith(_NOT_RUN)}
-    return any(isinstance(b, ToolCall) and b.id in blocked and b.id != call.id and _call_key(b) == key
-               for m in messages if getattr(m, "role", None) == "assistant" for b in m.content)
+    blocked = {m.tool_call_id for m in _tool_results(messages)
+               if m.is_error and _text(m.content).startswith(_NOT_RUN)}
+    return any(b.id in blocked and b.id != call.id and _call_key(b) == key for b in _tool_calls(messages))
 
 
 _CODE_PLACE = re.compile(r"\s*\(<agent-code-\d+>, line \d+\)")
@@ -491,16 +503,11 @@ def _call_key(call: ToolCall) -> str:
 def _failed_before(call: ToolCall, messages: list[AgentMessage]) -> str | None:
     """The first line of the error of an identical earlier call in ``messages``, or None."""
     key = _call_key(call)
-    failed = {m.tool_call_id: _text(m.content) for m in messages
-              if getattr(m, "role", None) == "toolResult" and getattr(m, "is_error", False)}
-    for message in messages:
-        if getattr(message, "role", None) != "assistant":
-            continue
-        for block in message.content:
-            if isinstance(block, ToolCall) and block.id in failed and block.id != call.id \
-                    and _call_key(block) == key:
-                lines = [line.strip() for line in failed[block.id].splitlines() if line.strip()]
-                error = next((line for line in reversed(lines) if "Error" in line or "error" in line),
-                             lines[-1] if lines else "an error")
-                return error[:200]
+    failed = {m.tool_call_id: _text(m.content) for m in _tool_results(messages) if m.is_error}
+    for block in _tool_calls(messages):
+        if block.id in failed and block.id != call.id and _call_key(block) == key:
+            lines = [line.strip() for line in failed[block.id].splitlines() if line.strip()]
+            error = next((line for line in reversed(lines) if "Error" in line or "error" in line),
+                         lines[-1] if lines else "an error")
+            return error[:200]
     return None
