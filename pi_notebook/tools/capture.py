@@ -56,12 +56,15 @@ import threading
 import types
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from IPython.core.displaypub import DisplayPublisher
 
 from .guards import hold_figure_flush, install_guards, uninstall_guards
 from .patches import PATCHES, Patch
+
+if TYPE_CHECKING:
+    from IPython.core.interactiveshell import InteractiveShell
 
 __all__ = [
     "Capture",
@@ -329,7 +332,7 @@ class RoutedDisplayPublisher(DisplayPublisher):
 class _InstallState:
     def __init__(self) -> None:
         self.installed = False
-        self.shell: Any = None
+        self.shell: InteractiveShell | None = None
         self.stdout: RoutedStream | None = None
         self.stderr: RoutedStream | None = None
         self.display_pub: RoutedDisplayPublisher | None = None
@@ -357,7 +360,7 @@ def _thread_start(self: threading.Thread) -> None:
     return _orig_thread_start(self)
 
 
-def install_capture(shell: Any) -> None:
+def install_capture(shell: InteractiveShell) -> None:
     """Install the routing proxies once (idempotent). Call from the kernel's main thread."""
     with _install_lock:
         if _state.installed:
@@ -413,7 +416,7 @@ def _restore_sys_class() -> None:
         sys.__class__ = _state.sys_class
 
 
-def _install_swap_guards(shell: Any) -> None:
+def _install_swap_guards(shell: InteractiveShell) -> None:
     if type(sys) is types.ModuleType:
         sys.__class__ = _RoutedSys
         _state.sys_class = types.ModuleType
@@ -467,7 +470,7 @@ def restore_routing() -> list[str]:
     return repaired
 
 
-def uninstall_capture(shell: Any = None) -> None:
+def uninstall_capture(shell: InteractiveShell | None = None) -> None:
     """Undo :func:`install_capture` (idempotent)."""
     with _install_lock:
         _uninstall_locked()

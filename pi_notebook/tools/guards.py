@@ -31,10 +31,13 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .kernel_host import kernel_host
 from .patches import PATCHES, Patch
+
+if TYPE_CHECKING:
+    from IPython.core.interactiveshell import InteractiveShell
 
 __all__ = [
     "DISPLAY_ERROR_NOTE",
@@ -63,7 +66,7 @@ def _patch(owner: object, name: str, replacement: Callable[..., Any], why: str) 
     _guards.patches.append(PATCHES.apply(owner, name, replacement, why))
 
 
-def install_guards(shell: Any, current: Callable[[], Any]) -> None:
+def install_guards(shell: InteractiveShell, current: Callable[[], Any]) -> None:
     """Install every hook on ``shell`` (``current()``: the open capture of the caller)."""
     _guards.current = current
     _install_exit_guard(shell)
@@ -72,7 +75,7 @@ def install_guards(shell: Any, current: Callable[[], Any]) -> None:
     _install_traceback_guard(shell)
 
 
-def uninstall_guards(shell: Any) -> None:
+def uninstall_guards(shell: InteractiveShell | None = None) -> None:
     """Remove what :func:`install_guards` installed (hooks replaced since are left alone:
     they pass through once no capture is open)."""
     for patch in reversed(_guards.patches):
@@ -83,7 +86,7 @@ def uninstall_guards(shell: Any) -> None:
 DISPLAY_ERROR_NOTE = "Error while formatting a value for display:\n"
 
 
-def _install_traceback_guard(shell: Any) -> None:
+def _install_traceback_guard(shell: InteractiveShell) -> None:
     orig = getattr(shell, "_showtraceback", None)
     if orig is None:
         return
@@ -105,7 +108,7 @@ def _install_traceback_guard(shell: Any) -> None:
 EXIT_REFUSED = "exit() is not available to agent code: the user's kernel keeps running"
 
 
-def _install_exit_guard(shell: Any) -> None:
+def _install_exit_guard(shell: InteractiveShell) -> None:
     orig = getattr(shell, "ask_exit", None)
     if orig is None:
         return
@@ -133,7 +136,7 @@ def _refusing(orig: Callable[..., Any]) -> Callable[..., Any]:
     return guarded
 
 
-def _install_input_guards(shell: Any) -> None:
+def _install_input_guards(shell: InteractiveShell) -> None:
     import builtins
     import getpass
 
@@ -175,7 +178,7 @@ def _is_figure_flush(fn: Any) -> bool:
     return any(name == n and part in module for n, part in _FIGURE_CALLBACKS)
 
 
-def _install_flush_guard(shell: Any) -> None:
+def _install_flush_guard(shell: InteractiveShell) -> None:
     events: Any = getattr(shell, "events", None)
     orig = getattr(events, "trigger", None)
     if orig is None:

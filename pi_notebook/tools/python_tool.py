@@ -71,7 +71,7 @@ import asyncio
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..agent.types import AgentTool, AgentToolResult
 from .capture import LATE_LABEL, install_capture
@@ -86,6 +86,9 @@ from .sink import OutputSink
 from .python_types import ExecutionResult, PythonToolSettings, SettingsSource, resolve_settings
 from .updates import DisplayOutput, ErrorOutput, StreamOutput, ToolOutput
 
+if TYPE_CHECKING:
+    from IPython.core.interactiveshell import InteractiveShell
+
 __all__ = [
     "ExecutionResult",
     "PythonToolSettings",
@@ -96,7 +99,7 @@ __all__ = [
 
 
 async def run_code(
-    shell: Any,
+    shell: InteractiveShell,
     code: str,
     *,
     signal: Any = None,
@@ -212,7 +215,7 @@ PYTHON_TOOL_PARAMETERS = {
 }
 
 
-def make_python_tool(shell: Any, settings: SettingsSource = None,
+def make_python_tool(shell: InteractiveShell, settings: SettingsSource = None,
                      on_late_output: Callable[[str, ToolOutput], Any] | None = None) -> AgentTool:
     """The ``python`` AgentTool bound to ``shell``.
 

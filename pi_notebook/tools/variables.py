@@ -31,7 +31,7 @@ import reprlib
 import time
 import types
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..agent.types import AgentTool, AgentToolResult
 from ..ai.types import TextContent
@@ -41,6 +41,9 @@ from .capture import capture, capture_installed
 from .credentials import CREDENTIAL_NOTE, looks_like_credential, redact_shapes
 from .format import clip, cut, dataframe_summary, series_summary
 from .interrupt import interrupt_main_for
+
+if TYPE_CHECKING:
+    from IPython.core.interactiveshell import InteractiveShell
 
 __all__ = ["describe_variable", "list_user_variables", "make_variable_tools"]
 
@@ -114,7 +117,7 @@ def _row(name: str, value: Any) -> str:
     return " | ".join(parts) + " | " + _short_repr(value)
 
 
-def _visible(shell: Any) -> list[tuple[str, Any]]:
+def _visible(shell: InteractiveShell) -> list[tuple[str, Any]]:
     hidden = getattr(shell, "user_ns_hidden", {}) or {}
     out = []
     for name, value in list(shell.user_ns.items()):
@@ -224,11 +227,11 @@ def _discard(*_: Any) -> None:
     return None
 
 
-def _visible_sorted(shell: Any) -> list[tuple[str, Any]]:
+def _visible_sorted(shell: InteractiveShell) -> list[tuple[str, Any]]:
     return sorted(_visible(shell), key=lambda kv: kv[0].lower())
 
 
-async def list_user_variables(shell: Any, limit_s: float = DEFAULT_REPR_TIMEOUT_S, *,
+async def list_user_variables(shell: InteractiveShell, limit_s: float = DEFAULT_REPR_TIMEOUT_S, *,
                               signal: Any = None) -> str | None:
     """The listing (None when aborted)."""
     items = _visible_sorted(shell)
@@ -300,7 +303,7 @@ def describe_variable(value: Any, name: str, budget: int = 6000) -> str:
 _ABORTED = "Stopped: the run was aborted or interrupted before the listing finished."
 
 
-def make_variable_tools(shell: Any, settings: Any = None) -> list[AgentTool]:
+def make_variable_tools(shell: InteractiveShell, settings: Any = None) -> list[AgentTool]:
     """``settings``: what ``make_notebook_tools`` takes (``max_output_chars`` and
     ``repr_timeout_s`` are used), read at each call."""
     from .python_tool import resolve_settings
