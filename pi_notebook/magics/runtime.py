@@ -5,9 +5,13 @@ here as callables, a typed settings object or a ``RunView`` (arrows point from t
 module to its parts, never back):
 
 - ``loop.py`` the kernel loop and the thread hop; ``display.py`` a view in its cell;
-- ``lifecycle.py`` one run's body and status; ``queue.py`` every queued message;
+- ``lifecycle.py`` one run's body and status; ``runs.py`` which run is the newest, the
+  one served, the latest; ``queue.py`` every queued message;
 - ``wiring.py`` the Agent (tools, approval, compaction, keys); ``fanout.py`` its listener;
 - ``autosave.py`` the session file; ``resolve.py`` the model; ``settings.py`` typed settings.
+
+What the kernel (or the terminal) offers is asked of ``self.host``, the kernel host
+(tools/kernel_host.py), never of ``shell.kernel`` directly.
 
 Everything here runs on the kernel loop thread, except the ``*_threadsafe`` entry points
 a widget handler calls. Modules that import the agent core are imported on first use, so
