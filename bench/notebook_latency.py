@@ -93,7 +93,7 @@ def streaming_latency(n: int) -> None:
             steer.append(round_trip(kernel, f"%steer note {i}"))
             plain.append(round_trip(kernel, "1+1"))
         still_running = kernel.ev(f"{RUNTIME}.is_running()")
-        flushes = kernel.ev(f"{RUNTIME}.last_view.flush_count")
+        flushes = kernel.ev(f"{RUNTIME}.runs.latest.view.flush_count")
         kernel.ok("%agent abort")
         print(f"idle kernel, 1+1:            {summary(idle)}")
         print(f"while streaming, %steer:     {summary(steer)}   target <= 50 ms "

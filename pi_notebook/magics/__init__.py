@@ -4,6 +4,9 @@
 the ``AgentMagics`` settings (in ``shell.configurables``), the magics, one
 ``input_transformers_cleanup`` hook, the execution-history recorder (``pre_run_cell`` /
 ``post_run_cell`` events, tools/history.py) and the notebook tools' output-capture proxies.
+Every attribute replaced on a foreign object (the shell, the kernel, ``sys``...) is listed
+in the patch registry (tools/patches.py, ``PATCHES.describe()``) with why; unloading
+undoes each one.
 Provider, widget and agent code is imported only when first used, so loading stays cheap.
 The module map is in docs/design/notebook-layer.md.
 """
@@ -11,9 +14,11 @@ The module map is in docs/design/notebook-layer.md.
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
 if TYPE_CHECKING:
+    from IPython.core.interactiveshell import InteractiveShell
+
     from ..agent import Agent
     from .runtime import Runtime
 
@@ -28,7 +33,7 @@ def current_runtime() -> Runtime | None:
     return _runtime
 
 
-def load_ipython_extension(ip: Any) -> None:
+def load_ipython_extension(ip: InteractiveShell) -> None:
     global _runtime
     if _runtime is not None and _runtime.shell is ip:
         return
@@ -39,7 +44,7 @@ def load_ipython_extension(ip: Any) -> None:
     from .wait import install_transformers
 
     settings = AgentMagics(parent=ip)
-    ip.configurables.append(settings)
+    _configurables(ip).append(settings)
     runtime = Runtime(ip, settings)
     try:
         runtime.attach_loop()
@@ -55,7 +60,7 @@ def load_ipython_extension(ip: Any) -> None:
     _runtime = runtime
 
 
-def unload_ipython_extension(ip: Any) -> None:
+def unload_ipython_extension(ip: InteractiveShell) -> None:
     global _runtime
     if _runtime is None:
         return
@@ -84,12 +89,21 @@ def unload_ipython_extension(ip: Any) -> None:
         ip.magics_manager.registry.pop("PiNotebookMagics", None)
         # register_magics also lists the Magics instance among the configurables
         settings = runtime.settings
-        ip.configurables[:] = [c for c in ip.configurables
-                               if c is not settings and getattr(c, "runtime", None) is not runtime]
+        configurables = _configurables(ip)
+        configurables[:] = [c for c in configurables
+                            if c is not settings and getattr(c, "runtime", None) is not runtime]
 
 
-def _install_capture(ip: Any) -> None:
-    if getattr(ip, "kernel", None) is None:
+def _configurables(ip: InteractiveShell) -> list[object]:
+    """The shell's configurables (IPython annotates the list as one of shells; it holds any
+    Configurable: our settings and Magics)."""
+    return cast("list[object]", ip.configurables)
+
+
+def _install_capture(ip: InteractiveShell) -> None:
+    from ..tools.kernel_host import kernel_host
+
+    if not kernel_host(ip).has_kernel:
         return  # terminal IPython: nothing to route
     from ..tools import install_capture
 

@@ -8,9 +8,9 @@ for the conversation, with one notice, and never breaks a run.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ..agent.types import AgentMessage
@@ -26,7 +26,7 @@ def session_dir(configured: str) -> Path:
     return Path(configured) if configured else default_session_dir(os.getcwd())
 
 
-def session_name(user_ns: dict[str, Any]) -> str:
+def session_name(user_ns: Mapping[str, object]) -> str:
     """The notebook's name (from the frontend's variables) and the kernel id."""
     from ..session.store import current_notebook_path, session_name_for
 

@@ -13,7 +13,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class, no_var_expand
@@ -23,6 +23,11 @@ from .args import AGENT_USAGE, AgentArgs, parse_agent_args, split_line
 from .lifecycle import Run
 from .runtime import Runtime
 from .wait import has_widget_frontend
+
+if TYPE_CHECKING:
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from ..agent.types import AgentMessage
 
 __all__ = ["PiNotebookMagics", "describe_submission", "NO_ERROR_TO_FIX", "NO_CODE", "AgentCommand",
            "Subcommand", "COMMANDS", "parse_agent_command", "help_text"]
@@ -45,7 +50,7 @@ def describe_submission(kind: QueueKind, run: Run, *, queued: bool) -> str:
 
 @magics_class
 class PiNotebookMagics(Magics):
-    def __init__(self, shell: Any, runtime: Runtime) -> None:
+    def __init__(self, shell: InteractiveShell, runtime: Runtime) -> None:
         super().__init__(shell)
         self.runtime = runtime
 
@@ -58,7 +63,7 @@ class PiNotebookMagics(Magics):
             self._command(line)
             return None
         args = parse_agent_args(line)
-        self.runtime.start_cell(args, cell, interactive=has_widget_frontend(self.shell))
+        self.runtime.start_cell(args, cell, interactive=has_widget_frontend(self.runtime.shell))
         return None
 
     @no_var_expand
@@ -75,7 +80,7 @@ class PiNotebookMagics(Magics):
 
     def _submit(self, kind: QueueKind, line: str) -> None:
         queued = self.runtime.is_running()
-        run = self.runtime.submit(kind, line, interactive=has_widget_frontend(self.shell))
+        run = self.runtime.submit(kind, line, interactive=has_widget_frontend(self.runtime.shell))
         print(describe_submission(kind, run, queued=queued))
 
     # --- %agent <command> --------------------------------------------------------------------
@@ -106,7 +111,7 @@ class PiNotebookMagics(Magics):
             print(NO_ERROR_TO_FIX)
             return
         self.runtime.start_cell(AgentArgs(), request.visible, hidden_request=request.request,
-                                interactive=has_widget_frontend(self.shell))
+                                interactive=has_widget_frontend(self.runtime.shell))
 
     def _code(self) -> None:
         """The latest run's code in a new cell below (IPython's ``set_next_input`` payload;
@@ -123,10 +128,10 @@ class PiNotebookMagics(Magics):
         # Said in this cell: the frontend inserts the new cell silently (and leaves the
         # selection where it was: no kernel message can select a cell).
         lines = len(text.rstrip("\n").split("\n"))
-        where = "in a new cell below" if getattr(shell, "kernel", None) is not None else "at the next prompt"
+        where = "in a new cell below" if self.runtime.host.has_kernel else "at the next prompt"
         print(f"The code of the latest run ({lines} line{'s' if lines != 1 else ''}) is {where}.")
 
-    def _messages(self) -> list[Any]:
+    def _messages(self) -> list[AgentMessage]:
         return list(self.runtime.get_agent().state.messages)
 
     def _history(self) -> None:
@@ -268,7 +273,7 @@ def help_text() -> str:
     return "\n".join(lines)
 
 
-def _message_line(message: Any) -> str:
+def _message_line(message: AgentMessage) -> str:
     role = getattr(message, "role", "?")
     content = getattr(message, "content", "")
     if isinstance(content, str):

@@ -16,9 +16,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from IPython.core.interactiveshell import InteractiveShell
+
     from ..agent.types import AgentMessage
     from ..session.prompt_notes import PromptNotes
     from .settings import RunSettings
@@ -44,7 +46,7 @@ class FixRequest:
     request: str  # the full request (cell, traceback, instructions), for the model only
 
 
-def noted_message(shell: Any, notes: PromptNotes, text: str, settings: RunSettings, *,
+def noted_message(shell: InteractiveShell, notes: PromptNotes, text: str, settings: RunSettings, *,
                   hidden_request: str | None = None, offered: Sequence[str] | None = None,
                   log: Callable[[str], None] = lambda _: None) -> AgentMessage:
     """The user message for ``text``, with its context note attached in ``notes``;
@@ -71,7 +73,7 @@ def noted_message(shell: Any, notes: PromptNotes, text: str, settings: RunSettin
     return message
 
 
-def fix_request(shell: Any) -> FixRequest | None:
+def fix_request(shell: InteractiveShell) -> FixRequest | None:
     """``%agent fix``: None when the user's latest code cell did not raise."""
     from ..tools.history import installed_history
     from ..tools.history_tool import fix_prompt
@@ -86,7 +88,7 @@ def fix_request(shell: Any) -> FixRequest | None:
     return FixRequest(f"Fix the error in cell {record.label}.", request)
 
 
-def run_code_cell(messages: Sequence[Any], start: AgentMessage | None) -> str:
+def run_code_cell(messages: Sequence[AgentMessage], start: AgentMessage | None) -> str:
     """The code of the run that began with ``start`` (found by identity; failed attempts left
     out), or "" when there is none: no run yet, or its messages are gone (reset, load)."""
     from ..session.agent_code import runnable_code

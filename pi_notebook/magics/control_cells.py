@@ -11,17 +11,22 @@ On ipykernel 6, widget comm messages (the view's Abort and approval buttons) get
 treatment, since 6.x never processes them during a cell. Everything else queues as before.
 
 This leans on ipykernel internals (the main shell stream's receive callback, the parent
-header, the saved SIGINT handler); docs/design/waiting.md lists each one and what was
-measured on 6.29 and 7.4. When they are not found, nothing is installed and control
-cells queue like any other cell.
+header, the saved SIGINT handler), each reached through the kernel host
+(tools/kernel_host.py); docs/design/waiting.md lists each one and what was measured on 6.29
+and 7.4. The receive callback is replaced through the patch registry (tools/patches.py).
+When they are not found, nothing is installed and control cells queue like any other cell.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextvars
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
+
+from ..tools.kernel_host import KernelHost, kernel_host
+from ..tools.patches import PATCHES
+
+if TYPE_CHECKING:
+    from IPython.core.interactiveshell import InteractiveShell
 
 __all__ = ["is_control_cell", "is_control_line", "install_control_bypass", "uninstall_control_bypass"]
 
@@ -66,34 +71,24 @@ def is_control_cell(code: str) -> bool:
     return found
 
 
-def _main_shell_stream(kernel: Any) -> Any:
-    """The ZMQStream on the kernel's main thread that receives main-shell messages."""
-    channel_thread = getattr(kernel, "shell_channel_thread", None)
-    if channel_thread is not None:  # ipykernel 7: forwarded from the shell channel thread
-        pair = getattr(getattr(channel_thread, "manager", None), "_shell_channel_to_main", None)
-        return getattr(pair, "to_stream", None)
-    return getattr(kernel, "shell_stream", None)  # ipykernel 6
-
-
 class _Bypass:
-    def __init__(self, kernel: Any, stream: Any, original: Callable[..., Any],
+    def __init__(self, host: KernelHost, original: Callable[[list[object]], object],
                  is_waiting: Callable[[], bool]) -> None:
-        self.kernel = kernel
-        self.stream = stream
+        self.host = host
         self.original = original
         self.is_waiting = is_waiting
-        self.queued_comms = getattr(kernel, "shell_channel_thread", None) is None
+        self.queued_comms = host.comms_wait_for_cells
         self.dispatched = 0  # control cells run next to a waiting cell (tests, status)
 
-    def on_recv(self, msg: list[Any]) -> Any:
+    def on_recv(self, msg: list[object]) -> object:
         if self.is_waiting():
             kind = self._kind(msg)
             if kind is not None:
                 return self._dispatch_now(msg, kind)
         return self.original(msg)
 
-    def _kind(self, msg: list[Any]) -> str | None:
-        session = self.kernel.session
+    def _kind(self, msg: list[object]) -> str | None:
+        session = self.host.kernel.session
         try:
             _, frames = session.feed_identities(msg, copy=False)
             # content=False: a peek that leaves the signature for the real dispatch
@@ -113,58 +108,37 @@ class _Bypass:
         except Exception:
             return None
 
-    async def _dispatch_now(self, msg: list[Any], kind: str) -> None:
-        kernel = self.kernel
-        shell = getattr(kernel, "shell", None)
-        saved_sigint = getattr(kernel, "saved_sigint_handler", None)
-        parent_ident = getattr(kernel, "_parent_ident", None)
-        saved_parent = None
-        if isinstance(parent_ident, dict):  # ipykernel 6: one global parent
-            saved_parent = (parent_ident.get("shell"), kernel.get_parent("shell"))
-        hook = getattr(shell, "displayhook", None)
-        saved_result = getattr(hook, "exec_result", None)
+    async def _dispatch_now(self, msg: list[object], kind: str) -> None:
+        hook = self.host.shell.displayhook
+        saved_result = hook.exec_result
         try:
             if kind == "execute":
                 self.dispatched += 1
-            if isinstance(parent_ident, dict):
-                await kernel.dispatch_shell(msg)
-            else:
-                # ipykernel 7 keeps the parent in context variables: a copied context keeps
-                # the control cell's parent away from the waiting cell's output
-                # (a task copies the context current when it is created)
-                task = contextvars.copy_context().run(
-                    asyncio.ensure_future, kernel.dispatch_shell(msg, subshell_id=None))
-                await task
+            await self.host.dispatch_beside(msg)
         finally:
-            # the handler hooks save and restore SIGINT around a request; the waiting
-            # request's saved handler (SIG_IGN or the tools' handler) must survive
-            if saved_sigint is not None:
-                kernel.saved_sigint_handler = saved_sigint
-            if saved_parent is not None:
-                kernel.set_parent(saved_parent[0], saved_parent[1], "shell")
-            if hook is not None:
-                hook.exec_result = saved_result
+            hook.exec_result = saved_result  # the waiting cell's result object (its In[n]) stays its own
 
 
-def install_control_bypass(shell: Any, is_waiting: Callable[[], bool]) -> bool:
+def install_control_bypass(shell: InteractiveShell, is_waiting: Callable[[], bool]) -> bool:
     """Route control cells past a waiting cell (False when the kernel's shape is unknown)."""
-    kernel = getattr(shell, "kernel", None)
-    if kernel is None or getattr(kernel, "_pi_control_bypass", None) is not None:
+    host = kernel_host(shell)
+    if not host.has_kernel:
         return False
-    stream = _main_shell_stream(kernel)
+    stream = host.main_shell_stream()
+    if PATCHES.find(stream, "_recv_callback") is not None:
+        return False
     original = getattr(stream, "_recv_callback", None)
-    if stream is None or original is None or not hasattr(kernel, "dispatch_shell"):
+    if stream is None or original is None or not host.can_dispatch():
         return False
-    bypass = _Bypass(kernel, stream, original, is_waiting)
+    bypass = _Bypass(host, original, is_waiting)
     stream.on_recv(bypass.on_recv, copy=False)
-    kernel._pi_control_bypass = bypass
+    PATCHES.record(stream, "_recv_callback", original, bypass.on_recv,
+                   "control cells (%agent abort, %steer) run at once while a cell waits for a run",
+                   restore=lambda: stream.on_recv(original, copy=False))
     return True
 
 
-def uninstall_control_bypass(shell: Any) -> None:
-    kernel = getattr(shell, "kernel", None)
-    bypass = getattr(kernel, "_pi_control_bypass", None)
-    if kernel is None or bypass is None:
-        return
-    bypass.stream.on_recv(bypass.original, copy=False)
-    kernel._pi_control_bypass = None
+def uninstall_control_bypass(shell: InteractiveShell) -> None:
+    host = kernel_host(shell)
+    if host.has_kernel:
+        PATCHES.undo(PATCHES.find(host.main_shell_stream(), "_recv_callback"))

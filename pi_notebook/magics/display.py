@@ -11,6 +11,9 @@ publishes as a reply to its ``%%agent`` cell. ipykernel 6 has one global parent,
 the display publisher's parent is swapped for the one synchronous ``update_display``
 call (on the loop thread, so no other output can slip in between).
 
+Which kernel, and its parent header, are the kernel host's business
+(tools/kernel_host.py: ``parent_header``, ``publishing_as``).
+
 A client nobody sits at (``frontend.is_headless``) gets a
 :class:`~pi_notebook.widgets.static_view.StaticView`: no widget, one Markdown output that
 this class republishes while the run goes on, and the run's figures as ``image/*``
@@ -20,13 +23,15 @@ outputs after the final transcript.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import sys
 import uuid
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
+from ..tools.kernel_host import KernelHost, ParentHeader
 from ..widgets.protocol import RunStatus, RunView
+
+if TYPE_CHECKING:
+    from IPython.core.interactiveshell import InteractiveShell
 
 __all__ = ["DisplayedView", "current_cell_number"]
 
@@ -36,35 +41,35 @@ Log = Callable[[str], None]
 class DisplayedView:
     """One cell's view; ``displayed=False`` for a view that prints itself (terminal)."""
 
-    def __init__(self, view: RunView, shell: Any, log: Log, *, displayed: bool = True) -> None:
+    def __init__(self, view: RunView, host: KernelHost, log: Log, *, displayed: bool = True) -> None:
         self.view = view
-        self._shell = shell
+        self._host = host
         self._log = log
         self._displayed = displayed
         self.display_id: str | None = None
-        self._parent: dict[str, Any] | None = None
+        self._parent: ParentHeader | None = None
         self.frozen = False
 
     @classmethod
-    def for_shell(cls, shell: Any, log: Log, label: str, loop: asyncio.AbstractEventLoop | None,
+    def for_host(cls, host: KernelHost, log: Log, label: str, loop: asyncio.AbstractEventLoop | None,
                   on_abort: Callable[[], None], on_remove_queued: Callable[[object], None],
                   context_window: int, *, headless: bool = False) -> DisplayedView:
-        """The view this shell can show: the widget view under a kernel, Markdown only for
+        """The view this host can show: the widget view under a kernel, Markdown only for
         a headless client, else text."""
-        if getattr(shell, "kernel", None) is None:
+        if not host.has_kernel:
             from ..widgets.text_view import TextView
 
-            return cls(TextView(label), shell, log, displayed=False)  # it prints itself
+            return cls(TextView(label), host, log, displayed=False)  # it prints itself
         if headless:
             from ..widgets.static_view import StaticView
 
-            return cls(StaticView(label, loop, context_window=context_window or None), shell, log)
+            return cls(StaticView(label, loop, context_window=context_window or None), host, log)
         from ..widgets.view import AgentView
 
         if loop is None:
             raise RuntimeError("the kernel loop is not known yet")
         view = AgentView(label, loop, on_abort, on_remove_queued, context_window=context_window or None)
-        return cls(view, shell, log)
+        return cls(view, host, log)
 
     def show(self) -> None:
         """Display the view in the current cell under a fresh display id."""
@@ -73,20 +78,20 @@ class DisplayedView:
         from IPython.display import display
 
         self.display_id = uuid.uuid4().hex
-        self._parent = _current_parent(self._shell)
+        self._parent = self._host.parent_header()
         display(self.view, display_id=self.display_id)
         attach = getattr(self.view, "attach", None)
         if callable(attach):  # a view that asks for its output to be republished
             attach(self._republish)
 
-    def _republish(self, bundle: dict[str, Any]) -> None:
+    def _republish(self, bundle: dict[str, object]) -> None:
         """Replace the shown output with ``bundle`` (the transcript so far)."""
         if self.frozen or self.display_id is None:
             return
         from IPython.display import update_display
 
         try:
-            with _parent_of(self._shell, self._parent):
+            with self._host.publishing_as(self._parent):
                 update_display(bundle, raw=True, display_id=self.display_id)
         except Exception as exc:
             self._log(f"pi_notebook transcript update failed: {exc!r}")
@@ -109,7 +114,7 @@ class DisplayedView:
             from IPython.display import update_display
 
             try:
-                with _parent_of(self._shell, self._parent):
+                with self._host.publishing_as(self._parent):
                     update_display({"text/markdown": markdown, "text/plain": markdown}, raw=True,
                                    display_id=self.display_id)
             except Exception as exc:  # the live view stays; the run still ends cleanly
@@ -132,52 +137,17 @@ class DisplayedView:
 
         try:
             bundles = figures()
-            with _parent_of(self._shell, self._parent):
+            with self._host.publishing_as(self._parent):
                 for bundle in bundles:
                     display(bundle, raw=True)
         except Exception as exc:
             self._log(f"pi_notebook figures failed: {exc!r}")
 
 
-def current_cell_number(shell: Any) -> int | None:
+def current_cell_number(shell: InteractiveShell) -> int | None:
     """The ``In[n]`` of the cell running now (IPython 9 has already advanced
     ``shell.execution_count`` at this point, IPython 8 has not; the cell's own result
     object has the number in both)."""
     result = getattr(getattr(shell, "displayhook", None), "exec_result", None)
     count = getattr(result, "execution_count", None)
     return count if isinstance(count, int) else None
-
-
-def _current_parent(shell: Any) -> dict[str, Any] | None:
-    kernel = getattr(shell, "kernel", None)
-    try:
-        parent = kernel.get_parent("shell") if kernel is not None else None
-    except Exception:
-        return None
-    return parent if isinstance(parent, dict) and parent else None
-
-
-@contextlib.contextmanager
-def _parent_of(shell: Any, parent: dict[str, Any] | None) -> Iterator[None]:
-    """Publish as a reply to ``parent`` (module docstring: only ipykernel 6 needs it)."""
-    publisher = getattr(shell, "display_pub", None)
-    major = _ipykernel_major()
-    if not parent or major is None or major >= 7 or publisher is None \
-            or not hasattr(publisher, "set_parent"):
-        yield
-        return
-    saved = getattr(publisher, "parent_header", None)
-    publisher.set_parent(parent)
-    try:
-        yield
-    finally:
-        publisher.set_parent(saved)  # the routed publisher forwards set_parent; a plain assignment would stay on the proxy
-
-
-def _ipykernel_major() -> int | None:
-    module = sys.modules.get("ipykernel")  # imported already when there is a kernel
-    info = getattr(module, "version_info", None)
-    try:
-        return int(info[0]) if info else None
-    except (TypeError, ValueError):
-        return None

@@ -24,39 +24,42 @@ from __future__ import annotations
 
 import sys
 import weakref
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ..tools.kernel_host import kernel_host
+from ..tools.patches import PATCHES, Patch
+
+if TYPE_CHECKING:
+    from IPython.core.interactiveshell import InteractiveShell
 
 __all__ = ["has_widget_frontend", "is_headless", "frontend_seen", "track_view", "view_rendered", "count_new_views",
            "close_views", "install_shutdown_close", "uninstall_shutdown_close"]
 
-_tracked: weakref.WeakSet[Any] = weakref.WeakSet()
+# an ipywidgets Widget: ipywidgets ships no types; here its view-count trait is set and read
+# and its models closed (tests/magics/test_no_any.py lists it)
+ForeignWidget = Any
+
+_tracked: weakref.WeakSet[ForeignWidget] = weakref.WeakSet()
 _seen = False
 _counting = False
-_chained: list[Any] = []  # [the construction callback we replaced] once installed
+_construction_patch: Patch | None = None  # ipywidgets' construction callback, once replaced
 
 
-def has_widget_frontend(shell: Any) -> bool:
+def has_widget_frontend(shell: InteractiveShell) -> bool:
     """Does a widget-rendering frontend show this kernel's output (evidence so far)?"""
-    if getattr(shell, "kernel", None) is None:
+    if not kernel_host(shell).has_kernel:
         return False
     return frontend_seen()
 
 
-def is_headless(shell: Any) -> bool:
+def is_headless(shell: InteractiveShell) -> bool:
     """Is the cell running now from a client nobody sits at (module docstring)? False in
     terminal IPython (it has its own text view) and once a widget frontend was seen."""
-    kernel = getattr(shell, "kernel", None)
-    if kernel is None or frontend_seen():
+    host = kernel_host(shell)
+    if not host.has_kernel or frontend_seen():
         return False
-    try:
-        parent = kernel.get_parent("shell")
-    except Exception:
-        parent = None
-    content = parent.get("content") if isinstance(parent, dict) else None
-    if isinstance(content, dict) and "allow_stdin" in content:
-        return not content["allow_stdin"]
-    allow = getattr(kernel, "_allow_stdin", None)  # set by do_execute for the running request
-    return allow is False
+    return host.request_allows_stdin() is False
 
 
 def frontend_seen() -> bool:
@@ -66,7 +69,7 @@ def frontend_seen() -> bool:
     return _seen
 
 
-def track_view(widget: Any) -> None:
+def track_view(widget: ForeignWidget) -> None:
     """Ask the frontend to count the views of ``widget`` (a ``_view_count`` of None means
     "do not track"). Best set before the widget is displayed; set just after, the count
     arrives as long as the update reaches the frontend before the view is shown."""
@@ -83,35 +86,37 @@ def count_new_views(on: bool) -> None:
     ipywidgets calls its construction callback before the widget's comm opens, so the count
     is part of the widget's first state and the frontend sees it before any view exists
     (set after ``display``, a view may already be shown uncounted)."""
-    global _counting
+    global _counting, _construction_patch
     _counting = on
-    if not on or _chained:
+    if not on or _construction_patch is not None:
         return
     import ipywidgets
 
     widget_class = ipywidgets.Widget
     previous = widget_class._widget_construction_callback
-    _chained.append(previous)
 
-    def constructed(widget: Any) -> None:
+    def constructed(widget: object) -> None:
         if _counting:
             track_view(widget)
         if callable(previous):
             previous(widget)
 
     widget_class.on_widget_constructed(constructed)
+    _construction_patch = PATCHES.record(
+        widget_class, "_widget_construction_callback", previous, constructed,
+        "a view shown by a blocking cell reports when a frontend renders it",
+        restore=lambda: widget_class.on_widget_constructed(previous))
 
 
 def stop_counting_views() -> None:
     """Put back the construction callback found at install (extension unload)."""
-    global _counting
+    global _counting, _construction_patch
     _counting = False
-    widget_module = sys.modules.get("ipywidgets.widgets.widget")
-    if _chained and widget_module is not None:
-        widget_module.Widget.on_widget_constructed(_chained.pop())
+    patch, _construction_patch = _construction_patch, None
+    PATCHES.undo(patch)
 
 
-def view_rendered(widget: Any) -> bool:
+def view_rendered(widget: ForeignWidget) -> bool:
     """Has a frontend shown ``widget``? (Also records the evidence.)"""
     rendered = _rendered(widget)
     if rendered:
@@ -119,7 +124,7 @@ def view_rendered(widget: Any) -> bool:
     return rendered
 
 
-def _rendered(widget: Any) -> bool:
+def _rendered(widget: ForeignWidget) -> bool:
     count = getattr(widget, "_view_count", None)
     return isinstance(count, int) and count > 0
 
@@ -131,7 +136,7 @@ def _control_comm_open() -> bool:
 
 
 # --- views of a dying kernel ----------------------------------------------------------------
-def _descendants(widget: Any, seen: set[int]) -> list[Any]:
+def _descendants(widget: ForeignWidget, seen: set[int]) -> list[ForeignWidget]:
     """``widget`` and every widget its traits hold (children, layout, style), each once."""
     widget_module = sys.modules.get("ipywidgets.widgets.widget")
     widget_class = getattr(widget_module, "Widget", None) if widget_module is not None else None
@@ -150,11 +155,11 @@ def _descendants(widget: Any, seen: set[int]) -> list[Any]:
     return found
 
 
-def close_views(views: list[Any]) -> int:
+def close_views(views: list[object]) -> int:
     """Close every widget model of ``views`` (a frontend removes a closed model's views, so
     nothing of a dead kernel keeps offering buttons). Returns how many were closed."""
     seen: set[int] = set()
-    widgets: list[Any] = []
+    widgets: list[ForeignWidget] = []
     for view in views:
         widgets.extend(_descendants(getattr(view, "widget", view), seen))
     closed = 0
@@ -169,18 +174,18 @@ def close_views(views: list[Any]) -> int:
     return closed
 
 
-def install_shutdown_close(shell: Any, live_views: Any) -> None:
+def install_shutdown_close(shell: InteractiveShell, live_views: Callable[[], list[object]]) -> None:
     """Before the kernel shuts down (not for a restart), close the widget models of the
     views ``live_views()`` returns, so the frontend does not show them as alive.
 
     ipykernel calls ``kernel.do_shutdown`` for a ``shutdown_request`` (on its control
     thread); the close messages go out on iopub before the shutdown reply."""
-    kernel: Any = getattr(shell, "kernel", None)
+    kernel = kernel_host(shell).kernel
     original = getattr(kernel, "do_shutdown", None)
-    if original is None or getattr(kernel, "_pi_original_do_shutdown", None) is not None:
+    if original is None or PATCHES.find(kernel, "do_shutdown") is not None:
         return
 
-    def do_shutdown(restart: bool) -> Any:
+    def do_shutdown(restart: bool) -> object:
         # Not for a restart: the frontend has already dropped the old kernel's comms and
         # marks their views disconnected itself; each close would only log "Comm not
         # found" in the page's console (51 lines for two views).
@@ -191,13 +196,11 @@ def install_shutdown_close(shell: Any, live_views: Any) -> None:
                 pass
         return original(restart)
 
-    kernel._pi_original_do_shutdown = original
-    kernel.do_shutdown = do_shutdown
+    PATCHES.apply(kernel, "do_shutdown", do_shutdown,
+                  "a kernel shut down closes the live views' widget models first")
 
 
-def uninstall_shutdown_close(shell: Any) -> None:
-    kernel = getattr(shell, "kernel", None)
-    if kernel is None or getattr(kernel, "_pi_original_do_shutdown", None) is None:
-        return
-    del kernel.do_shutdown  # the instance attribute: the class's method shows again
-    kernel._pi_original_do_shutdown = None
+def uninstall_shutdown_close(shell: InteractiveShell) -> None:
+    kernel = kernel_host(shell).kernel
+    if kernel is not None:
+        PATCHES.undo(PATCHES.find(kernel, "do_shutdown"))

@@ -87,6 +87,7 @@ class Run:
     removed: bool = False  # taken out of the queue before it started
     queue_token: str | None = None  # its row in the queue while pending
     started: float = field(default_factory=time.monotonic)
+    ended: float | None = None  # when its view was frozen (time.monotonic)
     # text for the model only, beside the prompt (the full %agent fix request): the view
     # and the transcript keep the short ``text``
     hidden_request: str | None = None
@@ -97,9 +98,10 @@ class Run:
     def view(self) -> RunView:
         return self.shown.view
 
-    @property
-    def active_view(self) -> RunView:  # the name the kernel tests and benchmarks use
-        return self.shown.view
+    def seconds(self) -> float | None:
+        """How long it ran, once it has ended (from its start, or from its cell when it
+        never started)."""
+        return self.ended - self.started if self.ended is not None else None
 
     def finished(self) -> bool:
         return self.task is not None and self.task.done()

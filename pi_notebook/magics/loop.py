@@ -12,14 +12,16 @@ import asyncio
 import threading
 from collections.abc import Callable
 
+from ..tools.kernel_host import KernelHost
+
 __all__ = ["KernelLoop"]
 
 
 class KernelLoop:
     """Finds the loop (once a cell runs on it) and remembers its thread."""
 
-    def __init__(self, shell: object) -> None:
-        self._shell = shell
+    def __init__(self, host: KernelHost) -> None:
+        self._host = host
         self.loop: asyncio.AbstractEventLoop | None = None
         self.thread = threading.get_ident()
 
@@ -30,8 +32,7 @@ class KernelLoop:
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
-            kernel = getattr(self._shell, "kernel", None)
-            loop = getattr(getattr(kernel, "io_loop", None), "asyncio_loop", None)
+            loop = self._host.asyncio_loop()
             if loop is None:
                 raise
         self.loop = loop

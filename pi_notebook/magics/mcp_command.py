@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Coroutine
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from IPython.core.error import UsageError
 
@@ -27,10 +27,10 @@ if TYPE_CHECKING:
 __all__ = ["mcp_command", "MCP_HELP"]
 
 MCP_HELP = __doc__.split("::", 1)[1].split("\n\n", 2)[1] if __doc__ else ""
-_tasks: set[asyncio.Task[Any]] = set()  # strong references while they run
+_tasks: set[asyncio.Task[object]] = set()  # strong references while they run
 
 
-def _background(runtime: Runtime, work: Coroutine[Any, Any, Any]) -> None:
+def _background(runtime: Runtime, work: Coroutine[object, object, object]) -> None:
     loop = runtime.attach_loop()
     task = loop.create_task(work, name="pi_notebook-mcp-command")
     _tasks.add(task)

@@ -19,7 +19,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..agent.types import AgentLoopTurnUpdate
 from ..mcp.elicit import FormAnswer, FormRequest
@@ -29,18 +29,21 @@ from ..mcp.namespace import set_manager
 from ..mcp.tools import McpToolSet
 
 if TYPE_CHECKING:
+    from IPython.core.interactiveshell import InteractiveShell
+
     from ..agent import Agent
-    from ..agent.types import AgentTool
+    from ..agent.types import AgentTool, PrepareNextTurnContext
     from ..tools import PythonToolSettings
     from ..tools.approval import ApprovalHook
     from ..tools.policy import ApprovalPolicy
+    from ..widgets.protocol import RunView
 
 __all__ = ["McpLink", "notebook_dir"]
 
 _closing: set[asyncio.Task[None]] = set()  # strong references until the servers are stopped
 
 
-def notebook_dir(shell: Any, explicit: str) -> Path:
+def notebook_dir(shell: InteractiveShell, explicit: str) -> Path:
     """The notebook's folder when the kernel can tell, else the working directory."""
     from ..tools.notebook_file import locate_notebook
 
@@ -65,7 +68,7 @@ class McpLink:
                  timeout: Callable[[], float], tool_settings: Callable[[], PythonToolSettings],
                  policy: Callable[[], ApprovalPolicy], in_agent_code: Callable[[], bool],
                  trust_annotations: Callable[[], bool] = lambda: False,
-                 form_view: Callable[[], Any] = lambda: None,
+                 form_view: Callable[[], RunView | None] = lambda: None,
                  warn: Callable[[str], None] = lambda _text: None) -> None:
         self.manager = McpManager(McpSources(start_dir=start_dir, explicit=explicit, timeout=timeout,
                                              tool_settings=tool_settings, policy=policy,
@@ -92,12 +95,14 @@ class McpLink:
         self.gate = gate
         earlier = agent.prepare_next_turn_with_context
 
-        async def next_turn(ctx: Any, signal: Any = None) -> Any:
-            update = earlier(ctx, signal) if earlier is not None else None
-            if inspect.isawaitable(update):
-                update = await update
-            if update is not None and getattr(update, "context", None) is not None:
-                ctx = dataclasses.replace(ctx, context=update.context)
+        async def next_turn(ctx: PrepareNextTurnContext, signal: object = None) -> AgentLoopTurnUpdate | None:
+            earlier_update = earlier(ctx, signal) if earlier is not None else None
+            if inspect.isawaitable(earlier_update):
+                earlier_update = await earlier_update
+            update: AgentLoopTurnUpdate | None = earlier_update
+            context = getattr(update, "context", None)
+            if context is not None:
+                ctx = dataclasses.replace(ctx, context=context)
             mine = await self.next_turn(ctx)
             if mine is None:
                 return update
@@ -143,7 +148,7 @@ class McpLink:
             gate_tools(approval, self._base_gated if self._base_gated is not None else set(approval.tools),
                        {t.name for t in offered})
 
-    async def next_turn(self, ctx: Any) -> AgentLoopTurnUpdate | None:
+    async def next_turn(self, ctx: PrepareNextTurnContext) -> AgentLoopTurnUpdate | None:
         """Between two turns of a run: a server whose tool list changed gets its new tools
         into the next request (and the gate); one notice says what changed. Never fails
         the run: trouble keeps the tools as they were."""

@@ -31,12 +31,22 @@ import ast
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..agent.types import BeforeToolCallResult
 from ..ai.providers.local_intent import Outcome, expected_outcomes
 from ..ai.providers.local_tools import CHECK_PREFIX, FORCED_REPLY_MARK, NOTE_PREFIX, ungrounded_values
-from ..ai.types import ToolCall, UserMessage
+
+from ..ai.types import AssistantMessage, ToolCall, ToolResultMessage, UserMessage
+
+if TYPE_CHECKING:
+    from ..agent.types import AgentMessage, BeforeToolCallContext, ShouldStopAfterTurnContext
+
+# A value in the user's namespace: anything the user made, read by duck typing (a DataFrame's
+# columns and rows), so untyped on purpose (tests/magics/test_no_any.py lists it)
+UserValue = Any
+# a message's content: its text, or its content blocks
+Content = str | Iterable[object] | None
 
 __all__ = ["CHECK_PREFIX", "NamespaceSnapshot", "RunChecks", "missing_outcome", "printed_literals", "read_paths",
            "without_literals"]
@@ -46,13 +56,13 @@ _MAX_LABEL_ROWS = 20_000
 _MAX_LABELS = 2_000
 
 
-def _text(content: Any) -> str:
+def _text(content: Content) -> str:
     if isinstance(content, str):
         return content
     return "\n".join(str(getattr(b, "text", "")) for b in content or () if getattr(b, "type", "") == "text")
 
 
-def _typed(content: Any) -> str:
+def _typed(content: Content) -> str:
     """What the user typed: a string, or the last text part (the notebook context travels as a
     part before it: magics/context.py)."""
     if isinstance(content, str):
@@ -61,32 +71,46 @@ def _typed(content: Any) -> str:
     return texts[-1] if texts else ""
 
 
-def _user_names(user_ns: Mapping[str, Any]) -> list[str]:
+def _user_names(user_ns: Mapping[str, UserValue]) -> list[str]:
     """The notebook's own names, not IPython's bookkeeping (``_i1``, ``_3``: their digits
     grounded "branch 1" and "January 1, 1." when every call had failed)."""
     return [k for k in user_ns if not k.startswith("_") and k not in ("In", "Out")]
 
 
-def _is_check(message: Any) -> bool:
-    return getattr(message, "role", None) == "user" and _text(message.content).startswith(CHECK_PREFIX)
+def _is_check(message: AgentMessage) -> bool:
+    return getattr(message, "role", None) == "user" and _text(_content(message)).startswith(CHECK_PREFIX)
+
+
+def _content(message: AgentMessage) -> Content:
+    """A message's content (a custom message may have none)."""
+    return getattr(message, "content", None)
+
+
+def _tool_results(messages: Iterable[AgentMessage]) -> list[ToolResultMessage]:
+    return [m for m in messages if isinstance(m, ToolResultMessage)]
+
+
+def _tool_calls(messages: Iterable[AgentMessage]) -> list[ToolCall]:
+    """The tool calls of the assistant messages in ``messages``, in order."""
+    return [b for m in messages if isinstance(m, AssistantMessage) for b in m.content if isinstance(b, ToolCall)]
 
 
 class NamespaceSnapshot:
     """The user's names at the start of a run: what existed (by identity) and the DataFrames'
     columns, so "the result exists" means it was made or replaced by this run."""
 
-    def __init__(self, user_ns: Mapping[str, Any]) -> None:
+    def __init__(self, user_ns: Mapping[str, UserValue]) -> None:
         self.ids = {k: id(v) for k, v in user_ns.items() if not k.startswith("_")}
         self.columns = {str(c) for v in user_ns.values() for c in _columns(v)}
 
-    def made(self, user_ns: Mapping[str, Any], name: str) -> bool:
+    def made(self, user_ns: Mapping[str, UserValue], name: str) -> bool:
         return name in user_ns and self.ids.get(name) != id(user_ns[name])
 
-    def new_names(self, user_ns: Mapping[str, Any]) -> list[str]:
+    def new_names(self, user_ns: Mapping[str, UserValue]) -> list[str]:
         return [k for k in user_ns if not k.startswith("_") and self.made(user_ns, k)]
 
 
-def _columns(value: Any) -> list[Any]:
+def _columns(value: UserValue) -> list[object]:
     columns = getattr(value, "columns", None)
     if columns is None or type(value).__name__ != "DataFrame":
         return []
@@ -96,7 +120,7 @@ def _columns(value: Any) -> list[Any]:
         return []
 
 
-def _labels(user_ns: Mapping[str, Any]) -> list[str]:
+def _labels(user_ns: Mapping[str, UserValue]) -> list[str]:
     """The categories of the notebook's small DataFrames (their text columns' values) and their
     column names: an answer that states one of these states a result."""
     labels: list[str] = []
@@ -118,7 +142,7 @@ def _labels(user_ns: Mapping[str, Any]) -> list[str]:
     return labels[:_MAX_LABELS]
 
 
-def _has_figure(results: Iterable[Any]) -> bool:
+def _has_figure(results: Iterable[ToolResultMessage]) -> bool:
     for message in results:
         if any(getattr(b, "type", "") == "image" for b in message.content):
             return True
@@ -129,8 +153,8 @@ def _has_figure(results: Iterable[Any]) -> bool:
     return False
 
 
-def missing_outcome(outcome: Outcome, user_ns: Mapping[str, Any], before: NamespaceSnapshot,
-                    results: list[Any]) -> str | None:
+def missing_outcome(outcome: Outcome, user_ns: Mapping[str, UserValue], before: NamespaceSnapshot,
+                    results: list[ToolResultMessage]) -> str | None:
     """The corrective message when ``outcome`` is not in the kernel state, else None. (No
     ``=`` or ``(`` in it: the provider then steers the next call to the assignment.)"""
     if outcome.kind == "variable":
@@ -283,7 +307,7 @@ def _code_without_literals(code: str) -> str:
 class RunChecks:
     """The per-run hooks; ``steer`` queues the corrective user message (``Agent.steer``)."""
 
-    def __init__(self, user_ns: Mapping[str, Any], steer: Callable[[Any], Any],
+    def __init__(self, user_ns: Mapping[str, UserValue], steer: Callable[[AgentMessage], object],
                  max_turns: int | None = None) -> None:
         self.user_ns = user_ns
         self.before = NamespaceSnapshot(user_ns)
@@ -292,14 +316,14 @@ class RunChecks:
 
     # the part of the conversation that belongs to the latest prompt
     @staticmethod
-    def _since_prompt(messages: list[Any]) -> tuple[Any, list[Any]]:
+    def _since_prompt(messages: list[AgentMessage]) -> tuple[AgentMessage | None, list[AgentMessage]]:
         for i in range(len(messages) - 1, -1, -1):
             message = messages[i]
             if getattr(message, "role", None) == "user" and not _is_check(message):
                 return message, messages[i + 1:]
         return None, list(messages)
 
-    def should_stop(self, ctx: Any, signal: object = None) -> bool:
+    def should_stop(self, ctx: ShouldStopAfterTurnContext, signal: object = None) -> bool:
         message = getattr(ctx, "message", None)
         is_answer = (getattr(message, "stop_reason", None) == "stop"
                      and not any(isinstance(b, ToolCall) for b in getattr(message, "content", ())))
@@ -317,15 +341,15 @@ class RunChecks:
             return since_user >= self.max_turns
         return False
 
-    def correction(self, messages: list[Any]) -> str | None:
+    def correction(self, messages: list[AgentMessage]) -> str | None:
         """The corrective turn for the latest answer in ``messages``, or None (also when this
         kind of correction was already given for the prompt)."""
         prompt, after = self._since_prompt(messages)
         if prompt is None or not after:
             return None
-        given = {_kind(_text(m.content)) for m in after if _is_check(m)}
-        results = [m for m in after if getattr(m, "role", None) == "toolResult"]
-        request = _text(prompt.content)
+        given = {_kind(_text(_content(m))) for m in after if _is_check(m)}
+        results = _tool_results(after)
+        request = _text(_content(prompt))
         if "final" in given:
             return None
         if "outcome" not in given:
@@ -333,17 +357,16 @@ class RunChecks:
                 message = missing_outcome(outcome, self.user_ns, self.before, results)
                 if message is not None:
                     return message
-        answer = _text(after[-1].content) if getattr(after[-1], "role", None) == "assistant" else ""
+        answer = _text(_content(after[-1])) if getattr(after[-1], "role", None) == "assistant" else ""
         answer = "\n\n".join(p for p in answer.split("\n\n") if not p.startswith(NOTE_PREFIX))
         # (the prompt's own code too: "I grouped with `groupby`" quotes no result, but states
         # nothing it did not do; not the literals it printed or assigned: `print('apple')` is
         # the model's guess, so its output and its code ground nothing)
-        code = {b.id: str(b.arguments.get("code", "")) for m in after if getattr(m, "role", None) == "assistant"
-                for b in m.content if isinstance(b, ToolCall)}
+        code = {b.id: str(b.arguments.get("code", "")) for b in _tool_calls(after)}
         outputs = [without_literals(_text(m.content), printed_literals(code.get(m.tool_call_id, "")))
                    for m in results]
         # (not the checks: they quote the values they question)
-        users = [_text(m.content) for m in messages if getattr(m, "role", None) == "user" and not _is_check(m)]
+        users = [_text(_content(m)) for m in messages if getattr(m, "role", None) == "user" and not _is_check(m)]
         sources = [request, *users, *outputs, *map(_code_without_literals, code.values()),
                    *self.before.ids, *self.before.columns, *_user_names(self.user_ns)]
         if not results or all(getattr(m, "is_error", False) for m in results):
@@ -352,7 +375,7 @@ class RunChecks:
             # code (measured: "January 1, 1." after six blocked reads passed, its month and
             # digits found in the namespace summary's dates)
             # (of an error, its message: a traceback's line numbers are not results either)
-            typed = [_typed(m.content) for m in messages if getattr(m, "role", None) == "user" and not _is_check(m)]
+            typed = [_typed(_content(m)) for m in messages if getattr(m, "role", None) == "user" and not _is_check(m)]
             messages_of_errors = [_last_error_line(o) for o in outputs]
             sources = [*typed, *messages_of_errors, *self.before.ids, *self.before.columns, *_user_names(self.user_ns)]
         # the single-word literals it printed are values to look for too: the answer repeats
@@ -362,7 +385,7 @@ class RunChecks:
         if not missing:
             return None
         quoted = ", ".join(f'"{v}"' for v in missing[:5])
-        errors = [_last_error_line(_text(m.content)) for m in results if getattr(m, "is_error", False)]
+        errors = [_last_error_line(_text(m.content)) for m in results if m.is_error]
         all_failed = bool(results) and len(errors) == len(results)
         if _VALUES not in given:
             failed = " The code failed, so say what failed and what is not known." if all_failed else ""
@@ -372,7 +395,7 @@ class RunChecks:
         # the model is made to write (local_tools: FORCED_REPLY_MARK)
         return f"{CHECK_PREFIX}{_VALUES} {quoted} again. {FORCED_REPLY_MARK}{_what_is_known(results)}"
 
-    def before_tool_call(self, ctx: Any) -> BeforeToolCallResult | None:
+    def before_tool_call(self, ctx: BeforeToolCallContext) -> BeforeToolCallResult | None:
         call = ctx.tool_call
         messages = list(ctx.context.messages)
         _, after = self._since_prompt(messages)
@@ -380,7 +403,7 @@ class RunChecks:
             # the model sent a call again that was already not run: a third try would be the
             # same (measured: the 0.5B re-sent a blocked read six times), so the request ends
             # with what is known; the next reply is made that sentence
-            results = [m for m in after if getattr(m, "role", None) == "toolResult"]
+            results = _tool_results(after)
             self.steer(UserMessage(content=(
                 f"{CHECK_PREFIX}the same call was sent again after it was not run. "
                 f"{FORCED_REPLY_MARK}{_what_is_known(results)}")))
@@ -398,8 +421,8 @@ class RunChecks:
                 return BeforeToolCallResult(block=True, reason=self._path_reason(path, messages))
         return None
 
-    def _written_by_user(self, path: str, messages: list[Any]) -> bool:
-        texts = [_text(m.content) for m in messages if getattr(m, "role", None) == "user"]
+    def _written_by_user(self, path: str, messages: list[AgentMessage]) -> bool:
+        texts = [_text(_content(m)) for m in messages if getattr(m, "role", None) == "user"]
         cells = self.user_ns.get("In")
         if isinstance(cells, list):
             texts += [c for c in cells if isinstance(c, str)]
@@ -407,11 +430,11 @@ class RunChecks:
         written = re.compile(r"(?<![\w./-])" + re.escape(path) + r"(?![\w/-])")
         return any(written.search(t) for t in texts)
 
-    def _path_reason(self, path: str, messages: Sequence[Any] = ()) -> str:
+    def _path_reason(self, path: str, messages: Sequence[AgentMessage] = ()) -> str:
         # the files the user did name (measured: "load notebooks/data/sales.csv" read as
         # 'data/sales.csv', blocked, then sent again): the block says which path to use
         named = [p for m in messages if getattr(m, "role", None) == "user" and not _is_check(m)
-                 for p in _WRITTEN_PATH.findall(_typed(m.content)) if p != path]
+                 for p in _WRITTEN_PATH.findall(_typed(_content(m))) if p != path]
         if named:
             return (f"Not run: no message or cell names the file {path!r}. The request names "
                     f"{named[-1]!r}: use that path, exactly as written.")
@@ -434,10 +457,10 @@ def _kind(check: str) -> str:
 _NOT_RUN = "Not run"
 
 
-def _what_is_known(results: list[Any]) -> str:
+def _what_is_known(results: list[ToolResultMessage]) -> str:
     """The honest last sentence of a request whose answer no result supports: what failed, or
     that only the outputs shown are known."""
-    failed = [m for m in results if getattr(m, "is_error", False)]
+    failed = [m for m in results if m.is_error]
     if results and len(failed) == len(results):
         ran = [_last_error_line(_text(m.content)) for m in failed if not _text(m.content).startswith(_NOT_RUN)]
         if ran:
@@ -450,13 +473,12 @@ def _what_is_known(results: list[Any]) -> str:
             "them as the result: only the outputs above are known.")
 
 
-def _blocked_before(call: Any, messages: list[Any]) -> bool:
+def _blocked_before(call: ToolCall, messages: list[AgentMessage]) -> bool:
     """An identical earlier call in ``messages`` was not run (blocked by these checks)."""
     key = _call_key(call)
-    blocked = {m.tool_call_id for m in messages if getattr(m, "role", None) == "toolResult"
-               and getattr(m, "is_error", False) and _text(m.content).startswith(_NOT_RUN)}
-    return any(isinstance(b, ToolCall) and b.id in blocked and b.id != call.id and _call_key(b) == key
-               for m in messages if getattr(m, "role", None) == "assistant" for b in m.content)
+    blocked = {m.tool_call_id for m in _tool_results(messages)
+               if m.is_error and _text(m.content).startswith(_NOT_RUN)}
+    return any(b.id in blocked and b.id != call.id and _call_key(b) == key for b in _tool_calls(messages))
 
 
 _CODE_PLACE = re.compile(r"\s*\(<agent-code-\d+>, line \d+\)")
@@ -478,19 +500,14 @@ def _call_key(call: ToolCall) -> str:
     return call.name + json.dumps(arguments, sort_keys=True, default=str)
 
 
-def _failed_before(call: Any, messages: list[Any]) -> str | None:
+def _failed_before(call: ToolCall, messages: list[AgentMessage]) -> str | None:
     """The first line of the error of an identical earlier call in ``messages``, or None."""
     key = _call_key(call)
-    failed = {m.tool_call_id: _text(m.content) for m in messages
-              if getattr(m, "role", None) == "toolResult" and getattr(m, "is_error", False)}
-    for message in messages:
-        if getattr(message, "role", None) != "assistant":
-            continue
-        for block in message.content:
-            if isinstance(block, ToolCall) and block.id in failed and block.id != call.id \
-                    and _call_key(block) == key:
-                lines = [line.strip() for line in failed[block.id].splitlines() if line.strip()]
-                error = next((line for line in reversed(lines) if "Error" in line or "error" in line),
-                             lines[-1] if lines else "an error")
-                return error[:200]
+    failed = {m.tool_call_id: _text(m.content) for m in _tool_results(messages) if m.is_error}
+    for block in _tool_calls(messages):
+        if block.id in failed and block.id != call.id and _call_key(block) == key:
+            lines = [line.strip() for line in failed[block.id].splitlines() if line.strip()]
+            error = next((line for line in reversed(lines) if "Error" in line or "error" in line),
+                         lines[-1] if lines else "an error")
+            return error[:200]
     return None

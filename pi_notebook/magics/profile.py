@@ -5,24 +5,27 @@ switches profiles."""
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
 from ..ai.providers.local_profile import small_model_profile
 from .config import DEFAULT_SYSTEM_PROMPT
-from .outcome import RunChecks
+from .outcome import RunChecks, UserValue
 
 if TYPE_CHECKING:
     from ..agent import Agent, AgentTool
-    from ..agent.types import ShouldStopAfterTurnContext
+    from ..agent.types import BeforeToolCallContext, BeforeToolCallResult, ShouldStopAfterTurnContext
 
 __all__ = ["apply_model_profile"]
 
+# the Agent's before_tool_call: (context, signal) -> a result or None, maybe awaited
+BeforeHook = Callable[..., object]
 _BASE = "_pi_notebook_base_hook"  # the hook a profile wrapper replaced (the approval gate)
 
 
 def apply_model_profile(agent: Agent, system_prompt: str, all_tools: list[AgentTool],
-                        user_ns: Mapping[str, Any] | None = None, *, instructions: str = "") -> None:
+                        user_ns: Mapping[str, UserValue] | None = None, *, instructions: str = "") -> None:
     """``user_ns``: the namespace the run's code works in (default: the running IPython's);
     without one the run checks are off. ``instructions``: the project's
     (magics/instructions.py), after either prompt."""
@@ -48,26 +51,26 @@ def apply_model_profile(agent: Agent, system_prompt: str, all_tools: list[AgentT
     agent.before_tool_call = _checked(checks, base_before)
 
 
-def _checked(checks: RunChecks, base: Callable[..., Any] | None) -> Callable[..., Any]:
+def _checked(checks: RunChecks, base: BeforeHook | None) -> BeforeHook:
     """``before_tool_call``: the run checks first (a blocked call never reaches approval), then
     the hook that was there."""
 
-    async def before(ctx: Any, signal: Any = None) -> Any:
+    async def before(ctx: BeforeToolCallContext, signal: object = None) -> BeforeToolCallResult | None:
         blocked = checks.before_tool_call(ctx)
         if blocked is not None:
             return blocked
         if base is None:
             return None
         result = base(ctx, signal)
-        if hasattr(result, "__await__"):
+        if inspect.isawaitable(result):
             result = await result
-        return result
+        return cast("BeforeToolCallResult | None", result)  # what the hook it wraps answers
 
     setattr(before, _BASE, base)
     return before
 
 
-def _shell_namespace() -> Mapping[str, Any] | None:
+def _shell_namespace() -> Mapping[str, UserValue] | None:
     from IPython import get_ipython
 
     shell = get_ipython()

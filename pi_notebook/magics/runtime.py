@@ -5,9 +5,13 @@ here as callables, a typed settings object or a ``RunView`` (arrows point from t
 module to its parts, never back):
 
 - ``loop.py`` the kernel loop and the thread hop; ``display.py`` a view in its cell;
-- ``lifecycle.py`` one run's body and status; ``queue.py`` every queued message;
+- ``lifecycle.py`` one run's body and status; ``runs.py`` which run is the newest, the
+  one served, the latest; ``queue.py`` every queued message;
 - ``wiring.py`` the Agent (tools, approval, compaction, keys); ``fanout.py`` its listener;
 - ``autosave.py`` the session file; ``resolve.py`` the model; ``settings.py`` typed settings.
+
+What the kernel (or the terminal) offers is asked of ``self.host``, the kernel host
+(tools/kernel_host.py), never of ``shell.kernel`` directly.
 
 Everything here runs on the kernel loop thread, except the ``*_threadsafe`` entry points
 a widget handler calls. Modules that import the agent core are imported on first use, so
@@ -19,11 +23,12 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from IPython.core.error import UsageError
 
 from ..levels import AgentThinkingLevel
+from ..tools.kernel_host import kernel_host
 from ..tools.policy import ApprovalChoice, ApprovalPolicy
 from ..widgets.protocol import NoticeLevel, QueueKind, RunStatus, RunView
 from .args import AgentArgs
@@ -33,12 +38,15 @@ from .display import DisplayedView, current_cell_number
 from .lifecycle import IN_AGENT_RUN, Run, RunOptions, RunRefused, drive, not_sent_reason
 from .loop import KernelLoop
 from .queue import PromptQueue
+from .runs import AbortFromView, Runs
 from .settings import RunSettings, run_settings, stream_timeouts
 from .status import StatusSnapshot, status_lines
 from .wait import wait_mode
 
 if TYPE_CHECKING:
     from pathlib import Path
+
+    from IPython.core.interactiveshell import InteractiveShell
 
     from ..agent import Agent, AgentTool
     from ..agent.types import AgentMessage
@@ -60,11 +68,12 @@ _CHOOSING = "choosing a model…"
 class Runtime:
     """One per kernel: created at ``%load_ext``, dropped at ``%unload_ext``."""
 
-    def __init__(self, shell: Any, settings: AgentMagics, *, view_factory: ViewFactory | None = None,
+    def __init__(self, shell: InteractiveShell, settings: AgentMagics, *, view_factory: ViewFactory | None = None,
                  tools_factory: Callable[[Runtime], list[AgentTool]] | None = None) -> None:
         self.shell = shell
+        self.host = kernel_host(shell)  # the kernel (or terminal) hosting the shell: the one seam
         self.settings = settings
-        self.kernel_loop = KernelLoop(shell)
+        self.kernel_loop = KernelLoop(self.host)
         self.view_factory = view_factory  # test seams: views and tools without ipywidgets
         self.tools_factory = tools_factory
         self.agent: Agent | None = None
@@ -77,8 +86,7 @@ class Runtime:
         self.resolved: ResolvedModel | None = None  # the conversation's model
         self._configured_model: str | None = None  # AgentMagics.model when last resolved
         self._thinking_override: AgentThinkingLevel | None = None  # from --thinking, kept for the conversation
-        self.run: Run | None = None  # the newest run (what a waiting cell waits for)
-        self._serving: Run | None = None  # the run the agent is working for (events go there)
+        self.runs = Runs()  # which run is the newest, the one served, the latest (runs.py)
         self.queue: PromptQueue[Run] = PromptQueue()
         self.autosave = Autosave(enabled=lambda: self.settings.autosave, directory=self.session_dir,
                                  name=self.session_name, transcript=self._transcript,
@@ -86,11 +94,6 @@ class Runtime:
         self._pending_reset = False
         self.on_agent_created: Callable[[], None] | None = None  # installs the tools' capture
         self.capture_installed = False
-        # the latest run, its task, view and duration (status, tests, benchmarks)
-        self.last_run: Run | None = None
-        self.last_task: asyncio.Task[None] | None = None
-        self.last_view: RunView | None = None
-        self.last_run_seconds: float | None = None
         self._mcp: McpLink | None = None  # MCP servers (created on first use; nothing starts)
         self.instructions: Instructions | None = None  # AGENTS.md of this conversation
 
@@ -120,7 +123,7 @@ class Runtime:
             wired = build_agent(run_settings(self.settings), self.shell, hooks, self._tool_settings)
             self.agent, self._approval, self._notes = wired.agent, wired.approval, wired.notes
             self.mcp().install_gate(self.agent, self._approval)
-            fanout = EventFanout(serving=lambda: self._serving, queue=self.queue, autosave=self.autosave,
+            fanout = EventFanout(serving=lambda: self.runs.serving, queue=self.queue, autosave=self.autosave,
                                  context_window=self._context_window, log=self._log)
             self._unsubscribe = self.agent.subscribe(fanout)
             if self.on_agent_created is not None:
@@ -147,22 +150,22 @@ class Runtime:
     def _form_view(self) -> RunView | None:
         """The view that may show an MCP server's input form now: the run at work's, in a
         kernel with a frontend (not headless, not terminal IPython)."""
-        run = self._serving
-        if run is None or getattr(self.shell, "kernel", None) is None or not self.is_interactive():
+        run = self.runs.serving
+        if run is None or not self.host.has_kernel or not self.is_interactive():
             return None
         return run.view
 
     def current_policy(self) -> ApprovalPolicy:
         """The approval policy of the prompt being answered."""
-        run = self._serving or self.run
+        run = self.runs.current()
         return run.policy if run is not None else self.settings_now().approval
 
     def is_interactive(self) -> bool:
         """Can a human click approval buttons for the current run?"""
-        run = self._serving or self.run
+        run = self.runs.current()
         if run is None:
             return False
-        if getattr(self.shell, "kernel", None) is None:
+        if not self.host.has_kernel:
             # terminal IPython: its text view asks with input(), if a person types there
             return _stdin_is_a_terminal()
         if not run.interactive:
@@ -174,14 +177,14 @@ class Runtime:
         return run.interactive
 
     async def _ask_approval(self, request: ApprovalRequest) -> ApprovalChoice:
-        run = self._serving
+        run = self.runs.serving
         if run is None:
             return "skip"
         return await run.view.request_approval(request)
 
     def _warn(self, text: str, level: NoticeLevel = "warning") -> None:
         """A notice in the view of the run at work (or the newest)."""
-        run = self._serving or self.run
+        run = self.runs.current()
         if run is not None:
             run.view.show_notice(text, level)
 
@@ -204,7 +207,12 @@ class Runtime:
     @property
     def serving(self) -> Run | None:
         """The run the agent is working for (None between runs)."""
-        return self._serving
+        return self.runs.serving
+
+    @property
+    def run(self) -> Run | None:
+        """The newest run not yet ended (what a waiting cell waits for)."""
+        return self.runs.newest
 
     # --- views ----------------------------------------------------------------------------
     def _make_view(self, label: str, on_abort: Callable[[], None]) -> DisplayedView:
@@ -212,16 +220,17 @@ class Runtime:
         loop = self.kernel_loop.loop
         if self.view_factory is not None:
             view = self.view_factory(label, loop, on_abort, self.remove_queued_threadsafe)
-            return DisplayedView(view, self.shell, self._log)
+            return DisplayedView(view, self.host, self._log)
         from .frontend import is_headless
 
-        return DisplayedView.for_shell(self.shell, self._log, label, loop, on_abort,
+        return DisplayedView.for_host(self.host, self._log, label, loop, on_abort,
                                        self.remove_queued_threadsafe, self._context_window(),
                                        headless=is_headless(self.shell))
 
     # --- starting and queueing ------------------------------------------------------------
     def is_running(self) -> bool:
-        return self.run is not None and self.run.task is not None and not self.run.task.done()
+        run = self.runs.newest
+        return run is not None and run.task is not None and not run.task.done()
 
     def start_cell(self, args: AgentArgs, prompt: str, *, interactive: bool,
                    hidden_request: str | None = None) -> Run:
@@ -250,7 +259,7 @@ class Runtime:
         label = named.label if named is not None else self._expected_label(options)
         # queued behind a live run: sent only if that one ends well (behind a run that is
         # being aborted or removed: sent once it has ended, whatever its outcome)
-        queued = busy and not args.new and self._live_run() is not None
+        queued = busy and not args.new and self.runs.live() is not None
         run = self._new_run(prompt, "prompt", options, label, interactive=interactive,
                             queued=queued, chained=busy)
         run.hidden_request = hidden_request
@@ -269,7 +278,7 @@ class Runtime:
         if not self.is_running():
             return self._new_run(text, kind, RunOptions(), self._expected_label(RunOptions()),
                                  interactive=interactive, queued=False, chained=False)
-        serving, live = self._serving, self._live_run()
+        serving, live = self.runs.serving, self.runs.live()
         if live is None:  # every run left is being aborted or removed: start after them
             return self._new_run(text, kind, RunOptions(), self._expected_label(RunOptions()),
                                  interactive=interactive, queued=False, chained=True)
@@ -281,11 +290,6 @@ class Runtime:
         if target is serving:
             self._hand_to_agent(kind, message)
         return target
-
-    def _live_run(self) -> Run | None:
-        """The newest run that will still answer (not aborting, not removed)."""
-        return next((r for r in Run.chain(self.run)
-                     if r.phase != "ended" and not (r.removed or r.abort_requested)), None)
 
     def _hand_to_agent(self, kind: QueueKind, message: AgentMessage) -> None:
         agent = self.get_agent()
@@ -301,16 +305,16 @@ class Runtime:
     def _new_run(self, text: str, kind: QueueKind, options: RunOptions, label: str, *,
                  interactive: bool, queued: bool, chained: bool) -> Run:
         loop = self.attach_loop()
-        holder: list[Run] = []
-        shown = self._make_view(label, lambda: self.call_on_loop(self._abort_from_view, holder[0]))
+        on_abort = AbortFromView(lambda run: self.call_on_loop(self._abort_from_view, run))
+        shown = self._make_view(label, on_abort)
         policy = options.approve or self.settings_now().approval
         run = Run(text, kind, shown, options, policy, interactive, cell=current_cell_number(self.shell),
-                  after=self.run if chained else None, needs_success=queued)
-        holder.append(run)
+                  after=self.runs.newest if chained else None, needs_success=queued)
+        on_abort.run = run
         if not interactive:  # no evidence yet: this view's rendering will be (is_interactive)
             from .frontend import track_view
 
-            track_view(getattr(run.active_view, "widget", None))
+            track_view(getattr(run.view, "widget", None))
         # the prompt before the first display: the static fallback shown with a live view
         # (a notebook saved mid-run) has it from the start
         run.view.add_user_message(text, kind)
@@ -318,12 +322,11 @@ class Runtime:
             run.view.set_status("queued")
         shown.show()
         if queued:
-            origin = (self._serving or self.run or run).view
+            origin = (self.runs.current() or run).view
             run.queue_token = self.queue.add("prompt", text, origin, run).token
-        self.run = run
+        self.runs.started(run)
         run.task = loop.create_task(drive(run, self), name="pi_notebook-run")
         run.task.add_done_callback(self._task_done)
-        self.last_run, self.last_task, self.last_view = run, run.task, run.view
         return run
 
     def _task_done(self, task: asyncio.Task[None]) -> None:
@@ -335,7 +338,7 @@ class Runtime:
 
         if self._all_tools is None:
             self._all_tools = list(agent.state.tools)
-        apply_model_profile(agent, system_prompt, self._all_tools, getattr(self.shell, "user_ns", None),
+        apply_model_profile(agent, system_prompt, self._all_tools, self.shell.user_ns,
                             instructions=instructions)
 
     # --- RunSteps: called by lifecycle.drive --------------------------------------------------
@@ -343,7 +346,7 @@ class Runtime:
         """The run starts: its model, settings, policy and queued messages."""
         from .resolve import unreachable_reason
 
-        self._serving = run
+        self.runs.serving = run
         agent = self.get_agent()
         if run.queue_token is not None:
             self.queue.take(run.queue_token)
@@ -452,25 +455,24 @@ class Runtime:
         """The run ended: what is still queued for it is dropped, its view frozen."""
         for item in self.queue.of(run):
             self.queue.take(item.token)
-        if self._serving is run:
-            self._serving = None
+        if self.runs.serving is run:
+            self.runs.serving = None
             if self.agent is not None and self.agent.signal is None:
                 self.agent.clear_all_queues()
         run.shown.freeze(status)
-        self.last_run_seconds = time.monotonic() - run.started
-        if self.run is run:
-            self.run = None
-            if self._pending_reset:
-                self._pending_reset = False
-                self._reset_conversation()
+        run.ended = time.monotonic()
+        # the newest ended: nothing is left to wait for, a reset asked meanwhile happens now
+        if self.runs.ended(run) and self._pending_reset:
+            self._pending_reset = False
+            self._reset_conversation()
 
     # --- commands -------------------------------------------------------------------------
     def abort(self) -> None:
         """Abort the run at work and drop every run queued behind it."""
-        for pending in [r for r in Run.chain(self.run) if r.phase == "pending"]:
+        for pending in [r for r in self.runs.chain() if r.phase == "pending"]:
             pending.abort_requested = True
             self._end_pending(pending, "aborted")
-        run = self._serving
+        run = self.runs.serving
         if run is not None and not run.abort_requested:
             run.abort_requested = True
             view = run.view  # "aborting" once: a second abort finds abort_requested set
@@ -519,7 +521,7 @@ class Runtime:
         (``AgentMagics.raise_on_error``). Its transcript is already in the cell."""
         if self.settings.raise_on_error:
             # at a terminal the error was just printed in the run's text: not again
-            run.raise_if_failed(shown=getattr(self.shell, "kernel", None) is None)
+            run.raise_if_failed(shown=not self.host.has_kernel)
 
     def _reset_conversation(self) -> None:
         self.get_agent().reset()
@@ -592,7 +594,7 @@ class Runtime:
         return session_dir(self.settings.session_dir)
 
     def session_name(self) -> str:
-        return session_name(getattr(self.shell, "user_ns", {}) or {})
+        return session_name(self.shell.user_ns or {})
 
     @property
     def session_path(self) -> Path | None:
@@ -603,7 +605,7 @@ class Runtime:
 
     def status_snapshot(self) -> StatusSnapshot:
         """Plain values for ``%agent`` status (status.py words them)."""
-        serving = self.serving or self.run
+        serving = self.runs.current()
         items = self.queue.items()
         agent = self.agent
         settings = self.settings_now()
@@ -655,7 +657,7 @@ class Runtime:
     # --- shutdown -------------------------------------------------------------------------
     def close(self) -> None:
         """``%unload_ext``: abort, cancel our tasks, unsubscribe, close the session file."""
-        tasks = [r.task for r in Run.chain(self.run) if r.task is not None]
+        tasks = [r.task for r in self.runs.chain() if r.task is not None]
         self.abort()
         for task in tasks:
             if not task.done():
@@ -677,9 +679,7 @@ class Runtime:
             self._log(f"pi_notebook view call failed: {exc!r}")
 
     def _log(self, text: str) -> None:
-        log = getattr(getattr(self.shell, "kernel", None), "log", None)
-        if log is not None:
-            log.warning(text)
+        self.host.log_warning(text)
 
 
 def _stdin_is_a_terminal() -> bool:

@@ -37,8 +37,10 @@ import ast
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
+from ..tools.kernel_host import KernelHost, kernel_host
+from ..tools.patches import PATCHES
 from .control_cells import install_control_bypass, is_control_cell, starts_run, uninstall_control_bypass
 from .frontend import (
     count_new_views,
@@ -53,10 +55,12 @@ from .frontend import (
 )
 
 if TYPE_CHECKING:
-    from ..widgets.protocol import RunView
+    from IPython.core.interactiveshell import ExecutionInfo, InteractiveShell
+
     from .config import AgentMagics, WaitSetting
-    from .settings import RunSettings
     from .lifecycle import Run
+    from .runs import Runs
+    from .settings import RunSettings
 
 __all__ = ["WaitHost", "CellPlan", "WaitInterrupted", "has_widget_frontend", "plan_cell", "wait_mode",
            "wait_before_cell", "wait_after_cell", "is_waiting", "install_transformers",
@@ -99,10 +103,10 @@ class WaitInterrupted(Exception):
 
 
 # --- deciding -------------------------------------------------------------------------------
-def wait_mode(explicit: bool | None, setting: WaitSetting, shell: Any) -> WaitMode | None:
+def wait_mode(explicit: bool | None, setting: WaitSetting, shell: InteractiveShell) -> WaitMode | None:
     """How a ``%%agent`` cell blocks: ``--wait``/``--no-wait`` > ``AgentMagics.wait`` >
     evidence of a widget frontend. None: it returns at once."""
-    if getattr(shell, "kernel", None) is None:
+    if not kernel_host(shell).has_kernel:
         return "run"  # terminal IPython: the loop only runs while a cell runs
     if explicit is not None:
         return "run" if explicit else None
@@ -121,10 +125,13 @@ class WaitHost(Protocol):
     """What waiting needs of the kernel's conversation (the Runtime is one): a small typed
     seam instead of an import of runtime.py, which imports this module."""
 
-    shell: Any  # the IPython shell (a foreign object, untyped here as everywhere in magics)
+    shell: InteractiveShell
+    host: KernelHost
     settings: AgentMagics
-    run: Run | None
-    last_view: RunView | None
+    runs: Runs
+
+    @property
+    def run(self) -> Run | None: ...
 
     def is_running(self) -> bool: ...
     def settings_now(self) -> RunSettings: ...
@@ -154,7 +161,7 @@ def _after_plan(mode: WaitMode | None) -> CellPlan | None:
     return CellPlan(after=True, until_rendered=mode == "run_or_frontend")
 
 
-def plan_cell(raw_cell: str, runtime: Any = None) -> CellPlan | None:
+def plan_cell(raw_cell: str, runtime: WaitHost | None = None) -> CellPlan | None:
     """What the cell waits for, decided from its raw text (None: it does not wait)."""
     runtime = runtime if runtime is not None else _runtime()
     if runtime is None:
@@ -163,7 +170,7 @@ def plan_cell(raw_cell: str, runtime: Any = None) -> CellPlan | None:
 
     if IN_AGENT_RUN.get():
         return None  # code the agent runs: it would wait for its own run
-    if not getattr(runtime.shell, "autoawait", False):
+    if not runtime.shell.autoawait:
         return None  # without top-level await IPython could not run the inserted wait
     lines = raw_cell.splitlines()
     if not any(line.strip() and not line.lstrip().startswith("#") for line in lines):
@@ -203,7 +210,7 @@ class _Cells:
         self.armed: CellPlan | None = None
         self.waiting = 0  # cells awaiting a run right now
         self.counting = False  # new widgets count their views (until the magic has run)
-        self.pending_count: tuple[Any, int] | None = None  # (shell, count) to restore
+        self.pending_count: tuple[InteractiveShell, int] | None = None  # (shell, count) to restore
 
 
 _cells = _Cells()
@@ -221,8 +228,8 @@ def _on_pre_execute() -> None:
         count_new_views(False)
 
 
-def _on_pre_run_cell(info: Any) -> None:
-    raw = getattr(info, "raw_cell", "") or ""
+def _on_pre_run_cell(info: ExecutionInfo) -> None:
+    raw = info.raw_cell or ""
     decided, _cells.decided = _cells.decided, None
     if decided is not None and decided[0] == raw:
         # the kernel asked should_run_async for this cell: a None there means IPython runs
@@ -236,23 +243,22 @@ def _on_pre_run_cell(info: Any) -> None:
         count_new_views(True)
 
 
-def _wrap_should_run_async(shell: Any) -> None:
+def _wrap_should_run_async(shell: InteractiveShell) -> None:
     original = shell.should_run_async
 
-    def should_run_async(raw_cell: str, *args: Any, **kwargs: Any) -> bool:
+    def should_run_async(raw_cell: str, *args: object, **kwargs: object) -> bool:
         plan = None
         if kwargs.get("preprocessing_exc_tuple") is None:
             plan = plan_cell(raw_cell)
         _cells.decided = (raw_cell, plan)
         return bool(original(raw_cell, *args, **kwargs)) or plan is not None
 
-    should_run_async._pi_original = original  # type: ignore[attr-defined]  # found at uninstall
-    shell.should_run_async = should_run_async
+    PATCHES.apply(shell, "should_run_async", should_run_async,
+                  "a cell that will wait for an agent run is run on the kernel loop (async)")
 
 
-def _unwrap_should_run_async(shell: Any) -> None:
-    if hasattr(shell.__dict__.get("should_run_async"), "_pi_original"):
-        del shell.should_run_async
+def _unwrap_should_run_async(shell: InteractiveShell) -> None:
+    PATCHES.undo(PATCHES.find(shell, "should_run_async"))
 
 
 def _await_statement(function: str, argument: bool | None, line: int) -> ast.stmt:
@@ -288,7 +294,7 @@ class WaitInserter(ast.NodeTransformer):
 
 
 # --- waiting ----------------------------------------------------------------------------------
-def _own_count(shell: Any, mine: int) -> None:
+def _own_count(shell: InteractiveShell, mine: int) -> None:
     """Control cells that ran next to the waiting cell took execution counts: give the
     waiting cell its own back for its output and reply, and restore the counter after."""
     current = getattr(shell, "execution_count", None)
@@ -297,7 +303,7 @@ def _own_count(shell: Any, mine: int) -> None:
     _cells.pending_count = (shell, current)
     shell.execution_count = mine
 
-    def restore_soon(*_: Any) -> None:
+    def restore_soon(*_: object) -> None:
         shell.events.unregister("post_run_cell", restore_soon)
         asyncio.get_running_loop().call_soon(_restore_count)
 
@@ -311,17 +317,14 @@ def _restore_count() -> None:
         shell.execution_count = max(shell.execution_count, count)
 
 
-def _own_parent(shell: Any) -> None:
+def _own_parent(host: KernelHost) -> None:
     """ipykernel 6 keeps one global parent header. Code that ran on the loop while this cell
     waited (the run's end publishes its transcript as the ``%%agent`` cell) can leave the
     display publisher pointing at another cell: point everything back at this one."""
-    kernel: Any = getattr(shell, "kernel", None)
-    idents = getattr(kernel, "_parent_ident", None)
-    if isinstance(idents, dict) and hasattr(kernel, "get_parent"):
-        kernel.set_parent(idents.get("shell"), kernel.get_parent("shell"), "shell")
+    host.restore_parent(host.saved_parent())
 
 
-async def _wait_for_run(runtime: Any, task: asyncio.Task[Any], message: str,
+async def _wait_for_run(runtime: WaitHost, task: asyncio.Task[None], message: str,
                         stop: Callable[[], bool] | None = None) -> bool:
     """Wait for ``task`` (the run); True when it ended, False when ``stop()`` said enough.
     A kernel interrupt aborts the run and raises :class:`WaitInterrupted`."""
@@ -343,7 +346,7 @@ async def _wait_for_run(runtime: Any, task: asyncio.Task[Any], message: str,
         _cells.waiting -= 1
 
 
-async def _let_it_end(runtime: Any, task: asyncio.Task[Any]) -> None:
+async def _let_it_end(runtime: WaitHost, task: asyncio.Task[None]) -> None:
     """After an interrupt: give the aborted run a moment to end, so its final transcript is
     written while this cell is still the one running (an executor such as nbclient keeps
     only the output that arrives before the cell's reply). If it does not end in time, the
@@ -373,7 +376,7 @@ async def wait_before_cell() -> None:
     from IPython.display import clear_output, display
 
     shell = runtime.shell
-    mine = getattr(shell, "execution_count", 0)
+    mine = shell.execution_count
     display({"text/plain": WAITING_TEXT, "text/markdown": WAITING_MARKDOWN}, raw=True, display_id=True)
     try:
         while runtime.is_running():
@@ -384,7 +387,7 @@ async def wait_before_cell() -> None:
                                 "this cell stopped waiting for the agent run above, and the run "
                                 "was aborted.")
     finally:
-        _own_parent(shell)
+        _own_parent(runtime.host)
         clear_output()  # only the waiting line: the cell's own code has not run yet
         _own_count(shell, mine)
 
@@ -401,10 +404,10 @@ async def wait_after_cell(until_rendered: bool = False) -> None:
     if run is None:
         return
     shell = runtime.shell
-    mine = getattr(shell, "execution_count", 0)
+    mine = shell.execution_count
     stop = None
     if until_rendered:
-        widget = getattr(run.active_view, "widget", None)
+        widget = getattr(run.view, "widget", None)
         track_view(widget)
 
         def stop() -> bool:
@@ -418,7 +421,7 @@ async def wait_after_cell(until_rendered: bool = False) -> None:
             if not await _wait_for_run(runtime, run.task, "the agent run was aborted.", stop):
                 return  # a frontend shows the view: the run goes on there
     finally:
-        _own_parent(shell)
+        _own_parent(runtime.host)
         _own_count(shell, mine)
     if run.task is not None and run.task.done():
         # A blocking run that ended in error fails its cell (AgentMagics.raise_on_error), so
@@ -445,19 +448,12 @@ def keep_question_marks(lines: list[str]) -> list[str]:
 _inserter = WaitInserter()
 
 
-def _live_views() -> list[Any]:
+def _live_views() -> list[object]:
     runtime = _runtime()
-    if runtime is None:
-        return []
-    from .lifecycle import Run
-
-    views = [run.view for run in Run.chain(runtime.run)]
-    if runtime.last_view is not None and runtime.last_view not in views:
-        views.append(runtime.last_view)
-    return views
+    return list(runtime.runs.live_views()) if runtime is not None else []
 
 
-def install_transformers(shell: Any, host: WaitHost | None = None) -> None:
+def install_transformers(shell: InteractiveShell, host: WaitHost | None = None) -> None:
     """Everything waiting needs: the ``should_run_async`` wrapper, the two event hooks,
     the AST transformer, the control-cell bypass and the close-views-at-shutdown hook;
     ``host`` is the conversation whose runs cells wait for."""
@@ -475,7 +471,7 @@ def install_transformers(shell: Any, host: WaitHost | None = None) -> None:
     install_shutdown_close(shell, _live_views)
 
 
-def uninstall_transformers(shell: Any) -> None:
+def uninstall_transformers(shell: InteractiveShell) -> None:
     global _host
     _host = None
     while _inserter in shell.ast_transformers:

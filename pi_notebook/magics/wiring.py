@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..agent import Agent, AgentTool
 from ..agent.types import AgentMessage
@@ -36,6 +36,9 @@ from ..tools.prompt_context import make_context_tools
 from ..tools.approval import ApprovalHook, ApprovalRequest, make_approval_hook
 from ..tools.policy import ApprovalChoice, ApprovalPolicy
 from .settings import RunSettings
+
+if TYPE_CHECKING:
+    from IPython.core.interactiveshell import InteractiveShell
 
 __all__ = ["AgentHooks", "WiredAgent", "build_agent", "env_api_key"]
 
@@ -66,20 +69,20 @@ class WiredAgent:
     notes: PromptNotes  # the per-prompt notebook context (attach when a prompt is built)
 
 
-def notebook_tools(shell: Any, hooks: AgentHooks, tool_settings: PythonToolSettings) -> list[AgentTool]:
+def notebook_tools(shell: InteractiveShell, hooks: AgentHooks, tool_settings: PythonToolSettings) -> list[AgentTool]:
     """python, list_variables, inspect_variable, notebook_history, read_notebook."""
     return [*make_notebook_tools(shell, tool_settings),
             *make_context_tools(shell, hooks.notebook_path)]
 
 
-def build_agent(settings: RunSettings, shell: Any, hooks: AgentHooks,
+def build_agent(settings: RunSettings, shell: InteractiveShell, hooks: AgentHooks,
                 tool_settings: PythonToolSettings) -> WiredAgent:
     tools = hooks.tools() if hooks.tools is not None else notebook_tools(shell, hooks, tool_settings)
     approval = make_approval_hook(hooks.policy, ask=hooks.ask, is_interactive=hooks.is_interactive,
                                   notify=hooks.notify, timeout_s=settings.approval_timeout or None)
 
-    def stream(model: Model, context: Context, options: dict[str, Any] | None = None,
-               **kw: Any) -> AssistantMessageEventStream:
+    def stream(model: Model, context: Context, options: dict[str, object] | None = None,
+               **kw: object) -> AssistantMessageEventStream:
         return stream_simple(model, context, {**hooks.stream_options(), **(options or {})}, **kw)
 
     agent = Agent(
@@ -104,7 +107,7 @@ class _Compaction:
         self._agent = agent
         self._hooks = hooks
         self._notes = notes
-        self._cached: tuple[tuple[str, str, int, int], Callable[..., Awaitable[list[Any]]]] | None = None
+        self._cached: tuple[tuple[str, str, int, int], Callable[..., Awaitable[list[AgentMessage]]]] | None = None
 
     async def transform(self, messages: list[AgentMessage],
                         signal: AbortSignal | None = None) -> list[AgentMessage]:
@@ -114,7 +117,7 @@ class _Compaction:
             return messages
         return list(await compactor(messages, signal))
 
-    def _compactor(self) -> Callable[..., Awaitable[list[Any]]] | None:
+    def _compactor(self) -> Callable[..., Awaitable[list[AgentMessage]]] | None:
         model: Model | None = self._agent.state.model
         window = (model.context_window or 0) if model is not None else 0
         if model is None or not window:
@@ -130,7 +133,7 @@ class _Compaction:
 
     async def _summarize(self, messages: list[AgentMessage]) -> str:
         model = self._agent.state.model
-        options: dict[str, Any] = {"signal": self._agent.signal, **self._hooks.stream_options()}
+        options: dict[str, object] = {"signal": self._agent.signal, **self._hooks.stream_options()}
         key = env_api_key(model.provider)  # for this one request, not kept
         if key:
             options["api_key"] = key

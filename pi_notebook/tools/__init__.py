@@ -23,6 +23,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from IPython.core.interactiveshell import InteractiveShell
+
     from collections.abc import Callable
 
     from ..agent.types import AgentTool
@@ -80,7 +82,7 @@ def __getattr__(name: str) -> Any:
     return value
 
 
-def make_notebook_tools(shell: Any, settings: SettingsSource = None, *,
+def make_notebook_tools(shell: InteractiveShell, settings: SettingsSource = None, *,
                         on_late_output: Callable[[str, ToolOutput], Any] | None = None) -> list[AgentTool]:
     """The agent's notebook tools bound to ``shell``: python, list_variables, inspect_variable.
 

@@ -56,11 +56,15 @@ import threading
 import types
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from IPython.core.displaypub import DisplayPublisher
 
 from .guards import hold_figure_flush, install_guards, uninstall_guards
+from .patches import PATCHES, Patch
+
+if TYPE_CHECKING:
+    from IPython.core.interactiveshell import InteractiveShell
 
 __all__ = [
     "Capture",
@@ -234,20 +238,20 @@ class RoutedStream:
     def __init__(self, name: str, orig: Any) -> None:
         # Set through __dict__: __setattr__ below is reserved for attributes others patch in.
         self.__dict__["_pi_name"] = name
-        self.__dict__["_pi_orig"] = orig
+        self.__dict__["_pi_target"] = orig
         self.__dict__["_pi_passthrough"] = False
 
     def write(self, text: str) -> int:
         cap = None if self._pi_passthrough else _current.get()
         if cap is None:
-            return self._pi_orig.write(text)
+            return self._pi_target.write(text)
         target = cap.stream_target(self._pi_name)
         if target is not None:  # agent code swapped sys.stdout for its own object
             return target.write(text)
         if not isinstance(text, str):
             raise TypeError(f"write() argument must be str, not {type(text).__name__}")
         if text:
-            cap.route_stream(self._pi_name, text, self._pi_orig)
+            cap.route_stream(self._pi_name, text, self._pi_target)
         return len(text)
 
     def writelines(self, lines: Any) -> None:
@@ -260,7 +264,7 @@ class RoutedStream:
         if target is not None:
             flush = getattr(target, "flush", None)
         elif cap is None:
-            flush = getattr(self._pi_orig, "flush", None)
+            flush = getattr(self._pi_target, "flush", None)
         else:
             return
         if flush is not None:
@@ -269,7 +273,7 @@ class RoutedStream:
     def isatty(self) -> bool:
         if _active() is not None:
             return False
-        isatty = getattr(self._pi_orig, "isatty", None)
+        isatty = getattr(self._pi_target, "isatty", None)
         return bool(isatty()) if isatty is not None else False
 
     def __getattr__(self, name: str) -> Any:
@@ -279,7 +283,7 @@ class RoutedStream:
             raise AttributeError(name)
         cap = None if self.__dict__["_pi_passthrough"] else _current.get()
         target = cap.stream_target(self.__dict__["_pi_name"]) if cap is not None else None
-        return getattr(target if target is not None else self.__dict__["_pi_orig"], name)
+        return getattr(target if target is not None else self.__dict__["_pi_target"], name)
 
     def __setattr__(self, name: str, value: Any) -> None:
         # IPython 9's history "tee" assigns `sys.stdout.write`; keep such patches on the proxy
@@ -290,22 +294,22 @@ class RoutedStream:
         del self.__dict__[name]
 
     def __repr__(self) -> str:
-        return f"<RoutedStream {self._pi_name} -> {self._pi_orig!r}>"
+        return f"<RoutedStream {self._pi_name} -> {self._pi_target!r}>"
 
 
 class RoutedDisplayPublisher(DisplayPublisher):
     """Stand-in for ``shell.display_pub`` (a trait typed DisplayPublisher, hence the subclass)."""
 
     def __init__(self, orig: DisplayPublisher, **kwargs: Any) -> None:
-        # Before HasTraits.__init__: it probes attributes, and __getattr__ needs _pi_orig.
-        self.__dict__["_pi_orig"] = orig
+        # Before HasTraits.__init__: it probes attributes, and __getattr__ needs _pi_target.
+        self.__dict__["_pi_target"] = orig
         self.__dict__["_pi_passthrough"] = False
         super().__init__(**kwargs)
 
     def publish(self, data: Any, metadata: Any = None, *args: Any, **kwargs: Any) -> None:
         cap = None if self._pi_passthrough else _current.get()
         if cap is None:
-            return self._pi_orig.publish(data, metadata, *args, **kwargs)
+            return self._pi_target.publish(data, metadata, *args, **kwargs)
         replacement = cap.root.display_pub
         if replacement is not None:  # agent code installed its own publisher (capture_output)
             return replacement.publish(data, metadata, *args, **kwargs)
@@ -314,7 +318,7 @@ class RoutedDisplayPublisher(DisplayPublisher):
 
     def clear_output(self, wait: bool = False) -> None:
         if self._pi_passthrough or _active() is None:
-            return self._pi_orig.clear_output(wait)
+            return self._pi_target.clear_output(wait)
         # A captured clear_output has nothing to clear in the tool's result: drop it.
         return None
 
@@ -322,13 +326,13 @@ class RoutedDisplayPublisher(DisplayPublisher):
         # ipykernel calls display_pub.set_parent(...), reads .session, .pub_socket, ...
         if name.startswith("_pi_"):
             raise AttributeError(name)
-        return getattr(self.__dict__["_pi_orig"], name)
+        return getattr(self.__dict__["_pi_target"], name)
 
 
 class _InstallState:
     def __init__(self) -> None:
         self.installed = False
-        self.shell: Any = None
+        self.shell: InteractiveShell | None = None
         self.stdout: RoutedStream | None = None
         self.stderr: RoutedStream | None = None
         self.display_pub: RoutedDisplayPublisher | None = None
@@ -336,6 +340,7 @@ class _InstallState:
         self.sys_class: type | None = None
         self.global_sets: dict[str, Any] = {}  # what code outside captures assigned last
         self.pub_observer: Callable[..., Any] | None = None
+        self.patches: list[Patch] = []  # what install_capture replaced (in PATCHES too)
 
 
 _state = _InstallState()
@@ -355,7 +360,7 @@ def _thread_start(self: threading.Thread) -> None:
     return _orig_thread_start(self)
 
 
-def install_capture(shell: Any) -> None:
+def install_capture(shell: InteractiveShell) -> None:
     """Install the routing proxies once (idempotent). Call from the kernel's main thread."""
     with _install_lock:
         if _state.installed:
@@ -365,16 +370,20 @@ def install_capture(shell: Any) -> None:
         _state.shell = shell
         _state.stdout = RoutedStream("stdout", sys.stdout)
         _state.stderr = RoutedStream("stderr", sys.stderr)
-        sys.stdout = _state.stdout
-        sys.stderr = _state.stderr
+        why = "output of agent code goes to its tool call; everything else passes through"
+        _state.patches = [PATCHES.apply(sys, "stdout", _state.stdout, why),
+                          PATCHES.apply(sys, "stderr", _state.stderr, why)]
         orig_pub = shell.display_pub
         _state.display_pub = RoutedDisplayPublisher(orig_pub, parent=shell, shell=shell)
-        shell.display_pub = _state.display_pub
+        _state.patches.append(PATCHES.apply(shell, "display_pub", _state.display_pub,
+                                            "displays of agent code go to its tool call"))
         global _orig_thread_start
         if threading.Thread.start is not _thread_start:
             _orig_thread_start = threading.Thread.start
+            _state.patches.append(PATCHES.apply(
+                threading.Thread, "start", _thread_start,
+                "a thread started by agent code keeps routing its output to the tool call"))
         _state.thread_start = _orig_thread_start
-        threading.Thread.start = _thread_start  # type: ignore[method-assign]
         install_guards(shell, _active)
         _install_swap_guards(shell)
         _state.installed = True
@@ -402,10 +411,19 @@ class _RoutedSys(types.ModuleType):
 _pub_guard = threading.local()
 
 
-def _install_swap_guards(shell: Any) -> None:
+def _restore_sys_class() -> None:
+    if _state.sys_class is not None and type(sys) is _RoutedSys:
+        sys.__class__ = _state.sys_class
+
+
+def _install_swap_guards(shell: InteractiveShell) -> None:
     if type(sys) is types.ModuleType:
         sys.__class__ = _RoutedSys
         _state.sys_class = types.ModuleType
+        _state.patches.append(PATCHES.record(
+            sys, "__class__", types.ModuleType, _RoutedSys,
+            "agent code that assigns sys.stdout/stderr swaps them for its own call only",
+            restore=_restore_sys_class))
     observe = getattr(shell, "observe", None)
     if observe is None:
         return
@@ -452,7 +470,7 @@ def restore_routing() -> list[str]:
     return repaired
 
 
-def uninstall_capture(shell: Any = None) -> None:
+def uninstall_capture(shell: InteractiveShell | None = None) -> None:
     """Undo :func:`install_capture` (idempotent)."""
     with _install_lock:
         _uninstall_locked()
@@ -462,17 +480,15 @@ def _uninstall_locked() -> None:
     if not _state.installed:
         return
     shell = _state.shell
-    for attr, proxy in (("stdout", _state.stdout), ("stderr", _state.stderr)):
+    for proxy in (_state.stdout, _state.stderr, _state.display_pub):
         assert proxy is not None
-        proxy.__dict__["_pi_passthrough"] = True
-        if getattr(sys, attr) is proxy:
-            setattr(sys, attr, proxy._pi_orig)
-        # else: someone wrapped our proxy; it now forwards everything untouched.
+        proxy.__dict__["_pi_passthrough"] = True  # a proxy someone wrapped forwards untouched
+    patches, _state.patches = _state.patches, []
+    for patch in patches:
+        if patch.owner is not threading.Thread and patch.name != "__class__":  # those after the guards, as before
+            PATCHES.undo(patch)
     pub = _state.display_pub
     assert pub is not None
-    pub.__dict__["_pi_passthrough"] = True
-    if shell is not None and shell.display_pub is pub:
-        shell.display_pub = pub._pi_orig
     # DisplayPublisher.__init__ registered the proxy's pre/post_execute trackers: drop them.
     events = getattr(shell, "events", None)
     for event, callback in (("post_execute", "_on_post_execute"), ("pre_execute", "_on_pre_execute")):
@@ -483,13 +499,15 @@ def _uninstall_locked() -> None:
             except ValueError:
                 pass
     uninstall_guards(shell)
-    if _state.sys_class is not None and type(sys) is _RoutedSys:
-        sys.__class__ = _state.sys_class
+    for patch in patches:
+        if patch.owner is sys and patch.name == "__class__":
+            PATCHES.undo(patch)
     if _state.pub_observer is not None and shell is not None:
         try:
             shell.unobserve(_state.pub_observer, names="display_pub")
         except ValueError:
             pass
-    if threading.Thread.start is _thread_start and _state.thread_start is not None:
-        threading.Thread.start = _state.thread_start  # type: ignore[method-assign]
+    for patch in patches:
+        if patch.owner is threading.Thread:
+            PATCHES.undo(patch)
     _state.__init__()  # type: ignore[misc]

@@ -27,7 +27,7 @@ import traceback as _traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import CodeType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import interrupt as _interrupt_module
 from . import worker as _worker
@@ -38,6 +38,9 @@ from .interrupt import ToolInterrupt
 from .redact import redact, redact_data
 from .sink import OutputSink, redact_bundle
 from .updates import ErrorOutput, ResultOutput
+
+if TYPE_CHECKING:
+    from IPython.core.interactiveshell import InteractiveShell
 
 __all__ = ["Outcome", "caller_cancelled", "execute"]
 
@@ -52,7 +55,7 @@ def _skip_own_transformer(fn: Any) -> bool:
     return module.startswith("pi_notebook") or bool(getattr(fn, "_pi_notebook_skip_in_tools", False))
 
 
-def _transform(shell: Any, code: str) -> str:
+def _transform(shell: InteractiveShell, code: str) -> str:
     manager: Any = getattr(shell, "input_transformer_manager", None)
     cleanup = getattr(manager, "cleanup_transforms", None)
     if not cleanup or not any(_skip_own_transformer(t) for t in cleanup):
@@ -78,7 +81,7 @@ def _quiet(src: str) -> bool:
     return bool(lines) and lines[-1].endswith(";")
 
 
-def _format_traceback(shell: Any, etype: type, evalue: BaseException, tb: Any, filename: str) -> str:
+def _format_traceback(shell: InteractiveShell, etype: type, evalue: BaseException, tb: Any, filename: str) -> str:
     # Start the traceback at the first frame of the agent code (drop our own frames).
     start = tb
     while start is not None and start.tb_frame.f_code.co_filename != filename:
@@ -134,7 +137,7 @@ def _close_figures(figures: list[Any]) -> None:
             pass
 
 
-async def _show_and_close_figures(shell: Any, run: ToolInterrupt, sink: OutputSink,
+async def _show_and_close_figures(shell: InteractiveShell, run: ToolInterrupt, sink: OutputSink,
                                   figures: list[Any], room: int) -> int:
     """The kernel shows new figures in post_execute, which never fires for agent code.
 
@@ -302,14 +305,17 @@ def _compile_steps(tree: ast.Module, last: ast.Expression | None,
     return groups, value
 
 
-def _format_value(shell: Any, value: Any) -> tuple[dict, dict, str | None] | None:
+def _format_value(shell: InteractiveShell, value: Any) -> tuple[dict, dict, str | None] | None:
     if value is None:
         return None
-    data, metadata = shell.display_formatter.format(value)
+    formatter = shell.display_formatter
+    if formatter is None:  # (a shell always has one once initialised)
+        return None
+    data, metadata = formatter.format(value)
     return data, metadata, (value_text(value, data) if data else None)
 
 
-async def execute(shell: Any, code: str, sink: OutputSink, run: ToolInterrupt,
+async def execute(shell: InteractiveShell, code: str, sink: OutputSink, run: ToolInterrupt,
                    late: OutputSink | None = None, max_figures: int = 10,
                    route_fd_output: bool = True) -> Outcome:
     out = Outcome()
@@ -332,7 +338,7 @@ async def execute(shell: Any, code: str, sink: OutputSink, run: ToolInterrupt,
     return out
 
 
-async def _run_code(shell: Any, code: str, sink: OutputSink, run: ToolInterrupt, out: Outcome) -> None:
+async def _run_code(shell: InteractiveShell, code: str, sink: OutputSink, run: ToolInterrupt, out: Outcome) -> None:
     """Run the cell into ``out``: everything the code raises becomes ``out.error``; only the
     cancellation of our caller propagates."""
     filename = "<agent-code>"
@@ -416,7 +422,7 @@ def error_output(ename: str, evalue: str, traceback_text: str) -> ErrorOutput:
     return ErrorOutput(ename=ename, evalue=evalue, traceback=traceback_text.splitlines())
 
 
-def _error_record(shell: Any, exc: BaseException, filename: str, run: ToolInterrupt) -> ErrorOutput:
+def _error_record(shell: InteractiveShell, exc: BaseException, filename: str, run: ToolInterrupt) -> ErrorOutput:
     text = str(exc) or ("cancelled" if isinstance(exc, asyncio.CancelledError) else "")
     return error_output(type(exc).__name__, redact(text),
                         redact(_format_traceback(shell, type(exc), exc, exc.__traceback__, filename)))

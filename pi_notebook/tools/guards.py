@@ -28,11 +28,16 @@ everything else:
 
 from __future__ import annotations
 
-import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from .kernel_host import kernel_host
+from .patches import PATCHES, Patch
+
+if TYPE_CHECKING:
+    from IPython.core.interactiveshell import InteractiveShell
 
 __all__ = [
     "DISPLAY_ERROR_NOTE",
@@ -47,10 +52,7 @@ __all__ = [
 class _Guards:
     def __init__(self) -> None:
         self.current: Callable[[], Any] = lambda: None
-        self.ask_exit: Callable[..., Any] | None = None
-        self.trigger: Callable[..., Any] | None = None
-        self.input_guards: list[tuple[Any, str, Any, bool]] = []  # (owner, name, guard, was own attr)
-        self.showtraceback: Callable[..., Any] | None = None
+        self.patches: list[Patch] = []  # in PATCHES too; undone by uninstall_guards
 
 
 _guards = _Guards()
@@ -60,7 +62,11 @@ def _current_capture() -> Any:
     return _guards.current()
 
 
-def install_guards(shell: Any, current: Callable[[], Any]) -> None:
+def _patch(owner: object, name: str, replacement: Callable[..., Any], why: str) -> None:
+    _guards.patches.append(PATCHES.apply(owner, name, replacement, why))
+
+
+def install_guards(shell: InteractiveShell, current: Callable[[], Any]) -> None:
     """Install every hook on ``shell`` (``current()``: the open capture of the caller)."""
     _guards.current = current
     _install_exit_guard(shell)
@@ -69,26 +75,18 @@ def install_guards(shell: Any, current: Callable[[], Any]) -> None:
     _install_traceback_guard(shell)
 
 
-def uninstall_guards(shell: Any) -> None:
-    """Remove what :func:`install_guards` installed (hooks replaced since are left alone)."""
-    for name, guard in (("ask_exit", _guards.ask_exit), ("_showtraceback", _guards.showtraceback)):
-        if guard is not None and shell is not None and shell.__dict__.get(name) is guard:
-            if guard.__dict__["_pi_was_instance_attr"]:
-                shell.__dict__[name] = guard.__dict__["_pi_orig"]
-            else:
-                del shell.__dict__[name]
-    _uninstall_input_guards()
-    trigger = _guards.trigger
-    events = getattr(shell, "events", None)
-    if trigger is not None and events is not None and events.__dict__.get("trigger") is trigger:
-        del events.__dict__["trigger"]
-    _guards.__init__()  # type: ignore[misc]
+def uninstall_guards(shell: InteractiveShell | None = None) -> None:
+    """Remove what :func:`install_guards` installed (hooks replaced since are left alone:
+    they pass through once no capture is open)."""
+    for patch in reversed(_guards.patches):
+        PATCHES.undo(patch)
+    _guards.__init__()  # type: ignore[misc]  # reset in place: importers hold this object
 
 
 DISPLAY_ERROR_NOTE = "Error while formatting a value for display:\n"
 
 
-def _install_traceback_guard(shell: Any) -> None:
+def _install_traceback_guard(shell: InteractiveShell) -> None:
     orig = getattr(shell, "_showtraceback", None)
     if orig is None:
         return
@@ -103,16 +101,14 @@ def _install_traceback_guard(shell: Any) -> None:
         cap.write("stderr", DISPLAY_ERROR_NOTE + strip_ansi(text) + "\n")
         return None
 
-    showtraceback._pi_orig = orig  # type: ignore[attr-defined]
-    showtraceback._pi_was_instance_attr = "_showtraceback" in shell.__dict__  # type: ignore[attr-defined]
-    shell._showtraceback = showtraceback
-    _guards.showtraceback = showtraceback
+    _patch(shell, "_showtraceback", showtraceback,
+           "a display formatter that raises in agent code reports to the tool's stderr, not the user's cell")
 
 
 EXIT_REFUSED = "exit() is not available to agent code: the user's kernel keeps running"
 
 
-def _install_exit_guard(shell: Any) -> None:
+def _install_exit_guard(shell: InteractiveShell) -> None:
     orig = getattr(shell, "ask_exit", None)
     if orig is None:
         return
@@ -122,10 +118,7 @@ def _install_exit_guard(shell: Any) -> None:
             raise SystemExit(EXIT_REFUSED)
         return orig(*args, **kwargs)
 
-    ask_exit._pi_orig = orig  # type: ignore[attr-defined]
-    ask_exit._pi_was_instance_attr = "ask_exit" in shell.__dict__  # type: ignore[attr-defined]
-    shell.ask_exit = ask_exit  # instance attribute shadows the method
-    _guards.ask_exit = ask_exit
+    _patch(shell, "ask_exit", ask_exit, "exit()/quit() in agent code must not shut the user's kernel down")
 
 
 INPUT_REFUSED = ("input() is not available to agent code: nobody can answer it. "
@@ -140,36 +133,22 @@ def _refusing(orig: Callable[..., Any]) -> Callable[..., Any]:
             raise StdinNotImplementedError(INPUT_REFUSED)
         return orig(*args, **kwargs)
 
-    guarded._pi_orig = orig  # type: ignore[attr-defined]
     return guarded
 
 
-def _install_input_guards(shell: Any) -> None:
+def _install_input_guards(shell: InteractiveShell) -> None:
     import builtins
     import getpass
 
     targets: list[tuple[Any, str]] = [(builtins, "input"), (getpass, "getpass")]
-    kernel = getattr(shell, "kernel", None)
+    kernel = kernel_host(shell).kernel
     if kernel is not None:
         targets += [(kernel, name) for name in ("raw_input", "getpass") if hasattr(kernel, name)]
     for owner, name in targets:
-        orig = getattr(owner, name)
-        was_own = name in getattr(owner, "__dict__", {})
-        guard = _refusing(orig)
-        setattr(owner, name, guard)  # on the kernel: an instance attribute shadows the method
-        _guards.input_guards.append((owner, name, guard, was_own))
-
-
-def _uninstall_input_guards() -> None:
-    guard: Any
-    for owner, name, guard, was_own in reversed(_guards.input_guards):
-        if getattr(owner, "__dict__", {}).get(name) is not guard:
-            continue  # replaced since (e.g. ipykernel mid-request): the guard passes through
-        if was_own or isinstance(owner, type(sys)):
-            setattr(owner, name, guard.__dict__["_pi_orig"])
-        else:
-            delattr(owner, name)
-    _guards.input_guards = []
+        # on the kernel: an instance attribute shadows the method (ipykernel may replace it
+        # mid-request; the guard then passes through)
+        _patch(owner, name, _refusing(getattr(owner, name)),
+               "input()/getpass() in agent code: nobody can answer it, so it fails at once")
 
 
 _flush_holds = 0
@@ -199,7 +178,7 @@ def _is_figure_flush(fn: Any) -> bool:
     return any(name == n and part in module for n, part in _FIGURE_CALLBACKS)
 
 
-def _install_flush_guard(shell: Any) -> None:
+def _install_flush_guard(shell: InteractiveShell) -> None:
     events: Any = getattr(shell, "events", None)
     orig = getattr(events, "trigger", None)
     if orig is None:
@@ -220,6 +199,5 @@ def _install_flush_guard(shell: Any) -> None:
             removed = [f for f in kept if f not in callbacks]
             callbacks[:] = [f for f in saved if f not in removed] + added
 
-    trigger._pi_orig = orig  # type: ignore[attr-defined]
-    events.trigger = trigger  # instance attribute shadows the method
-    _guards.trigger = trigger
+    _patch(events, "trigger", trigger,
+           "figure callbacks of post_execute skip requests that end while agent code makes figures")

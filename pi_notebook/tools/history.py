@@ -48,14 +48,18 @@ import traceback
 import weakref
 from collections import deque
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from .capture import capture_active
 from .error_hints import key_error_hint
 from .credentials import redact_all as redact
 from .format import bundle_text, cut, dataframe_summary, series_summary, strip_ansi
+from .kernel_host import kernel_host
 from .redact import secrets_generation
 from .tracebacks import safe_str, trim_traceback
+
+if TYPE_CHECKING:
+    from IPython.core.interactiveshell import InteractiveShell
 
 __all__ = [
     "CellError", "CellKind", "CellRecord", "ExecutionHistory", "bounded_value_text", "cell_kind",
@@ -164,10 +168,10 @@ class ExecutionHistory:
         self._shown: dict[int, tuple[int, CellRecord, CellRecord]] = {}  # id -> (generation, raw, shown)
         self._pending: _Pending | None = None
         self._lock = threading.Lock()
-        self.shell: Any = None
+        self.shell: InteractiveShell | None = None
 
     # --- hooks ----------------------------------------------------------------------------------
-    def install(self, shell: Any) -> None:
+    def install(self, shell: InteractiveShell) -> None:
         """Register the cell hooks on ``shell`` (idempotent)."""
         if self.shell is shell:
             return
@@ -258,12 +262,13 @@ class ExecutionHistory:
     def _not_teed(self, raw: str) -> bool:
         """ipykernel runs cells with top-level ``await`` through ``run_cell_async`` directly,
         past IPython's stdout tee: for those "no stream entry" means "unknown", not "nothing"."""
-        if getattr(self.shell, "kernel", None) is None:
+        shell = self.shell
+        if shell is None or not kernel_host(shell).has_kernel:
             return False
         if "await" not in raw and "async" not in raw:
             return False
         try:
-            return bool(self.shell.should_run_async(raw))
+            return bool(shell.should_run_async(raw))
         except Exception:
             return True
 
@@ -484,7 +489,7 @@ def bounded_value_text(value: Any) -> str:
         return f"<{cls.__name__}: repr failed: {type(exc).__name__}>"
 
 
-def _assigned_names(raw: str, shell: Any) -> tuple[str, ...]:
+def _assigned_names(raw: str, shell: InteractiveShell | None) -> tuple[str, ...]:
     """Top-level names a cell binds, in order (assignments, for/with targets, defs, imports)."""
     source = raw
     transform = getattr(shell, "transform_cell", None)
@@ -518,7 +523,7 @@ def _assigned_names(raw: str, shell: Any) -> tuple[str, ...]:
 _installed: weakref.WeakKeyDictionary[Any, ExecutionHistory] = weakref.WeakKeyDictionary()
 
 
-def install_history(shell: Any, **kw: Any) -> ExecutionHistory:
+def install_history(shell: InteractiveShell, **kw: Any) -> ExecutionHistory:
     """The shell's one recorder, installed on first call (``kw`` go to the constructor then)."""
     history = _installed.get(shell)
     if history is None:
@@ -528,11 +533,11 @@ def install_history(shell: Any, **kw: Any) -> ExecutionHistory:
     return history
 
 
-def installed_history(shell: Any) -> ExecutionHistory | None:
+def installed_history(shell: InteractiveShell) -> ExecutionHistory | None:
     return _installed.get(shell)
 
 
-def uninstall_history(shell: Any) -> None:
+def uninstall_history(shell: InteractiveShell) -> None:
     history = _installed.pop(shell, None)
     if history is not None:
         history.uninstall()

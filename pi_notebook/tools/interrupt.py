@@ -54,6 +54,8 @@ from collections.abc import Coroutine, Generator, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from .patches import PATCHES, Patch
+
 __all__ = ["ToolInterrupt", "forward_sigint", "interrupt_main_for"]
 
 _MESSAGES = {
@@ -79,7 +81,7 @@ class _GuardState:
         self.prev: Any = None  # the handler ours replaced (put back when the last run ends)
         self.installed = False
         self.kernel: Any = None
-        self.hooks: list[tuple[str, Any, bool]] = []  # (name, our wrapper, was an instance attr)
+        self.hooks: list[Patch] = []  # the request hooks wrapped (in PATCHES too)
 
 
 _guard = _GuardState()
@@ -142,13 +144,12 @@ def _wrap_request_hooks(kernel: Any) -> None:
                 _after_request_hook(_name)
             return result
 
-        wrapper._pi_orig = orig  # type: ignore[attr-defined]
-        was_own = name in getattr(kernel, "__dict__", {})
-        try:
-            setattr(kernel, name, wrapper)  # an instance attribute shadows the method
+        try:  # an instance attribute shadows the method
+            patch = PATCHES.apply(kernel, name, wrapper,
+                                  "SIGINT keeps reaching agent code across ipykernel's per-request handler swaps")
         except (AttributeError, TypeError):
             continue
-        _guard.hooks.append((name, wrapper, was_own))
+        _guard.hooks.append(patch)
 
 
 def _after_request_hook(name: str) -> None:
@@ -165,13 +166,8 @@ def _after_request_hook(name: str) -> None:
 
 
 def _unwrap_request_hooks(kernel: Any) -> None:
-    for name, wrapper, was_own in reversed(_guard.hooks):
-        if kernel is None or getattr(kernel, "__dict__", {}).get(name) is not wrapper:
-            continue  # replaced since: our wrapper passes through (no runs are guarded)
-        if was_own:
-            setattr(kernel, name, wrapper.__dict__["_pi_orig"])
-        else:
-            delattr(kernel, name)
+    for patch in reversed(_guard.hooks):
+        PATCHES.undo(patch)  # replaced since: left, our wrapper passes through (no runs are guarded)
     _guard.hooks = []
 
 

@@ -40,7 +40,7 @@ import os
 import re
 import secrets
 from collections.abc import Callable, Collection, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..agent.types import AgentTool
 from ..ai.options import estimate_text_tokens
@@ -52,6 +52,9 @@ from .prompt_files import file_notes
 from .credentials import redact_all as redact
 from .format import cut
 from .references import reference_block
+
+if TYPE_CHECKING:
+    from IPython.core.interactiveshell import InteractiveShell
 
 __all__ = ["CONTEXT_HEADER", "NOTE_BOUNDARY", "close_line", "context_for_prompt", "make_context_tools",
            "notebook_context", "quote_data"]
@@ -145,7 +148,7 @@ def notebook_context(prompt: str, history: ExecutionHistory | None, user_ns: Map
     return _wrap(body)
 
 
-def make_context_tools(shell: Any, get_notebook_path: PathSetting | None = None) -> list[AgentTool]:
+def make_context_tools(shell: InteractiveShell, get_notebook_path: PathSetting | None = None) -> list[AgentTool]:
     """``notebook_history`` and ``read_notebook`` bound to ``shell``. ``get_notebook_path`` reads
     the user's explicit path setting at each call (None or "" means: locate it)."""
     history = install_history(shell)
@@ -157,7 +160,7 @@ def make_context_tools(shell: Any, get_notebook_path: PathSetting | None = None)
     return [make_history_tool(history), make_notebook_file_tool(locate)]
 
 
-def context_for_prompt(shell: Any, prompt: str, token_budget: int = 500,
+def context_for_prompt(shell: InteractiveShell, prompt: str, token_budget: int = 500,
                        notebook_path: str | os.PathLike[str] | None = None,
                        offered: Collection[str] | None = None) -> str | None:
     """The block for ``prompt`` from the live shell (its recorder, namespace and notebook)."""

@@ -71,11 +71,12 @@ import asyncio
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..agent.types import AgentTool, AgentToolResult
 from .capture import LATE_LABEL, install_capture
 from .capture import _state as _capture_state
+from .kernel_host import kernel_host
 from .execution import Outcome, caller_cancelled, execute
 from .interrupt import interrupt_main_for
 from .error_hints import key_error_hint
@@ -84,6 +85,9 @@ from .namespace import assigned_summary
 from .sink import OutputSink
 from .python_types import ExecutionResult, PythonToolSettings, SettingsSource, resolve_settings
 from .updates import DisplayOutput, ErrorOutput, StreamOutput, ToolOutput
+
+if TYPE_CHECKING:
+    from IPython.core.interactiveshell import InteractiveShell
 
 __all__ = [
     "ExecutionResult",
@@ -95,7 +99,7 @@ __all__ = [
 
 
 async def run_code(
-    shell: Any,
+    shell: InteractiveShell,
     code: str,
     *,
     signal: Any = None,
@@ -121,7 +125,7 @@ async def run_code(
                       max_images=max(0, max_figures))
     late = _late_sink(loop, on_late, stream_interval_s, max_detail_chars, max_figures)
     started = time.monotonic()
-    kernel = getattr(shell, "kernel", None)
+    kernel = kernel_host(shell).kernel
     with interrupt_main_for(signal, timeout_s=timeout_s, loop=loop, kernel=kernel) as run:
         task = loop.create_task(execute(shell, code, sink, run, late, max_figures, route_fd_output),
                                 name="pi-notebook-python-tool")
@@ -175,7 +179,7 @@ def _late_sink(loop: asyncio.AbstractEventLoop, on_late: Callable[[ToolOutput], 
             on_late(StreamOutput(name=name, text=text))  # type: ignore[arg-type]
             return
         orig = getattr(_capture_state, name, None)
-        target = getattr(orig, "_pi_orig", None) or getattr(sys, f"__{name}__")
+        target = getattr(orig, "_pi_target", None) or getattr(sys, f"__{name}__")
         labelled = []
         for line in text.splitlines(keepends=True):
             labelled.append(f"{LATE_LABEL}{line}" if at_line_start[name] else line)
@@ -211,7 +215,7 @@ PYTHON_TOOL_PARAMETERS = {
 }
 
 
-def make_python_tool(shell: Any, settings: SettingsSource = None,
+def make_python_tool(shell: InteractiveShell, settings: SettingsSource = None,
                      on_late_output: Callable[[str, ToolOutput], Any] | None = None) -> AgentTool:
     """The ``python`` AgentTool bound to ``shell``.
 

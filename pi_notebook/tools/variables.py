@@ -31,15 +31,19 @@ import reprlib
 import time
 import types
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..agent.types import AgentTool, AgentToolResult
 from ..ai.types import TextContent
 from . import worker as _worker
+from .kernel_host import kernel_host
 from .capture import capture, capture_installed
 from .credentials import CREDENTIAL_NOTE, looks_like_credential, redact_shapes
 from .format import clip, cut, dataframe_summary, series_summary
 from .interrupt import interrupt_main_for
+
+if TYPE_CHECKING:
+    from IPython.core.interactiveshell import InteractiveShell
 
 __all__ = ["describe_variable", "list_user_variables", "make_variable_tools"]
 
@@ -113,7 +117,7 @@ def _row(name: str, value: Any) -> str:
     return " | ".join(parts) + " | " + _short_repr(value)
 
 
-def _visible(shell: Any) -> list[tuple[str, Any]]:
+def _visible(shell: InteractiveShell) -> list[tuple[str, Any]]:
     hidden = getattr(shell, "user_ns_hidden", {}) or {}
     out = []
     for name, value in list(shell.user_ns.items()):
@@ -223,11 +227,11 @@ def _discard(*_: Any) -> None:
     return None
 
 
-def _visible_sorted(shell: Any) -> list[tuple[str, Any]]:
+def _visible_sorted(shell: InteractiveShell) -> list[tuple[str, Any]]:
     return sorted(_visible(shell), key=lambda kv: kv[0].lower())
 
 
-async def list_user_variables(shell: Any, limit_s: float = DEFAULT_REPR_TIMEOUT_S, *,
+async def list_user_variables(shell: InteractiveShell, limit_s: float = DEFAULT_REPR_TIMEOUT_S, *,
                               signal: Any = None) -> str | None:
     """The listing (None when aborted)."""
     items = _visible_sorted(shell)
@@ -240,7 +244,7 @@ async def list_user_variables(shell: Any, limit_s: float = DEFAULT_REPR_TIMEOUT_
         return lambda: _row(name, value)
 
     rows = await run_bounded([job(n, v) for n, v in items], limit_s, signal=signal,
-                             kernel=getattr(shell, "kernel", None))
+                             kernel=kernel_host(shell).kernel)
     if rows is None:
         return None
     rows = [row if row.startswith(f"{name} | ") else f"{name} | {_type_name(value)} | <{row}>"
@@ -299,7 +303,7 @@ def describe_variable(value: Any, name: str, budget: int = 6000) -> str:
 _ABORTED = "Stopped: the run was aborted or interrupted before the listing finished."
 
 
-def make_variable_tools(shell: Any, settings: Any = None) -> list[AgentTool]:
+def make_variable_tools(shell: InteractiveShell, settings: Any = None) -> list[AgentTool]:
     """``settings``: what ``make_notebook_tools`` takes (``max_output_chars`` and
     ``repr_timeout_s`` are used), read at each call."""
     from .python_tool import resolve_settings
@@ -328,7 +332,7 @@ def make_variable_tools(shell: Any, settings: Any = None) -> list[AgentTool]:
         budget, limit_s = budgets()
         value = shell.user_ns[name]
         texts = await run_bounded([lambda: describe_variable(value, name, budget)], limit_s,
-                                  signal=signal, kernel=getattr(shell, "kernel", None))
+                                  signal=signal, kernel=kernel_host(shell).kernel)
         if texts is None:
             return AgentToolResult(content=[TextContent(text=_ABORTED)], details={"name": name},
                                    is_error=True)

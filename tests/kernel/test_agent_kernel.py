@@ -181,7 +181,7 @@ def test_abort_button_handler_from_non_main_thread_takes_effect_at_once(kernel):
     kernel.wait_for("get_agent().state.streaming_message is not None")
     # like ipykernel 7.0-7.3 under JupyterLab: the click handler runs on another thread
     # (an expression, not a cell: a plain cell would wait for the active run first)
-    kernel.ev(f"__import__('threading').Thread(target={RUNTIME}.run.active_view.abort_button.click)"
+    kernel.ev(f"__import__('threading').Thread(target={RUNTIME}.run.view.abort_button.click)"
               ".start()")
     # no further request is sent: the loop must wake up by itself and end the run
     deadline = time.monotonic() + 5
@@ -210,7 +210,7 @@ def test_coalesced_updates_and_exact_final_text():
         started = time.monotonic()
         kernel.ok("%%agent\nstream\n")
         run_ended(kernel, timeout=30)
-        flushes, seconds = kernel.ev(f"[{RUNTIME}.last_view.flush_count, {RUNTIME}.last_run_seconds]")
+        flushes, seconds = kernel.ev(f"[{RUNTIME}.runs.latest.view.flush_count, {RUNTIME}.runs.latest.seconds()]")
         # the view's widgets are the only ones opened here; once the transcript replaced
         # the view they are all closed (no widget model outlives its run)
         view_ids = {m["content"]["comm_id"] for m in kernel.messages()
@@ -223,7 +223,7 @@ def test_coalesced_updates_and_exact_final_text():
         # every flush may touch a few widgets (header, live text); never one per delta
         assert len(updates) < 1500 / 4
         # the final text is exact: the transcript's Markdown carries it verbatim
-        assert kernel.ev(f"{RUNTIME}.last_view.to_markdown().count(text)") == 1
+        assert kernel.ev(f"{RUNTIME}.runs.latest.view.to_markdown().count(text)") == 1
         states = kernel.widget_states()
         html = "".join(str(states[c].get("value", "")) for c in view_ids if c in states)
         expected = "".join(f"w{i:03d}" for i in range(1500))

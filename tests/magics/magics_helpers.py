@@ -95,6 +95,6 @@ async def run_cell(ip: InteractiveShell, code: str) -> Any:
 async def settle(timeout: float = 5.0) -> None:
     """Wait for the current run task (if any) to end."""
     rt = runtime()
-    task = rt.last_task
+    task = rt.runs.latest.task if rt.runs.latest is not None else None
     if task is not None:
         await asyncio.wait_for(asyncio.shield(task), timeout)

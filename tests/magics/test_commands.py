@@ -24,7 +24,7 @@ async def test_missing_key_ends_run_with_error_and_leaves_no_messages(shell, fau
     assert rt.agent.state.messages == before
     notices = [text for _, level, text in view.kinds("notice") if level == "error"]
     assert notices and "OPENAI_API_KEY" in notices[0]
-    assert rt.last_run is not None and "OPENAI_API_KEY" in (rt.last_run.error or "")
+    assert rt.runs.latest is not None and "OPENAI_API_KEY" in (rt.runs.latest.error or "")
 
 
 async def test_a_refused_model_does_not_stick(shell, faux, monkeypatch, capsys):

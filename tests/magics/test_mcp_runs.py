@@ -238,7 +238,7 @@ async def test_abort_during_a_slow_call_ends_the_run_with_a_result_for_the_call(
         shell.run_line_magic("agent", "abort")
         await settle(30)
         assert asyncio.get_running_loop().time() - started < 10
-        assert rt.last_run.status == "aborted"
+        assert rt.runs.latest.status == "aborted"
         calls = [b.id for m in rt.agent.state.messages if m.role == "assistant"
                  for b in m.content if b.type == "toolCall"]
         results = [m.tool_call_id for m in _tool_results(rt)]

@@ -260,7 +260,7 @@ async def test_a_failing_context_never_fails_the_run(shell, faux, monkeypatch):
     faux.set_responses([_recorder(seen)])
     await run_cell(shell, "%%agent\nhello\n")
     await settle()
-    assert runtime().last_run.status == "done" and [b.text for b in seen[0][-1].content] == ["hello"]
+    assert runtime().runs.latest.status == "done" and [b.text for b in seen[0][-1].content] == ["hello"]
 
 
 # --- %agent fix ------------------------------------------------------------------------------
@@ -270,7 +270,7 @@ async def test_fix_without_an_error_says_so_and_starts_nothing(shell, capsys):
     capsys.readouterr()
     shell.run_line_magic("agent", "fix")
     assert capsys.readouterr().out.strip() == "The last cell did not raise an error."
-    assert runtime().last_run is None
+    assert runtime().runs.latest is None
 
 
 async def test_fix_runs_with_the_full_request_in_the_note_and_a_short_visible_line(shell, faux, tmp_path):

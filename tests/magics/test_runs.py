@@ -74,7 +74,7 @@ async def test_blocking_run_that_failed_fails_its_cell_after_the_transcript(shel
     await run_cell(shell, "%%agent\nhello\n")
     await settle()
     rt = runtime()
-    run = rt.last_run
+    run = rt.runs.latest
     assert run.status == "error" and run.error
     assert FakeView.instances[-1].kinds("finish") == [("finish", "error")]  # written first
     with pytest.raises(AgentRunError) as info:
@@ -88,7 +88,7 @@ async def test_a_run_that_ended_well_passes_the_outcome_check(shell, faux):
     faux.set_responses([faux_assistant_message("fine")])
     await run_cell(shell, "%%agent\nhello\n")
     await settle()
-    runtime().check_run_outcome(runtime().last_run)
+    runtime().check_run_outcome(runtime().runs.latest)
 
 
 async def test_stream_requests_carry_the_first_byte_and_idle_timeouts(shell, faux):

@@ -224,7 +224,9 @@ def test_unload_removes_every_hook(shell):
     from pi_notebook.magics.wait import _inserter
 
     assert _inserter in shell.ast_transformers
-    assert hasattr(shell.__dict__.get("should_run_async"), "_pi_original")
+    from pi_notebook.tools.patches import PATCHES
+
+    assert PATCHES.find(shell, "should_run_async") is not None
     shell.run_line_magic("unload_ext", "pi_notebook")
     assert _inserter not in shell.ast_transformers
     assert "should_run_async" not in shell.__dict__
