@@ -37,6 +37,7 @@ def load_ipython_extension(ip: InteractiveShell) -> None:
     global _runtime
     if _runtime is not None and _runtime.shell is ip:
         return
+    from ..mcp.namespace import set_manager_source
     from ..tools.history import install_history
     from .commands import PiNotebookMagics
     from .config import AgentMagics
@@ -57,6 +58,8 @@ def load_ipython_extension(ip: InteractiveShell) -> None:
     # get_agent()): importing the agent core at load time would cost seconds in
     # environments where jsonschema pulls in slow optional format checkers.
     runtime.on_agent_created = lambda: _install_capture(ip)
+    # `await pi_notebook.mcp.call(...)` in the user's first cell makes the MCP link itself
+    set_manager_source(lambda: runtime.mcp().manager)
     _runtime = runtime
 
 
@@ -71,6 +74,9 @@ def unload_ipython_extension(ip: InteractiveShell) -> None:
         runtime.close()
     finally:
         _runtime = None
+        from ..mcp.namespace import set_manager_source
+
+        set_manager_source(None)
         uninstall_transformers(ip)
         from ..tools.history import uninstall_history
 

@@ -8,25 +8,35 @@ policy of the run (gate.py: ``auto`` runs, ``deny`` refuses, ``ask`` runs only t
 server's config auto-approves); called from the user's own cell, the user is the one
 acting.
 
-The kernel's manager is registered by the notebook layer when the extension loads its
-first run (``set_manager``); this module knows nothing of the magics.
+The notebook layer registers, when the extension loads, how to get the kernel's manager
+(``set_manager_source``: the manager is made on first use, so a call from the user's first cell
+works before any run or ``%agent mcp``), and the manager itself once it exists
+(``set_manager``); this module knows nothing of the magics.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .manager import McpManager
 
-__all__ = ["call", "set_manager", "current_manager"]
+__all__ = ["call", "set_manager", "set_manager_source", "current_manager"]
 
 _manager: McpManager | None = None
+_source: Callable[[], McpManager] | None = None
 
 
 def set_manager(manager: McpManager | None) -> None:
     global _manager
     _manager = manager
+
+
+def set_manager_source(source: Callable[[], McpManager] | None) -> None:
+    """How to make the kernel's manager when a call needs it (None: the extension is unloaded)."""
+    global _source
+    _source = source
 
 
 def current_manager() -> McpManager | None:
@@ -35,7 +45,7 @@ def current_manager() -> McpManager | None:
 
 async def call(server: str, tool: str, /, **arguments: Any) -> Any:
     """Call ``tool`` on the configured MCP ``server`` (module docstring)."""
-    manager = _manager
+    manager = _manager if _manager is not None else (_source() if _source is not None else None)
     if manager is None:
         from .manager import McpToolError
 

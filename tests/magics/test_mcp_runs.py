@@ -204,6 +204,23 @@ async def test_namespace_call_returns_structured_content_and_is_gated_in_agent_c
         await _close(rt)
 
 
+async def test_a_namespace_call_in_the_first_cell_needs_no_run_or_mcp_command_before_it(shell, faux, project):
+    """A user's first cell after %load_ext may be the call (found with a published server:
+    it said 'run %load_ext pi_notebook first' while the extension was loaded)."""
+    import pi_notebook
+    from pi_notebook.mcp.namespace import current_manager, set_manager
+
+    project({"t": _server()})
+    rt = runtime()
+    set_manager(None)  # as in a fresh kernel: no MCP link made yet
+    rt._mcp = None
+    try:
+        assert await pi_notebook.mcp.call("t", "echo", text="first") == {"result": "first"}
+        assert current_manager() is rt.mcp().manager
+    finally:
+        await _close(rt)
+
+
 async def test_agents_md_reaches_the_system_prompt_of_a_new_conversation(shell, faux, project, tmp_path):
     (tmp_path / "AGENTS.md").write_text("Always answer in haiku.")
     rt = runtime()
