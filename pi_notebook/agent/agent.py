@@ -575,6 +575,8 @@ class Agent:
 
 
 def _check_mode(mode: str) -> QueueMode:
-    if mode not in ("one-at-a-time", "all"):
-        raise ValueError(f'queue mode must be "one-at-a-time" or "all", got {mode!r}')
-    return mode  # type: ignore[return-value]
+    if mode == "one-at-a-time":
+        return "one-at-a-time"
+    if mode == "all":
+        return "all"
+    raise ValueError(f'queue mode must be "one-at-a-time" or "all", got {mode!r}')

@@ -230,8 +230,8 @@ def _drive(
     def finished(t: asyncio.Future[list[AgentMessage]]) -> None:
         if t.cancelled():
             stream.fail(asyncio.CancelledError())
-        elif t.exception() is not None:
-            stream.fail(t.exception())  # type: ignore[arg-type]
+        elif (error := t.exception()) is not None:
+            stream.fail(error)
         else:
             stream.end(t.result())
 
@@ -632,8 +632,8 @@ async def _wait_all(tasks: list[asyncio.Future[Any]]) -> None:
             task.cancel()
         raise
     for task in tasks:
-        if not task.cancelled() and task.exception() is not None:
-            raise task.exception()  # type: ignore[misc]
+        if not task.cancelled() and (error := task.exception()) is not None:
+            raise error
     for task in tasks:
         if task.cancelled():
             raise asyncio.CancelledError()

@@ -179,7 +179,9 @@ def get_models(provider: str) -> list[Model]:
     out: dict[str, Model] = {}
     if entry is not None:
         for mid in entry.raw_models:
-            out[mid] = entry.model(provider, mid)  # type: ignore[assignment]
+            model = entry.model(provider, mid)
+            if model is not None:  # (never None for an id of raw_models)
+                out[mid] = model
     out.update(_registered.get(provider, {}))
     return [m.model_copy(deep=True) for m in out.values()]
 

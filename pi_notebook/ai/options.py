@@ -251,7 +251,7 @@ def clamp_reasoning(level: str | None) -> str | None:
 def thinking_budget_for_level(level: str, custom_budgets: Mapping[str, int | None] | None = None) -> int:
     budgets = dict(DEFAULT_THINKING_BUDGETS)
     budgets.update({k: v for k, v in (custom_budgets or {}).items() if v is not None})
-    return budgets[clamp_reasoning(level)]  # type: ignore[index]
+    return budgets[clamp_reasoning(level) or level]  # (clamp_reasoning gives None only for None)
 
 
 def clamp_thinking_budget_to_answer_room(thinking_budget: int, ceiling: int) -> int:

@@ -485,7 +485,7 @@ def _model_schema(model_cls: type) -> dict[str, Any]:
     # cached so that the compiled-validator cache (keyed by schema identity) hits
     schema = _model_schemas.get(model_cls)
     if schema is None:
-        schema = _model_schemas[model_cls] = model_cls.model_json_schema()  # type: ignore[attr-defined]
+        schema = _model_schemas[model_cls] = model_cls.model_json_schema()  # type: ignore[attr-defined]  # a pydantic model class, typed `type` by its callers
     return schema
 
 

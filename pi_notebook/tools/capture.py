@@ -62,6 +62,7 @@ from IPython.core.displaypub import DisplayPublisher
 
 from .guards import hold_figure_flush, install_guards, uninstall_guards
 from .patches import PATCHES, Patch
+from .updates import StreamName
 
 if TYPE_CHECKING:
     from IPython.core.interactiveshell import InteractiveShell
@@ -82,7 +83,7 @@ __all__ = [
 
 LATE_LABEL = "[late output of agent code] "
 
-StreamCallback = Callable[[str, str], Any]
+StreamCallback = Callable[[StreamName, str], Any]
 DisplayCallback = Callable[[dict, dict], Any]
 
 _current: contextvars.ContextVar[Capture | None] = contextvars.ContextVar(
@@ -117,11 +118,11 @@ class Capture:
             cap = cap.parent
         return cap
 
-    def stream_target(self, name: str) -> Any:
+    def stream_target(self, name: StreamName) -> Any:
         """The object agent code put in place of ``sys.<name>``, if any."""
         return self.root.streams.get(name)
 
-    def route_stream(self, name: str, text: str, orig: Any) -> None:
+    def route_stream(self, name: StreamName, text: str, orig: Any) -> None:
         """Deliver a write of code in this capture's context, open or closed (module doc)."""
         cap: Capture | None = self
         while cap is not None:
@@ -148,7 +149,7 @@ class Capture:
         _late_fallback(orig_stream, f"{text if isinstance(text, str) else '<display>'}\n")
 
     # The token dance is _suspended() inlined: this runs for every print of agent code.
-    def write(self, name: str, text: str) -> None:
+    def write(self, name: StreamName, text: str) -> None:
         token = _current.set(None)
         try:
             self.on_stream(name, text)
@@ -235,7 +236,7 @@ def capture(on_stream: StreamCallback, on_display: DisplayCallback, *,
 class RoutedStream:
     """Stand-in for ``sys.stdout`` / ``sys.stderr``."""
 
-    def __init__(self, name: str, orig: Any) -> None:
+    def __init__(self, name: StreamName, orig: Any) -> None:
         # Set through __dict__: __setattr__ below is reserved for attributes others patch in.
         self.__dict__["_pi_name"] = name
         self.__dict__["_pi_target"] = orig
@@ -355,8 +356,8 @@ def _thread_start(self: threading.Thread) -> None:
     if _active() is not None and not getattr(self, "_pi_context_wrapped", False):
         ctx = contextvars.copy_context()
         run = self.run
-        self.run = lambda: ctx.run(run)  # type: ignore[method-assign]
-        self._pi_context_wrapped = True  # type: ignore[attr-defined]
+        self.run = lambda: ctx.run(run)  # type: ignore[method-assign]  # per instance, on purpose
+        self._pi_context_wrapped = True  # type: ignore[attr-defined]  # our marker on a foreign Thread
     return _orig_thread_start(self)
 
 
@@ -510,4 +511,4 @@ def _uninstall_locked() -> None:
     for patch in patches:
         if patch.owner is threading.Thread:
             PATCHES.undo(patch)
-    _state.__init__()  # type: ignore[misc]
+    _state.__init__()  # type: ignore[misc]  # reset the state object in place: holders keep it

@@ -37,7 +37,7 @@ from .format import strip_ansi, value_text
 from .interrupt import ToolInterrupt
 from .redact import redact, redact_data
 from .sink import OutputSink, redact_bundle
-from .updates import ErrorOutput, ResultOutput
+from .updates import ErrorOutput, ResultOutput, StreamName
 
 if TYPE_CHECKING:
     from IPython.core.interactiveshell import InteractiveShell
@@ -208,7 +208,7 @@ class _Gate:
         self.sink = sink
         self.open = True
 
-    def stream(self, name: str, text: str) -> None:
+    def stream(self, name: StreamName, text: str) -> None:
         if self.open:
             self.sink.stream(name, text)
 

@@ -35,10 +35,11 @@ from contextlib import contextmanager
 from typing import Any
 
 from .capture import Capture
+from .updates import StreamName
 
 __all__ = ["route_fds"]
 
-_NAMES = {1: "stdout", 2: "stderr"}
+_NAMES: dict[int, StreamName] = {1: "stdout", 2: "stderr"}
 _READ_SIZE = 65536
 
 

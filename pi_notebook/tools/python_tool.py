@@ -84,7 +84,7 @@ from .model_text import result_content
 from .namespace import assigned_summary
 from .sink import OutputSink
 from .python_types import ExecutionResult, PythonToolSettings, SettingsSource, resolve_settings
-from .updates import DisplayOutput, ErrorOutput, StreamOutput, ToolOutput
+from .updates import DisplayOutput, ErrorOutput, StreamName, StreamOutput, ToolOutput
 
 if TYPE_CHECKING:
     from IPython.core.interactiveshell import InteractiveShell
@@ -103,7 +103,7 @@ async def run_code(
     code: str,
     *,
     signal: Any = None,
-    on_stream: Callable[[str, str], Any] | None = None,
+    on_stream: Callable[[StreamName, str], Any] | None = None,
     on_display: Callable[[dict, dict], Any] | None = None,
     timeout_s: float | None = None,
     stream_interval_s: float = 0.1,
@@ -174,9 +174,9 @@ def _late_sink(loop: asyncio.AbstractEventLoop, on_late: Callable[[ToolOutput], 
 
     at_line_start = {"stdout": True, "stderr": True}
 
-    def stream(name: str, text: str) -> None:
+    def stream(name: StreamName, text: str) -> None:
         if on_late is not None:
-            on_late(StreamOutput(name=name, text=text))  # type: ignore[arg-type]
+            on_late(StreamOutput(name=name, text=text))
             return
         orig = getattr(_capture_state, name, None)
         target = getattr(orig, "_pi_target", None) or getattr(sys, f"__{name}__")
@@ -231,9 +231,9 @@ def make_python_tool(shell: InteractiveShell, settings: SettingsSource = None,
             raise ValueError("the python tool needs a 'code' string argument")
         conf = resolve_settings(settings)
 
-        def on_stream(name: str, text: str) -> None:
+        def on_stream(name: StreamName, text: str) -> None:
             if on_update is not None:
-                on_update(AgentToolResult(content=[], details=StreamOutput(name=name, text=text)))  # type: ignore[arg-type]
+                on_update(AgentToolResult(content=[], details=StreamOutput(name=name, text=text)))
 
         def on_display(data: dict, metadata: dict) -> None:
             if on_update is not None:

@@ -33,7 +33,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .redact import MIN_SECRET_LEN, REDACTED, redact, redact_data, scrub, split_unsafe_tail, strip_unsafe_head
-from .updates import DisplayOutput, StreamOutput, ToolOutput
+from .updates import DisplayOutput, StreamName, StreamOutput, ToolOutput
 
 __all__ = ["HeadTail", "OutputSink", "redact_bundle"]
 
@@ -104,7 +104,7 @@ class OutputSink:
     def __init__(
         self,
         loop: asyncio.AbstractEventLoop,
-        on_stream: Callable[[str, str], Any] | None,
+        on_stream: Callable[[StreamName, str], Any] | None,
         on_display: Callable[[dict, dict], Any] | None,
         interval: float,
         detail_cap: int,
@@ -139,7 +139,7 @@ class OutputSink:
 
     # Called by the capture proxies for every write, on whatever thread the code wrote from:
     # only an append here; the text is processed in flush().
-    def stream(self, name: str, text: str) -> None:
+    def stream(self, name: StreamName, text: str) -> None:
         with self._lock:
             self._pending.append((name, text))
         if threading.get_ident() == self._loop_thread:
@@ -257,7 +257,7 @@ class OutputSink:
             if held and self._on_stream is not None:
                 self._send_live(name, REDACTED if len(held) >= MIN_SECRET_LEN else held)
 
-    def _send_live(self, name: str, text: str) -> None:
+    def _send_live(self, name: StreamName, text: str) -> None:
         assert self._on_stream is not None
         sent = self._live_sent[name]
         if sent >= self._live_cap:
@@ -303,7 +303,7 @@ class OutputSink:
             out.append(StreamOutput(name=name, text=note + tail))
         return out
 
-    def text(self, name: str) -> tuple[str, int]:
+    def text(self, name: StreamName) -> tuple[str, int]:
         """The kept (redacted) text of a stream and its full length."""
         self._drain()
         ht = self._raw[name]

@@ -34,11 +34,14 @@ class _Record(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
 
 
+StreamName = Literal["stdout", "stderr"]
+
+
 class StreamOutput(_Record):
     """Text written to ``sys.stdout`` / ``sys.stderr`` by agent code."""
 
     kind: Literal["stream"] = "stream"
-    name: Literal["stdout", "stderr"] = "stdout"
+    name: StreamName = "stdout"
     text: str
 
 

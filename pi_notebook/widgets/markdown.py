@@ -170,7 +170,7 @@ def _parser() -> MarkdownIt:
     # Strict dollar rules, as in GitHub and pandoc: "$5 and $6" is money, not math.
     md.use(dollarmath_plugin, allow_labels=False, allow_space=False, allow_digits=False,
            allow_blank_lines=False, double_inline=True)
-    md.validateLink = _validate_link  # type: ignore[method-assign]
+    md.validateLink = _validate_link  # type: ignore[method-assign]  # markdown-it-py's documented hook
     md.add_render_rule("link_open", _render_link_open)
     md.add_render_rule("image", _render_image)
     md.add_render_rule("math_inline", _render_math_inline)

@@ -370,7 +370,7 @@ class AnthropicEventMapper(EventMapper):
             raise ProviderStreamError(data if isinstance(data, str) else json.dumps(data))
         if not isinstance(data, Mapping):
             return
-        handler = _HANDLERS.get(kind)  # type: ignore[arg-type]
+        handler = _HANDLERS.get(kind) if isinstance(kind, str) else None
         if handler is not None:
             handler(self, data)
 
