@@ -62,9 +62,9 @@ from IPython.core.displaypub import DisplayPublisher
 
 from .guards import hold_figure_flush, install_guards, uninstall_guards
 from .patches import PATCHES, Patch
-from .updates import StreamName
 
 if TYPE_CHECKING:
+    from .updates import StreamName  # (updates.py imports pydantic: not at %load_ext)
     from IPython.core.interactiveshell import InteractiveShell
 
 __all__ = [
@@ -83,7 +83,7 @@ __all__ = [
 
 LATE_LABEL = "[late output of agent code] "
 
-StreamCallback = Callable[[StreamName, str], Any]
+StreamCallback = Callable[["StreamName", str], Any]
 DisplayCallback = Callable[[dict, dict], Any]
 
 _current: contextvars.ContextVar[Capture | None] = contextvars.ContextVar(

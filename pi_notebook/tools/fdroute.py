@@ -32,10 +32,12 @@ import select
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .capture import Capture
-from .updates import StreamName
+
+if TYPE_CHECKING:
+    from .updates import StreamName  # (updates.py imports pydantic: not at %load_ext)
 
 __all__ = ["route_fds"]
 
