@@ -11,6 +11,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from any_annotations import any_annotations, mentions_any
+
 ROOT = Path(__file__).resolve().parents[2] / "pi_notebook"
 CHECKED = sorted((ROOT / "magics").glob("*.py"))
 # where the notebook layer's aliases for foreign untyped objects may be defined
@@ -30,44 +32,14 @@ FOREIGN_UNTYPED = {
 }
 
 
-def _is_any(node: ast.AST) -> bool:
-    return (isinstance(node, ast.Name) and node.id == "Any") or (
-        isinstance(node, ast.Attribute) and node.attr == "Any")
-
-
-def _mentions_any(annotation: ast.expr | None) -> bool:
-    if annotation is None:
-        return False
-    if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
-        annotation = ast.parse(annotation.value, mode="eval").body  # a quoted annotation
-    return any(_is_any(node) or (isinstance(node, ast.Constant) and isinstance(node.value, str)
-                                 and _mentions_any(node)) for node in ast.walk(annotation))
-
-
 def _violations(path: Path) -> list[str]:
-    found = []
     rel = path.relative_to(ROOT)
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-            args = node.args
-            params = [*args.posonlyargs, *args.args, *args.kwonlyargs,
-                      *(a for a in (args.vararg, args.kwarg) if a is not None)]
-            name = getattr(node, "name", "lambda")
-            found += [f"{rel}:{a.lineno} {name}({a.arg})" for a in params if _mentions_any(a.annotation)]
-        elif isinstance(node, ast.AnnAssign) and _mentions_any(node.annotation):
-            found.append(f"{rel}:{node.lineno} {ast.unparse(node.target)}")
-    return found
+    return [f"{rel}:{f.line} {f.owner}({f.name})" for f in any_annotations(path.read_text(), str(rel))
+            if f.kind != "alias"]
 
 
 def _any_aliases(path: Path) -> list[str]:
-    aliases = []
-    for node in ast.parse(path.read_text()).body:
-        if isinstance(node, ast.Assign) and _is_any(node.value):
-            aliases += [t.id for t in node.targets if isinstance(t, ast.Name)]
-        elif isinstance(node, ast.AnnAssign) and node.value is not None and _is_any(node.value) \
-                and isinstance(node.target, ast.Name):
-            aliases.append(node.target.id)
-    return aliases
+    return [f.name for f in any_annotations(path.read_text(), path.name) if f.kind == "alias" and f.bare]
 
 
 def test_the_checker_sees_any_where_it_hides():
@@ -75,10 +47,10 @@ def test_the_checker_sees_any_where_it_hides():
               "class C:\n    x: Any\n    def __init__(self):\n        self.y: 'Any' = 1\n")
     tree = ast.parse(source)
     func = tree.body[0]
-    assert all(_mentions_any(a.annotation)
+    assert all(mentions_any(a.annotation)
                for a in [*func.args.args, func.args.vararg, *func.args.kwonlyargs, func.args.kwarg])
-    assert [_mentions_any(n.annotation) for n in ast.walk(tree) if isinstance(n, ast.AnnAssign)] == [True, True]
-    assert not _mentions_any(ast.parse("dict[str, object]", mode="eval").body)
+    assert [mentions_any(n.annotation) for n in ast.walk(tree) if isinstance(n, ast.AnnAssign)] == [True, True]
+    assert not mentions_any(ast.parse("dict[str, object]", mode="eval").body)
 
 
 def test_no_any_in_parameters_or_attributes_of_the_magics():

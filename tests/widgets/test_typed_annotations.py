@@ -12,8 +12,9 @@ object is untyped goes in ``ALLOWED`` with the reason.
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
+
+from any_annotations import any_annotations as _walk
 
 import pi_notebook.widgets
 
@@ -23,57 +24,10 @@ WIDGETS = Path(pi_notebook.widgets.__file__).parent
 ALLOWED: dict[tuple[str, str, str], str] = {}
 
 
-def _mentions_any(node: ast.AST | None) -> bool:
-    if node is None:
-        return False
-    for sub in ast.walk(node):
-        if isinstance(sub, ast.Name) and sub.id == "Any":
-            return True
-        if isinstance(sub, ast.Attribute) and sub.attr == "Any":
-            return True
-        if isinstance(sub, ast.Constant) and isinstance(sub.value, str):
-            try:
-                if _mentions_any(ast.parse(sub.value, mode="eval")):
-                    return True
-            except SyntaxError:
-                pass
-    return False
-
-
-def _is_annotation_alias(value: ast.AST) -> bool:
-    """``X = dict[str, Any]`` or ``X = Callable[..., Any]``: an alias, not a value."""
-    return isinstance(value, (ast.Subscript, ast.BinOp, ast.Name, ast.Attribute)) and _mentions_any(value)
-
-
 def any_annotations(source: str, filename: str) -> list[tuple[str, str, str]]:
     """(file, owner, name) of every parameter, attribute and module-level alias whose
-    annotation mentions ``Any``."""
-    found: list[tuple[str, str, str]] = []
-    tree = ast.parse(source)
-
-    def visit(node: ast.AST, owner: str, in_class: bool) -> None:
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.ClassDef):
-                visit(child, child.name, True)
-            elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                name = f"{owner}.{child.name}" if owner else child.name
-                a = child.args
-                for arg in (*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg):
-                    if arg is not None and _mentions_any(arg.annotation):
-                        found.append((filename, name, arg.arg))
-                for sub in ast.walk(child):  # self.x: T = ... anywhere in a method
-                    if isinstance(sub, ast.AnnAssign) and isinstance(sub.target, ast.Attribute) \
-                            and _mentions_any(sub.annotation):
-                        found.append((filename, owner or name, sub.target.attr))
-                visit(child, name, False)
-            elif isinstance(child, ast.AnnAssign) and (in_class or not owner):
-                if _mentions_any(child.annotation):
-                    found.append((filename, owner, ast.unparse(child.target)))
-            elif isinstance(child, ast.Assign) and not owner and _is_annotation_alias(child.value):
-                found.append((filename, "", ast.unparse(child.targets[0])))
-
-    visit(tree, "", False)
-    return found
+    annotation mentions ``Any`` (a local variable inside a function is not checked here)."""
+    return [(f.file, f.owner, f.name) for f in _walk(source, filename) if f.kind != "local"]
 
 
 def test_the_checker_sees_each_kind_of_annotation():
