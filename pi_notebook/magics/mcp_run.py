@@ -25,7 +25,6 @@ from ..agent.types import AgentLoopTurnUpdate
 from ..mcp.elicit import FormAnswer, FormRequest
 from ..mcp.gate import McpGate, gate_tools
 from ..mcp.manager import McpManager, McpSources
-from ..mcp.namespace import set_manager
 from ..mcp.tools import McpToolSet
 
 if TYPE_CHECKING:
@@ -81,7 +80,6 @@ class McpLink:
         self._base_gated: set[str] | None = None
         self.gate: McpGate | None = None
         self._run: _RunLink | None = None  # what the turns of the current run need
-        set_manager(self.manager)  # pi_notebook.mcp.call reaches this kernel's servers
 
     @property
     def auto_approved(self) -> set[str]:
@@ -213,12 +211,10 @@ class McpLink:
         return ["MCP servers:", *lines]
 
     async def close(self) -> None:
-        set_manager(None)
         await self.manager.close()
 
     def close_soon(self, loop: asyncio.AbstractEventLoop | None) -> None:
         """``%unload_ext``: stop the servers in a task of their own (a magic cannot await)."""
-        set_manager(None)
         if loop is None or loop.is_closed() or not self.manager.servers:
             return
         task = loop.create_task(self.close())

@@ -9,9 +9,9 @@ server's config auto-approves); called from the user's own cell, the user is the
 acting.
 
 The notebook layer registers, when the extension loads, how to get the kernel's manager
-(``set_manager_source``: the manager is made on first use, so a call from the user's first cell
-works before any run or ``%agent mcp``), and the manager itself once it exists
-(``set_manager``); this module knows nothing of the magics.
+(``set_manager_source``): the manager is made on first use, so a call from the user's first
+cell works before any run or ``%agent mcp``; unloading registers None. This module knows
+nothing of the magics.
 """
 
 from __future__ import annotations
@@ -24,28 +24,28 @@ if TYPE_CHECKING:
 
 __all__ = ["call", "set_manager", "set_manager_source", "current_manager"]
 
-_manager: McpManager | None = None
 _source: Callable[[], McpManager] | None = None
 
 
-def set_manager(manager: McpManager | None) -> None:
-    global _manager
-    _manager = manager
-
-
 def set_manager_source(source: Callable[[], McpManager] | None) -> None:
-    """How to make the kernel's manager when a call needs it (None: the extension is unloaded)."""
+    """How to get the kernel's manager when a call needs it (None: the extension is unloaded)."""
     global _source
     _source = source
 
 
+def set_manager(manager: McpManager | None) -> None:
+    """A fixed manager (or none): the same registration, for callers that hold one."""
+    set_manager_source(None if manager is None else (lambda: manager))
+
+
 def current_manager() -> McpManager | None:
-    return _manager
+    """The kernel's manager (made if needed; nothing starts), or None without the extension."""
+    return _source() if _source is not None else None
 
 
 async def call(server: str, tool: str, /, **arguments: Any) -> Any:
     """Call ``tool`` on the configured MCP ``server`` (module docstring)."""
-    manager = _manager if _manager is not None else (_source() if _source is not None else None)
+    manager = current_manager()
     if manager is None:
         from .manager import McpToolError
 

@@ -208,12 +208,11 @@ async def test_a_namespace_call_in_the_first_cell_needs_no_run_or_mcp_command_be
     """A user's first cell after %load_ext may be the call (found with a published server:
     it said 'run %load_ext pi_notebook first' while the extension was loaded)."""
     import pi_notebook
-    from pi_notebook.mcp.namespace import current_manager, set_manager
+    from pi_notebook.mcp.namespace import current_manager
 
     project({"t": _server()})
     rt = runtime()
-    set_manager(None)  # as in a fresh kernel: no MCP link made yet
-    rt._mcp = None
+    rt._mcp = None  # as in a fresh kernel: no MCP link made yet
     try:
         assert await pi_notebook.mcp.call("t", "echo", text="first") == {"result": "first"}
         assert current_manager() is rt.mcp().manager
