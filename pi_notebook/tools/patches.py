@@ -11,8 +11,10 @@ what was there, what replaced it and *why*, and puts the original back on undo:
 - a replacement that someone else replaced since is left alone (theirs wraps ours;
   each patch passes through once its owner is not active) and only dropped from the list.
 
-``%unload_ext pi_notebook`` undoes them all (``PATCHES.undo_all()``); ``PATCHES.listed()``
-is the answer to "what does pi_notebook change in my kernel?".
+``%unload_ext pi_notebook`` undoes them all: each module that patches undoes its own
+patches in its uninstall step (``PATCHES.undo``), and ``tests/magics/test_unload.py`` checks
+that the list is empty afterwards. ``PATCHES.describe()`` is the answer to "what does
+pi_notebook change in my kernel?".
 """
 
 from __future__ import annotations
@@ -130,13 +132,6 @@ class Patches:
                 return False
             self._patches.remove(patch)
         return patch.undo()
-
-    def undo_all(self) -> None:
-        """Undo every listed patch, newest first."""
-        with self._lock:
-            patches, self._patches = self._patches, []
-        for patch in reversed(patches):
-            patch.undo()
 
     def listed(self) -> list[Patch]:
         with self._lock:
