@@ -49,6 +49,10 @@ def test_stop_ends_a_busy_loop_every_time_under_load(load):
             kernel.ok("faux.set_responses([faux_assistant_message([faux_tool_call('python', "
                       f"{{'code': {SPIN!r}}}, id={key!r})], stop_reason='toolUse'), "
                       "faux_assistant_message('done')])")
+            # The counter of the attempt before stays > 0: clear it, or the Stop below can land
+            # before this attempt's code has started (a Stop then has no agent code to stop,
+            # and the code that starts after it spins on; CI saw that as a lost Stop).
+            kernel.ok("spins = None")
             kernel.ok("%%agent -m faux/faux-1 --approve auto --no-wait\nspin\n")
             kernel.wait_for("__import__('builtins').isinstance(globals().get('spins'), int) and spins > 0",
                             timeout=60)
