@@ -325,9 +325,21 @@ class Runtime:
             origin = (self.runs.current() or run).view
             run.queue_token = self.queue.add("prompt", text, origin, run).token
         self.runs.started(run)
-        run.task = loop.create_task(drive(run, self), name="pi_notebook-run")
+        run.task = loop.create_task(self._drive(run, loop), name="pi_notebook-run")
         run.task.add_done_callback(self._task_done)
         return run
+
+    async def _drive(self, run: Run, loop: asyncio.AbstractEventLoop) -> None:
+        # The kernel's Stop button aborts the run while no agent code executes and the
+        # kernel handles no request of the user's (tools/interrupt.py, docs/design/capture.md);
+        # while agent code runs it interrupts that code, as before.
+        from ..tools.interrupt import stop_aborts_run
+
+        def stop() -> None:  # called from the SIGINT handler: only schedule the abort
+            loop.call_soon_threadsafe(self.abort)
+
+        with stop_aborts_run(stop, self.host.kernel):
+            await drive(run, self)
 
     def _task_done(self, task: asyncio.Task[None]) -> None:
         if not task.cancelled() and task.exception() is not None:  # drive() catches everything

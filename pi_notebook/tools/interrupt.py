@@ -35,6 +35,12 @@ How it works:
   request) still reaches tool code: see ``_wrap_request_hooks``.
 - ``ToolInterrupt.drive(coro)`` wraps a coroutine so that each of its steps runs inside
   ``running()`` (a small trampoline in place of ``await coro``).
+- While an agent run is active but no agent code executes (the model streams, a turn ends,
+  an approval waits), ``stop_aborts_run(on_stop, kernel)`` keeps the same handler installed:
+  a Stop with the kernel otherwise idle then calls ``on_stop`` (the notebook layer aborts
+  the run). Before, such a Stop met the idle kernel's ``SIG_IGN``: a Stop pressed a moment
+  before the model's code started was lost, and the code then ran on. A Stop during a
+  user's own request is that request's, as always (it still reaches agent code, above).
 
 API:
 
@@ -50,13 +56,13 @@ import asyncio
 import ctypes
 import signal as _signal
 import threading
-from collections.abc import Coroutine, Generator, Iterator
+from collections.abc import Callable, Coroutine, Generator, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from .patches import PATCHES, Patch
 
-__all__ = ["ToolInterrupt", "forward_sigint", "interrupt_main_for"]
+__all__ = ["ToolInterrupt", "forward_sigint", "interrupt_main_for", "stop_aborts_run"]
 
 _MESSAGES = {
     "aborted": "tool code interrupted: the run was aborted",
@@ -73,6 +79,9 @@ _main_running: ToolInterrupt | None = None
 # Runs that a SIGINT (the kernel's Stop button) interrupts wherever their code runs; see
 # forward_sigint(). Only touched on the main thread.
 _guarded_runs: set[ToolInterrupt] = set()
+# What a Stop does while an agent run is active and no agent code executes: each entry aborts
+# its run (see stop_aborts_run()). Only touched on the main thread.
+_run_stoppers: list[Callable[[], None]] = []
 
 
 class _GuardState:
@@ -100,12 +109,18 @@ def _sigint_handler(signum: int, frame: Any) -> None:
         run._note("kernel interrupt")
         raise KeyboardInterrupt(run.message)
     runs = list(_guarded_runs)
-    if not runs:
-        # No tool code running (a signal we sent landed just after a step ended, or a
+    if runs:
+        for guarded in runs:
+            guarded._forward_kernel_interrupt()
+    elif _run_stoppers:
+        # A run is active between its tool calls: the Stop aborts it (each distinct
+        # callback once; they only schedule the abort, nothing runs inside this handler).
+        for stop in dict.fromkeys(_run_stoppers):
+            stop()
+    else:
+        # No run and no tool code (a signal we sent landed just after a step ended, or a
         # leftover installation): like the kernel while idle, ignore it.
         return
-    for guarded in runs:
-        guarded._forward_kernel_interrupt()
     # Then what the handler we replaced would have done: during `%%agent --wait` (an await
     # cell) that is ipykernel's cell-cancelling handler. Not default_int_handler: raising
     # KeyboardInterrupt in whatever the loop runs now would hit the kernel, not the tool.
@@ -140,7 +155,7 @@ def _wrap_request_hooks(kernel: Any) -> None:
 
         def wrapper(*args: Any, _orig: Any = orig, _name: str = name, **kwargs: Any) -> Any:
             result = _orig(*args, **kwargs)
-            if _guarded_runs and _on_main_thread():
+            if (_guarded_runs or _run_stoppers) and _on_main_thread():
                 _after_request_hook(_name)
             return result
 
@@ -451,8 +466,9 @@ def _current_loop() -> asyncio.AbstractEventLoop | None:
         return None
 
 
-def _guard_enter(run: ToolInterrupt, kernel: Any) -> None:
-    _guarded_runs.add(run)
+def _guard_enter(run: ToolInterrupt | None, kernel: Any) -> None:
+    if run is not None:
+        _guarded_runs.add(run)
     _guard.depth += 1
     if _guard.depth > 1:
         return
@@ -467,8 +483,9 @@ def _guard_enter(run: ToolInterrupt, kernel: Any) -> None:
         _wrap_request_hooks(kernel)
 
 
-def _guard_leave(run: ToolInterrupt) -> None:
-    _guarded_runs.discard(run)
+def _guard_leave(run: ToolInterrupt | None) -> None:
+    if run is not None:
+        _guarded_runs.discard(run)
     _guard.depth -= 1
     if _guard.depth > 0:
         return
@@ -510,6 +527,29 @@ def forward_sigint(run: ToolInterrupt, kernel: Any = None) -> Iterator[None]:
         yield
     finally:
         _guard_leave(run)
+
+
+@contextmanager
+def stop_aborts_run(on_stop: Callable[[], None], kernel: Any) -> Iterator[None]:
+    """While the block runs, a Stop (SIGINT) that lands while no agent code executes and no
+    request of the kernel is being handled calls ``on_stop`` from the signal handler: it
+    must only schedule work (``loop.call_soon_threadsafe``), never run it there.
+
+    Shares the handler, the request-hook wrapping and the put-back rules of
+    :func:`forward_sigint` (the same depth count), so nesting a tool's block inside, or
+    ending inside a request, behaves the same. Call on the main thread, with the ipykernel
+    instance (without a kernel there is no Stop button; the block then only runs).
+    """
+    if not _on_main_thread() or kernel is None:
+        yield
+        return
+    _run_stoppers.append(on_stop)
+    _guard_enter(None, kernel)
+    try:
+        yield
+    finally:
+        _guard_leave(None)
+        _run_stoppers.remove(on_stop)
 
 
 @contextmanager
