@@ -38,6 +38,17 @@ def test_threads_follow_cores_and_load(monkeypatch):
     assert choose_threads(cpus=2, load=6.0) == 3       # the user's choice wins
 
 
+def test_prompt_processing_takes_every_core_whatever_the_load(monkeypatch):
+    from pi_notebook.ai.providers.local_server import choose_batch_threads
+
+    monkeypatch.delenv("PI_NOTEBOOK_LLAMA_THREADS", raising=False)
+    assert choose_batch_threads(1, cpus=2) == 2        # one generation thread under load, both for prompts
+    assert choose_batch_threads(2, cpus=2) == 2
+    assert choose_batch_threads(3, cpus=2) == 3        # never fewer than the generation threads
+    monkeypatch.setenv("PI_NOTEBOOK_LLAMA_THREADS", "1")
+    assert choose_batch_threads(1, cpus=2) == 1        # the user's choice wins for both
+
+
 def test_slots_default_to_four_and_follow_the_environment(monkeypatch):
     from pi_notebook.ai.providers.local_server import choose_slots
 
