@@ -23,6 +23,7 @@ no widget at all: nbclient stores every widget model it sees in the saved notebo
 from __future__ import annotations
 
 import sys
+import threading
 import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
     from IPython.core.interactiveshell import InteractiveShell
 
 __all__ = ["has_widget_frontend", "is_headless", "frontend_seen", "track_view", "view_rendered", "count_new_views",
-           "close_views", "install_shutdown_close", "uninstall_shutdown_close"]
+           "close_views", "install_shutdown_close", "uninstall_shutdown_close", "shutdown_requested"]
 
 # an ipywidgets Widget: ipywidgets ships no types; here its view-count trait is set and read
 # and its models closed (tests/magics/test_no_any.py lists it)
@@ -174,6 +175,17 @@ def close_views(views: list[object]) -> int:
     return closed
 
 
+# Set when the kernel got a shutdown_request (a restart too). jupyter_client interrupts the
+# kernel right before every shutdown and restart: that SIGINT is no Stop of the user's, and
+# the run it would abort is ending with the kernel anyway (runtime.Runtime._stop_pressed).
+_shutdown_requested = threading.Event()
+
+
+def shutdown_requested() -> bool:
+    """The kernel is shutting down or restarting (its shutdown_request has arrived)."""
+    return _shutdown_requested.is_set()
+
+
 def install_shutdown_close(shell: InteractiveShell, live_views: Callable[[], list[object]]) -> None:
     """Before the kernel shuts down (not for a restart), close the widget models of the
     views ``live_views()`` returns, so the frontend does not show them as alive.
@@ -186,6 +198,7 @@ def install_shutdown_close(shell: InteractiveShell, live_views: Callable[[], lis
         return
 
     def do_shutdown(restart: bool) -> object:
+        _shutdown_requested.set()
         # Not for a restart: the frontend has already dropped the old kernel's comms and
         # marks their views disconnected itself; each close would only log "Comm not
         # found" in the page's console (51 lines for two views).

@@ -59,6 +59,10 @@ if TYPE_CHECKING:
 
 __all__ = ["Runtime", "Run", "IN_AGENT_RUN", "ViewFactory"]
 
+# How long a Stop waits before it aborts the run: long enough for the shutdown_request that
+# follows jupyter_client's interrupt before a shutdown or restart (see Runtime._stop_pressed).
+STOP_GRACE_S = 1.0
+
 # (model label, kernel loop, on_abort, on_remove_queued) -> a view; the test seam
 ViewFactory = Callable[[str, "asyncio.AbstractEventLoop | None", Callable[[], None],
                         Callable[[object], None]], RunView]
@@ -336,10 +340,21 @@ class Runtime:
         from ..tools.interrupt import stop_aborts_run
 
         def stop() -> None:  # called from the SIGINT handler: only schedule the abort
-            loop.call_soon_threadsafe(self.abort)
+            loop.call_soon_threadsafe(loop.call_later, STOP_GRACE_S, self._stop_pressed, run)
 
         with stop_aborts_run(stop, self.host.kernel):
             await drive(run, self)
+
+    def _stop_pressed(self, run: Run) -> None:
+        # jupyter_client interrupts the kernel right before every shutdown and restart; its
+        # shutdown_request follows within milliseconds. Aborting then would end the run and
+        # close its view's widgets after the frontend dropped them ("Comm not found" in the
+        # page's console); the kernel ends the run by going away instead. A run that ended
+        # meanwhile (a waiting cell's Stop aborts at once) takes no run started since with it.
+        from .frontend import shutdown_requested
+
+        if not shutdown_requested() and run.phase != "ended":
+            self.abort()
 
     def _task_done(self, task: asyncio.Task[None]) -> None:
         if not task.cancelled() and task.exception() is not None:  # drive() catches everything

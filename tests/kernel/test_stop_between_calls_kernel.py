@@ -56,7 +56,7 @@ def test_stop_while_the_model_streams_aborts_the_run(kernel: Kernel):
 def test_a_stop_just_before_the_code_starts_keeps_the_code_from_running_on(kernel: Kernel):
     """The tool call streams slowly (its arguments are long): the Stop lands before the code
     runs. The run ends aborted, the call has a result, and no loop is left spinning."""
-    padding = "# " + "x" * 600 + "\n"
+    padding = "# " + "x" * 1600 + "\n"  # about 10 s of streamed arguments: the Stop lands first
     kernel.ok("spins = None")
     kernel.ok("faux.set_responses([faux_assistant_message([faux_tool_call('python', "
               f"{{'code': {padding + SPIN!r}}}, id='spin')], stop_reason='toolUse'), "
