@@ -105,6 +105,8 @@ def render_event_text(event: AgentEvent, *, user_kind: str | None = None) -> str
                 return f"\n[error] {strip_control(assistant.error_message or 'request failed')}\n"
             if assistant.stop_reason == "aborted":
                 return "\n[aborted]\n"
+            if assistant.stop_reason == "length":
+                return f"\n[cut off] {strip_control(assistant.error_message or 'the output token limit')}\n"
             return None
         case ToolExecutionUpdateEvent(partial_result=partial):
             match read_output(partial.details):

@@ -475,7 +475,9 @@ class Transcript:
         elif message.stop_reason == "aborted":
             self.notice("Aborted.", "warning")
         elif message.stop_reason == "length":
-            self.notice("The reply was cut off: the model hit its output token limit.", "warning")
+            # a provider that cut the reply itself says why (local_repeat: a loop)
+            self.notice(strip_control(message.error_message
+                                      or "The reply was cut off: the model hit its output token limit."), "warning")
         self._assistant = None
         self.changed(header=True)
 

@@ -8,8 +8,10 @@ with at most N requests at work, the others waiting, as llama-server does.
 Behaviour from the environment:
   FAKE_LLAMA_HEALTH_DELAY  seconds before /health says ok (default 0)
   FAKE_LLAMA_FIRST_BYTE    seconds a request is "read" before its first chunk (default 0)
-  FAKE_LLAMA_STREAM_S      seconds the answer then takes, spread over 5 chunks (default 0)
-  FAKE_LLAMA_RECORD        a file: one JSON line per request (path, auth header, body)
+  FAKE_LLAMA_STREAM_S      seconds the answer then takes, spread over its chunks (default 0)
+  FAKE_LLAMA_CHUNKS        the answer's text chunks, as a JSON list (default: 5 words)
+  FAKE_LLAMA_RECORD        a file: one JSON line per request (path, auth header, body), and one
+                           per answer the client stopped reading ({"dropped_after": chunks sent})
   FAKE_LLAMA_ARGV          a file: the command line, as JSON
   FAKE_LLAMA_PID           a file: the process id
 """
@@ -39,6 +41,7 @@ HEALTH_DELAY = float(os.environ.get("FAKE_LLAMA_HEALTH_DELAY", "0"))
 FIRST_BYTE = float(os.environ.get("FAKE_LLAMA_FIRST_BYTE", "0"))
 STREAM_S = float(os.environ.get("FAKE_LLAMA_STREAM_S", "0"))
 RECORD = os.environ.get("FAKE_LLAMA_RECORD")
+CHUNKS = json.loads(os.environ.get("FAKE_LLAMA_CHUNKS") or "null") or ["Hello", " from", " the", " fake", " server."]
 if os.environ.get("FAKE_LLAMA_PID"):
     Path(os.environ["FAKE_LLAMA_PID"]).write_text(str(os.getpid()))
 if os.environ.get("FAKE_LLAMA_ARGV"):
@@ -110,14 +113,20 @@ class Handler(BaseHTTPRequestHandler):
             self.send_header("Content-Type", "text/event-stream")
             self.send_header("Connection", "close")
             self.end_headers()
-            words = ["Hello", " from", " the", " fake", " server."]
-            for i, word in enumerate(words):
+            for i, word in enumerate(CHUNKS):
                 if i:
-                    time.sleep(STREAM_S / len(words))
+                    time.sleep(STREAM_S / len(CHUNKS))
                 chunk = {"id": "c1", "object": "chat.completion.chunk", "model": "fake",
                          "choices": [{"index": 0, "delta": {"content": word}, "finish_reason": None}]}
-                self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
-                self.wfile.flush()
+                try:
+                    self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                    self.wfile.flush()
+                except (BrokenPipeError, ConnectionResetError):
+                    if RECORD:
+                        with state, open(RECORD, "a") as f:
+                            f.write(json.dumps({"dropped_after": i}) + "\n")
+                    self.close_connection = True
+                    return
             end = {"id": "c1", "object": "chat.completion.chunk", "model": "fake",
                    "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
             self.wfile.write(f"data: {json.dumps(end)}\n\ndata: [DONE]\n\n".encode())

@@ -62,7 +62,13 @@ class Fake:
     def requests(self) -> list[dict]:
         if not self.record.exists():
             return []
-        return [json.loads(line) for line in self.record.read_text().splitlines() if line.strip()]
+        lines = [json.loads(line) for line in self.record.read_text().splitlines() if line.strip()]
+        return [line for line in lines if "path" in line]
+
+    def dropped(self) -> list[int]:
+        """For each answer the client stopped reading: how many chunks the server had sent."""
+        lines = [json.loads(line) for line in self.record.read_text().splitlines() if line.strip()]
+        return [line["dropped_after"] for line in lines if "dropped_after" in line]
 
     def argv(self) -> list[str]:
         return json.loads(self.argv_file.read_text())
@@ -383,3 +389,28 @@ async def test_a_key_others_may_read_is_refused_and_an_old_port_file_is_replaced
         other_kernel.start_blocking()
     assert str(key_file) in str(refused.value)
     assert other_kernel._lease_fd is None  # no lease left behind
+
+
+# --- a reply caught in a loop ----------------------------------------------------------------------
+
+async def test_a_reply_caught_in_a_loop_is_cut_early_and_says_why(fake, monkeypatch):
+    # the 0.5B's real loop on the held-out pivot request, 500 copies over 20 s
+    row = "| Stool| Stool| 93.0 |\n"
+    monkeypatch.setenv("FAKE_LLAMA_CHUNKS", json.dumps(["The pivot table is:\n\n", *[row] * 500]))
+    monkeypatch.setenv("FAKE_LLAMA_STREAM_S", "20")
+    answer = await _ask(fake.model)
+    assert answer.stop_reason == "length"
+    assert _text(answer) == "The pivot table is:\n\n| Stool| Stool| 93.0 |"  # one copy kept
+    assert "repeating the same text" in answer.error_message
+    deadline = time.monotonic() + 20  # the server notices the dropped connection at its next write
+    while not fake.dropped() and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    assert fake.dropped() and fake.dropped()[0] < 500  # the request was stopped, not read to its end
+
+
+async def test_a_reply_without_a_loop_is_untouched(fake, monkeypatch):
+    rows = [f"| {city} | {n} |\n" for n in range(40) for city in ("Bath",)]  # similar rows, no loop
+    monkeypatch.setenv("FAKE_LLAMA_CHUNKS", json.dumps(["| city | n |\n|---|---|\n", *rows]))
+    answer = await _ask(fake.model)
+    assert answer.stop_reason == "stop"
+    assert _text(answer) == "| city | n |\n|---|---|\n" + "".join(rows)

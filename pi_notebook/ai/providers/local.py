@@ -44,6 +44,7 @@ from .local_setup import (
     find_llama_server,
     packaged_model_installed,
 )
+from .local_repeat import cut_loops
 from .local_tools import TextToolCallStream, shape_request, tool_call_mode
 
 __all__ = [
@@ -266,7 +267,7 @@ def _stream(model: Model, context: Context, options: dict[str, Any], simple: boo
         converter = TextToolCallStream(list(context.tools or []))
         events = _first_byte_guarded(_aiter(fn(inner_model, context, inner_options)), server, bound_s, inner)
         try:
-            async for event in converter.convert(events):
+            async for event in cut_loops(converter.convert(events), inner):
                 if event.type == "start":
                     # Messages belong to the model the user chose (api "llama-server"),
                     # so that replaying them to the same model keeps thinking etc.
