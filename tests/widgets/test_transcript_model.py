@@ -307,3 +307,17 @@ def test_untyped_stream_updates_of_earlier_versions_are_still_read():
         details={"event": "stream", "name": "stderr", "text": "old\n"})))
     out = t.tools["c"].outputs
     assert [(o.kind, o.name, o.stream.text) for o in out if o.stream] == [("stream", "stderr", "old\n")]
+
+
+def test_a_cut_reply_says_why_when_the_provider_gives_a_reason():
+    from pi_notebook.widgets.items import NoticeItem
+
+    for reason, expected in ((None, "the model hit its output token limit"),
+                             ("The reply was cut off: the model kept repeating the same text (12 copies).",
+                              "kept repeating the same text (12 copies)")):
+        t, _clock = _transcript()
+        partial = _assistant_text(t, "| Bath | 93.0 |", end=False)
+        partial.stop_reason, partial.error_message = "length", reason
+        t.apply(MessageEndEvent(message=partial))
+        notices = [i for i in t.items if isinstance(i, NoticeItem)]
+        assert len(notices) == 1 and expected in notices[0].text and notices[0].level == "warning"

@@ -312,3 +312,15 @@ async def test_a_notebook_saved_mid_run_shows_the_fallback_in_nbconvert(view, co
     html, _ = HTMLExporter().from_notebook_node(nb)
     assert FALLBACK_TEXT in html and "plot &lt;it&gt;" in html
     assert "application/vnd.jupyter.widget-view+json" not in html
+
+
+def test_text_view_says_why_a_reply_was_cut(capsys):
+    from pi_notebook.agent.types import MessageEndEvent
+    from pi_notebook.ai.types import AssistantMessage
+
+    view = TextView("faux/m")
+    message = AssistantMessage(api="faux", provider="faux", model="m", content=[TextContent(text="| a |")],
+                               stop_reason="length", error_message="The reply was cut off: the model kept "
+                                                                   "repeating the same text (11 copies).")
+    view.handle_event(MessageEndEvent(message=message))
+    assert "[cut off] The reply was cut off: the model kept repeating the same text (11 copies)." in capsys.readouterr().out
