@@ -56,7 +56,6 @@ async def cut_loops(events: AsyncIterator[AssistantMessageEvent], inner: AbortCo
     before the repeats, the message is done (``length``, with :data:`LOOP_NOTE` as its
     ``error_message``), and the request is aborted through ``inner`` (its remaining events are
     read and dropped, so the request's own clean-up runs)."""
-    texts: dict[int, str] = {}
     checked: dict[int, int] = {}
     cut = False
     async for event in events:
@@ -64,7 +63,9 @@ async def cut_loops(events: AsyncIterator[AssistantMessageEvent], inner: AbortCo
             continue  # draining the aborted request
         if event.type == "text_delta":
             index = event.content_index
-            text = texts[index] = texts.get(index, "") + event.delta
+            # the stream's partial message holds the block's text so far (appended in place)
+            live = event.partial.content[index] if index < len(event.partial.content) else None
+            text = live.text if isinstance(live, TextContent) else ""
             if len(text) - checked.get(index, 0) < CHECK_EVERY and "\n" not in event.delta:
                 yield event
                 continue
