@@ -10,6 +10,7 @@ would be: PI_NOTEBOOK_LLAMA_SERVER points at it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -101,7 +102,8 @@ def fake(tmp_path, monkeypatch):
         while _alive(pid) and time.monotonic() < deadline:
             time.sleep(0.1)
         if _alive(pid):
-            os.kill(pid, 9)
+            with contextlib.suppress(ProcessLookupError):  # it may exit between the check and here
+                os.kill(pid, 9)
 
 
 def _ask(model, **options):
