@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from pi_notebook.agent import AgentTool
 from pi_notebook.ai.providers.local_tools import (
     NOTE_PREFIX,
@@ -193,6 +195,28 @@ def test_an_answer_naming_values_absent_from_every_result_is_flagged() -> None:
     assert ungrounded_values("The mean price is 12.5.", results) == ["12.5"]
     assert ungrounded_values("The first order was on 2024-03-07.", ["2024-03-05"]) == ["2024-03-07"]
     assert ungrounded_values("The column `prize` is missing.", results) == ["prize"]
+
+
+def test_a_name_opening_a_sentence_is_a_stated_value() -> None:
+    # measured on the 0.5B: every call failed with a SyntaxError, then "John spent the most"
+    failed = ["SyntaxError: unmatched '}'"]
+    assert ungrounded_values("John spent the most in total.", failed) == ["John"]
+    assert ungrounded_values("The code failed. Widget sold the most units.", failed) == ["Widget"]
+    assert ungrounded_values("April had the highest revenue.", ["2025-06 289.4"]) == ["April"]
+    # grounded when a result shows it, whatever its case there
+    assert ungrounded_values("Widget sold the most units.", ["product\nwidget 40"]) == []
+
+
+@pytest.mark.parametrize("answer", [
+    "Unfortunately, the code failed with a SyntaxError.",
+    "Based on the output, the code failed.",
+    "Here is what went wrong: the code failed.",
+    "Sorry, I could not compute it. Note that the code failed.",
+    "Grouping by region failed. Looking at the error, the column is missing.",
+    "Overall the code failed. Therefore nothing is known.",
+])
+def test_ordinary_sentence_openings_are_not_values(answer: str) -> None:
+    assert ungrounded_values(answer, ["SyntaxError"]) == []
 
 
 def test_values_a_result_shows_are_grounded() -> None:

@@ -132,6 +132,20 @@ def test_an_answer_naming_values_no_result_showed_is_flagged_and_corrected(monke
     assert '"Widget"' not in checks[0]
 
 
+def test_a_name_opening_the_answer_after_failed_code_is_flagged(monkeypatch):
+    # measured on the 0.5B (held-out h_top_customer): four SyntaxErrors, then "John spent the
+    # most in total." A sentence's first word is capitalised anyway; a name there is a value too.
+    ns = {"pd": pd, "sales": SALES}
+    agent, _ = _run("which product sold the most units?", [
+        _call("sales.nlargest(1, 'units')['product']}}"),   # SyntaxError
+        faux_assistant_message("Walter sold the most units."),  # no such product
+        faux_assistant_message("Unfortunately the code failed, so I do not know."),
+    ], ns, monkeypatch)
+    checks = [u for u in _users(agent) if u.startswith("Check: ")]
+    assert len(checks) == 1 and '"Walter"' in checks[0] and "The code failed" in checks[0]
+    assert agent.state.messages[-1].role == "assistant"
+
+
 def test_an_answer_from_the_results_is_not_flagged(monkeypatch):
     ns = {"pd": pd, "sales": SALES}
     agent, _ = _run("which product sold the most units?", [

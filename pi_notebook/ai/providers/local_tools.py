@@ -299,6 +299,29 @@ _GENERIC_WORDS = frozenset({
     "notebook", "nan", "none", "true", "false", "csv", "json", "ok", "id", "sql", "api", "excel",
     "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday",
 })
+# A sentence's first word is capitalised anyway, so it is a stated value only when it is no
+# ordinary way to begin a sentence ("John spent the most." after failed code: measured on the
+# 0.5B). These are English words that open sentences of an answer in general (function words,
+# pronouns, discourse words, the verbs and nouns of describing a result), written from English,
+# not from the task sets' answers; a word that ends like an adverb, a participle or a gerund
+# (-ly, -ed, -ing) is prose too. A missing word here costs a corrective turn, never a result.
+_PROSE_STARTER_WORDS = """
+a about above according actually additionally after afterwards again all also although always
+among an and another any anyway apologies apparently are as at average based because before
+below besides between both but by can cannot column columns consequently could count data
+dataset despite did do does done each either error even every everything except finally first
+for from further furthermore given great had has have having he hello her here hers hey hi his
+how however i if in indeed instead is it its just last lastly let lets looking looks many may
+maybe meanwhile moreover most much my n na namely neither nevertheless next no none nor not
+note now of ok okay on once one only or other otherwise our overall per perhaps please plus
+result results row rows run second see she should similarly since so some sorry still such
+sum summary sure than thank thanks that the their them then there therefore these they third
+this those though thus to together too total two unfortunately unless unlike until upon us use
+using value values was we well were what whatever when where whereas whether which while who
+whose why will with within without would yes yet you your
+"""
+_PROSE_STARTERS = frozenset(_PROSE_STARTER_WORDS.split())
+_PROSE_ENDINGS = ("ly", "ed", "ing")
 # a month is a value ("the best month is April"): grounded by its name or by a date in it
 _MONTHS = {name: i + 1 for i, names in enumerate([
     ("january", "jan"), ("february", "feb"), ("march", "mar"), ("april", "apr"), ("may",),
@@ -314,10 +337,19 @@ _ANSWER_NUMBER = re.compile(r"(?<![\w.,])\d[\d,]*(?:\.\d+)?(?![\w])")
 _THOUSANDS = re.compile(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?")
 
 
+def _names_a_value(first: str) -> bool:
+    """A sentence's capitalised first word that is no ordinary sentence opening (a name)."""
+    lowered = first.lower()
+    return (first[0].isupper() and len(first) > 1 and lowered not in _PROSE_STARTERS
+            and lowered not in _GENERIC_WORDS
+            and not (len(first) > 4 and lowered.endswith(_PROSE_ENDINGS)))
+
+
 def stated_values(answer: str, labels: Iterable[str] = ()) -> list[str]:
     """What ``answer`` states as values besides prose: quoted or code-spelled names, dates,
-    numbers, capitalised words inside a sentence ("the top products are Apple and Banana"), and
-    any of ``labels`` (the data's own column names and categories, lowercase ones included)."""
+    numbers, capitalised words inside a sentence ("the top products are Apple and Banana") or
+    opening one when they are no ordinary opening ("John spent the most"), and any of
+    ``labels`` (the data's own column names and categories, lowercase ones included)."""
     values: dict[str, None] = {}
     for groups in _QUOTED.findall(answer):
         for value in groups:
@@ -333,6 +365,8 @@ def stated_values(answer: str, labels: Iterable[str] = ()) -> list[str]:
         values.setdefault(number, None)
     for sentence in _SENTENCE_BREAK.split(undated):
         words = _ANSWER_WORD.findall(sentence)
+        if words and _names_a_value(words[0]):
+            values.setdefault(words[0], None)
         for word in words[1:]:
             if word[0].isupper() and word.lower() not in _GENERIC_WORDS:
                 values.setdefault(word, None)
