@@ -8,7 +8,7 @@ from collections.abc import Iterable
 
 from ..ai.types import ImageContent, TextContent, ThinkingContent, ToolCall, get_field
 
-__all__ = ["content_text", "content_images", "fmt_tokens", "fmt_cost", "fmt_seconds",
+__all__ = ["content_text", "cut_off_note", "content_images", "fmt_tokens", "fmt_cost", "fmt_seconds",
            "strip_control", "fence_for", "B64_RE", "find_invisible", "reveal_invisible", "mark_invisible", "safe_text"]
 
 # Base64 payload of an image we embed ourselves as a data: URL.
@@ -62,6 +62,12 @@ def content_images(content: object) -> list[tuple[str, str]]:
 def strip_control(text: str) -> str:
     """Drop ANSI escape sequences and control characters (keeps ``\\n`` and ``\\t``)."""
     return _CONTROL_RE.sub("", _ANSI_RE.sub("", text.replace("\r\n", "\n")))
+
+
+def cut_off_note(error_message: str | None) -> str:
+    """Why a reply ended ``length``, said the same way by both views: the provider's reason when
+    it cut the reply itself (local_repeat: a loop), else the output token limit."""
+    return strip_control(error_message or "The reply was cut off: the model hit its output token limit.")
 
 
 def fmt_tokens(n: int | float) -> str:

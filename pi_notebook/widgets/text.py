@@ -35,7 +35,7 @@ from ..tools.updates import (
     StreamOutput,
     parse_call_details,
 )
-from ._util import content_text, reveal_invisible, strip_control
+from ._util import content_text, cut_off_note, reveal_invisible, strip_control
 from .items import USER_LABELS
 from .toolcall import fold_traceback, read_output
 
@@ -106,7 +106,7 @@ def render_event_text(event: AgentEvent, *, user_kind: str | None = None) -> str
             if assistant.stop_reason == "aborted":
                 return "\n[aborted]\n"
             if assistant.stop_reason == "length":
-                return f"\n[cut off] {strip_control(assistant.error_message or 'the output token limit')}\n"
+                return f"\n[{cut_off_note(assistant.error_message)}]\n"
             return None
         case ToolExecutionUpdateEvent(partial_result=partial):
             match read_output(partial.details):

@@ -58,7 +58,7 @@ from ..ai.types import (
     usage_input_tokens,
     usage_total_tokens,
 )
-from ._util import content_images, content_text, strip_control
+from ._util import content_images, content_text, cut_off_note, strip_control
 from .items import (
     USER_LABELS,
     Item,
@@ -475,9 +475,7 @@ class Transcript:
         elif message.stop_reason == "aborted":
             self.notice("Aborted.", "warning")
         elif message.stop_reason == "length":
-            # a provider that cut the reply itself says why (local_repeat: a loop)
-            self.notice(strip_control(message.error_message
-                                      or "The reply was cut off: the model hit its output token limit."), "warning")
+            self.notice(cut_off_note(message.error_message), "warning")
         self._assistant = None
         self.changed(header=True)
 

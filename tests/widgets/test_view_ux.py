@@ -323,4 +323,6 @@ def test_text_view_says_why_a_reply_was_cut(capsys):
                                stop_reason="length", error_message="The reply was cut off: the model kept "
                                                                    "repeating the same text (11 copies).")
     view.handle_event(MessageEndEvent(message=message))
-    assert "[cut off] The reply was cut off: the model kept repeating the same text (11 copies)." in capsys.readouterr().out
+    assert "[The reply was cut off: the model kept repeating the same text (11 copies).]" in capsys.readouterr().out
+    view.handle_event(MessageEndEvent(message=message.model_copy(update={"error_message": None})))
+    assert "[The reply was cut off: the model hit its output token limit.]" in capsys.readouterr().out
