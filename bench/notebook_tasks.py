@@ -366,7 +366,7 @@ def _frame_close(got, want):
 
 # what an answer states as a value besides numbers: quoted or code-spelled names, dates, and
 # capitalised words inside a sentence ("the top products are Apple, Banana and Orange")
-_GENERIC = {"i", "dataframe", "series", "python", "pandas", "nan", "none", "true", "false", "jupyter",
+_GENERIC = {"i", "dataframe", "dataframes", "series", "python", "pandas", "nan", "none", "true", "false", "jupyter",
             "csv", "numpy", "matplotlib", "ok", "id", "january", "february", "march", "april", "may",
             "june", "july", "august", "september", "october", "november", "december", "monday",
             "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"}
