@@ -9,7 +9,8 @@ screenshot per width and theme in ``tests/browser/artifacts/`` (looked at by a p
 3. a default-size matplotlib figure (6.4x4.8 in) in a tool card is shown whole;
 4. a long answer scrolls in the view's own box, which keeps the newest text in view, and keeps
    still what the user reads once they scroll up;
-5. after a kernel restart mid-approval the dead view offers no live button.
+5. a reply the provider cut (a loop) says why in the final transcript;
+6. after a kernel restart mid-approval the dead view offers no live button.
 
 The tests share one notebook page, in order (the restart is last).
 """
@@ -20,6 +21,8 @@ from typing import Any
 
 import pytest
 from harness import ARTIFACTS, HEIGHT, Notebook, box, lab_server, launch, write_notebook
+
+from pi_notebook.ai.providers.local_repeat import LOOP_NOTE as LOOP_NOTE_TEMPLATE
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(240)]
 
@@ -35,6 +38,8 @@ MATH = ("Euler's identity $e^{i\\pi} + 1 = 0$ links five constants, and the area
 SNEAKY = "total = 0\nfor value in range(10):\n    total += value\nprint('sum\u200b', total)  # \u202eok\n"
 FIGURE = ("import matplotlib.pyplot as plt\nfig = plt.figure()\nplt.plot([1, 3, 2, 4])\n"
           "plt.title('a default-size figure')\nplt.show()\n")
+LOOPED = "| city | Stool |\n|---|---|\n| Bath | 93.0 |\n"
+LOOP_NOTE = LOOP_NOTE_TEMPLATE.format(copies=14)
 LONG = "".join(f"Paragraph {i}: the answer goes on, line after line, for a long while.\n\n" for i in range(70))
 
 
@@ -61,11 +66,15 @@ CELLS = [
     "                                            stop_reason='toolUse'),\n"
     "                     faux_assistant_message('Done.')])",
     "%%agent -m faux/faux-1 --approve ask\nWrite a long answer.",
-    # 5 restart while an approval waits
+    # 5 a reply the provider cut (a loop, local_repeat.py), its reason in the notice
+    f"faux.set_responses([faux_assistant_message({LOOPED!r}, stop_reason='length',\n"
+    f"                                           error_message={LOOP_NOTE!r})])",
+    "%%agent -m faux/faux-1\nTabulate the orders.",
+    # 6 restart while an approval waits
     f"faux.set_responses([faux_assistant_message([{_call('print(3)')}], stop_reason='toolUse')])",
     "%%agent -m faux/faux-1 --approve ask\nRun one more thing.",
 ]
-MATH_CELL, APPROVAL_CELL, FIGURE_CELL, LONG_CELL, RESTART_CELL = 2, 4, 6, 8, 10
+MATH_CELL, APPROVAL_CELL, FIGURE_CELL, LONG_CELL, CUT_CELL, RESTART_CELL = 2, 4, 6, 8, 10, 12
 
 
 @pytest.fixture(scope="module")
@@ -264,7 +273,26 @@ def test_long_answer_scrolls_and_follows(nb):
     _wait_transcript(nb, LONG_CELL)
 
 
-# --- 5. restart mid-approval ---------------------------------------------------------------
+# --- 5. a cut reply says why ------------------------------------------------------------------
+
+def test_a_cut_reply_says_why_in_the_transcript(nb):
+    nb.run(CUT_CELL - 1)
+    nb.run(CUT_CELL)
+    out = _wait_transcript(nb, CUT_CELL)
+    notice = out.locator(".pi-notice.pi-warning")
+
+    def check(width: int, theme: str) -> None:
+        assert notice.count() == 1
+        text = notice.inner_text()
+        assert "kept repeating the same text (14 copies)" in text and "output token limit" not in text
+        n, o = box(notice), box(out)
+        assert n["x"] + n["width"] <= o["x"] + o["width"] + 1, (n, o)  # wraps inside the output
+        assert out.locator("table").count() == 1  # the one copy kept is shown as a table
+
+    nb.shoot("cut-reply", out, check)
+
+
+# --- 6. restart mid-approval ---------------------------------------------------------------
 
 def test_restart_mid_approval_leaves_no_live_buttons(nb):
     view = _start_run(nb, RESTART_CELL)
