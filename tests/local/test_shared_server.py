@@ -60,16 +60,17 @@ class Fake:
     def model(self):
         return local_model(self.model_id)
 
-    def requests(self) -> list[dict]:
+    def _records(self) -> list[dict]:
         if not self.record.exists():
             return []
-        lines = [json.loads(line) for line in self.record.read_text().splitlines() if line.strip()]
-        return [line for line in lines if "path" in line]
+        return [json.loads(line) for line in self.record.read_text().splitlines() if line.strip()]
+
+    def requests(self) -> list[dict]:
+        return [line for line in self._records() if "path" in line]
 
     def dropped(self) -> list[int]:
         """For each answer the client stopped reading: how many chunks the server had sent."""
-        lines = [json.loads(line) for line in self.record.read_text().splitlines() if line.strip()]
-        return [line["dropped_after"] for line in lines if "dropped_after" in line]
+        return [line["dropped_after"] for line in self._records() if "dropped_after" in line]
 
     def argv(self) -> list[str]:
         return json.loads(self.argv_file.read_text())
@@ -411,7 +412,7 @@ async def test_a_reply_caught_in_a_loop_is_cut_early_and_says_why(fake, monkeypa
 
 
 async def test_a_reply_without_a_loop_is_untouched(fake, monkeypatch):
-    rows = [f"| {city} | {n} |\n" for n in range(40) for city in ("Bath",)]  # similar rows, no loop
+    rows = [f"| Bath | {n} |\n" for n in range(40)]  # similar rows, no loop
     monkeypatch.setenv("FAKE_LLAMA_CHUNKS", json.dumps(["| city | n |\n|---|---|\n", *rows]))
     answer = await _ask(fake.model)
     assert answer.stop_reason == "stop"
