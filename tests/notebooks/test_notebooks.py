@@ -97,15 +97,23 @@ class Executed:
 
 def output_text(cell: nbformat.NotebookNode) -> str:
     parts = []
+    previous = None
     for output in cell.get("outputs", []):
         if output.output_type == "stream":
-            parts.append(output.text)
+            # one print() can arrive as several stream outputs when the kernel flushes between
+            # its writes (seen on ipykernel 6 under load: "thinking level:" + " high\n"); the
+            # pieces of one stream are one text, not lines of their own
+            if previous is not None and previous.output_type == "stream" and previous.name == output.name:
+                parts[-1] += output.text
+            else:
+                parts.append(output.text)
         elif output.output_type == "error":
             parts.append(f"{output.ename}: {output.evalue}")
         else:
             data = output.get("data", {})
             parts.append(str(data.get("text/markdown", "")))
             parts.append(str(data.get("text/plain", "")))
+        previous = output
     return "\n".join(parts)
 
 
