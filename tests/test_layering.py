@@ -18,13 +18,14 @@ ALLOWED = {
     "ai": {"ai"},
     "agent": {"agent", "ai"},
     "session": {"session", "agent", "ai", "tools.updates", "tools.redact", "widgets.markdown"},
-    "tools": {"tools", "agent", "ai"},
+    "review": {"review"},
+    "tools": {"tools", "agent", "ai", "review"},
     # the tools modules the views share with the tools: the typed updates, the approval types,
     # the policy vocabulary and the traceback rules (so the model and the view fold alike)
     "widgets": {"widgets", "ai", "agent", "tools.updates", "tools.approval", "tools.policy",
                 "tools.tracebacks"},
     "mcp": {"mcp", "tools", "agent", "ai"},
-    "magics": {"magics", "widgets", "tools", "session", "mcp", "agent", "ai"},
+    "magics": {"magics", "widgets", "tools", "session", "mcp", "agent", "ai", "review"},
 }
 
 
