@@ -119,8 +119,8 @@ def _difference(old: Fingerprint, new: Fingerprint) -> str:
             parts.append("columns reordered")
     if old.dtypes is not None and new.dtypes is not None and old.dtypes != new.dtypes:
         if old.columns is not None and new.columns is not None:
-            was = dict(zip(old.columns, old.dtypes))
-            retyped = [f"'{c}' {was[c]} → {t}" for c, t in zip(new.columns, new.dtypes)
+            was = dict(zip(old.columns, old.dtypes, strict=False))
+            retyped = [f"'{c}' {was[c]} → {t}" for c, t in zip(new.columns, new.dtypes, strict=False)
                        if c in was and was[c] != t]
             if retyped:
                 parts.append("dtype " + ", ".join(retyped[:_MAX_LISTED])

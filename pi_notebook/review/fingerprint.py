@@ -67,7 +67,7 @@ def known_kind(value: object) -> str | None:
     return None
 
 
-def fingerprint(value: object) -> Fingerprint:
+def fingerprint(value: Any) -> Fingerprint:
     h = hashlib.blake2b(digest_size=16)
     state = _State(h)
     kind = known_kind(value)
@@ -81,13 +81,13 @@ def fingerprint(value: object) -> Fingerprint:
         return Fingerprint(kind=kind, ident=id(value), digest=h.hexdigest(), length=length,
                            dtypes=(dtype,), sampled=state.sampled)
     if kind == "ndarray":
-        shape = tuple(int(n) for n in value.shape)  # type: ignore[attr-defined]  # an ndarray by the exact check above
+        shape = tuple(int(n) for n in value.shape)
         _feed_array(value, state)
         return Fingerprint(kind=kind, ident=id(value), digest=h.hexdigest(), shape=shape,
-                           dtypes=(str(value.dtype),), sampled=state.sampled)  # type: ignore[attr-defined]  # an ndarray
+                           dtypes=(str(value.dtype),), sampled=state.sampled)
     _feed(value, state, DEPTH)
-    length = len(value) if kind in ("tuple", "list", "dict", "set", "frozenset", "str", "bytes") else None  # type: ignore[arg-type]  # a built-in sized type by the check above
-    return Fingerprint(kind=kind, ident=id(value), digest=h.hexdigest(), length=length, sampled=state.sampled)
+    size: int | None = len(value) if kind in ("tuple", "list", "dict", "set", "frozenset", "str", "bytes") else None
+    return Fingerprint(kind=kind, ident=id(value), digest=h.hexdigest(), length=size, sampled=state.sampled)
 
 
 class _State:
@@ -111,7 +111,7 @@ def _indices(n: int, limit: int) -> tuple[list[int], bool]:
     return picked, True
 
 
-def _feed(value: object, state: _State, depth: int) -> None:
+def _feed(value: Any, state: _State, depth: int) -> None:
     cls = type(value)
     state.put(cls.__name__)
     if cls in _SCALARS:
@@ -252,9 +252,9 @@ def _frame(df: Any, state: _State) -> Fingerprint:
                        columns=columns, dtypes=dtypes, sampled=state.sampled)
 
 
-def _label(column: object) -> str:
+def _label(column: Any) -> str:
     if type(column) in _SCALARS:
         return str(column)
     if type(column) is tuple:
-        return "/".join(_label(part) for part in column)  # type: ignore[attr-defined]  # exact tuple
+        return "/".join(_label(part) for part in column)
     return f"<{type(column).__name__}>"

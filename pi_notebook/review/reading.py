@@ -13,7 +13,7 @@ such. Nothing is run: this is a reading of the syntax tree, an estimate that the
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 __all__ = ["CodeEffects", "EffectKind", "NameEffect", "MUTATING_METHODS", "read_code"]

@@ -35,22 +35,22 @@ _ITEM_BYTES = 64  # a rough size per element of a built-in container (pointer, o
 _UNSET = object()
 
 
-def size_of(value: object, depth: int = 3) -> int | None:
+def size_of(value: Any, depth: int = 3) -> int | None:
     """Bytes a copy of ``value`` would take, roughly; None when it is not one copy_value makes."""
     kind = known_kind(value)
     if kind is None:
         return None
     if kind == "ndarray":
-        return int(value.nbytes)  # type: ignore[attr-defined]  # an ndarray by exact type
+        return int(value.nbytes)
     if kind in ("DataFrame", "Series", "Index", "RangeIndex"):
-        usage = value.memory_usage(index=True, deep=False)  # type: ignore[attr-defined]  # pandas by exact type
+        usage = value.memory_usage(index=True, deep=False)
         return int(usage.sum()) if hasattr(usage, "sum") else int(usage)
     if kind in ("str", "bytes"):
-        return len(value) + 64  # type: ignore[arg-type]  # exact str/bytes
+        return len(value) + 64
     if kind in ("list", "tuple", "dict", "set", "frozenset"):
         if depth <= 0:
             return None
-        items: Any = list(value.values()) if type(value) is dict else value  # type: ignore[attr-defined]  # an exact dict
+        items: Any = list(value.values()) if type(value) is dict else value
         total = 64 + _ITEM_BYTES * len(items)
         if len(items) > 100_000:  # estimated from a sample, not walked whole
             sample = list(items)[:1000] if not isinstance(items, list) else items[:1000]
@@ -70,7 +70,7 @@ def size_of(value: object, depth: int = 3) -> int | None:
     return 32  # a scalar
 
 
-def copy_value(value: object, depth: int = 3) -> object:
+def copy_value(value: Any, depth: int = 3) -> object:
     """A copy of a value of a known type; TypeError for anything else."""
     cls = type(value)
     kind = known_kind(value)
@@ -79,17 +79,17 @@ def copy_value(value: object, depth: int = 3) -> object:
     if kind in ("int", "float", "complex", "bool", "NoneType", "str", "bytes"):
         return value  # immutable
     if kind in ("ndarray", "DataFrame", "Series", "Index", "RangeIndex"):
-        return value.copy()  # type: ignore[attr-defined]  # numpy/pandas by exact type: their own deep copy
+        return value.copy()
     if depth <= 0:
         raise TypeError("nested too deep to copy")
     if cls is list:
-        return [copy_value(v, depth - 1) for v in value]  # type: ignore[attr-defined]  # an exact list
+        return [copy_value(v, depth - 1) for v in value]
     if cls is tuple:
-        return tuple(copy_value(v, depth - 1) for v in value)  # type: ignore[attr-defined]  # an exact tuple
+        return tuple(copy_value(v, depth - 1) for v in value)
     if cls is dict:
-        return {k: copy_value(v, depth - 1) for k, v in value.items()}  # type: ignore[attr-defined]  # an exact dict
+        return {k: copy_value(v, depth - 1) for k, v in value.items()}
     if cls is set:
-        return set(value)  # type: ignore[call-overload]  # members of a set are hashable, so immutable by convention
+        return set(value)
     return value  # frozenset
 
 
@@ -214,7 +214,7 @@ class UndoStack:
                 break
             if old is current:
                 continue
-            for name, saved in old.saved.items():
+            for saved in old.saved.values():
                 if saved.has_copy:
                     saved.copy = _UNSET
                     saved.why_not = "its copy was dropped to make room for a newer run's"
@@ -255,7 +255,21 @@ class UndoStack:
             else:  # rebound or deleted: the old object itself, as it was
                 namespace[name] = saved.ref
                 restored.append(name)
+        for name in restored:
+            self._hand_back(name, record.saved[name], now(namespace[name]))
         return UndoReport(record.label, tuple(restored), tuple(removed), tuple(left_alone), tuple(not_restored))
+
+    def _hand_back(self, name: str, saved: Saved, restored: Fingerprint) -> None:
+        """The value put back is what an earlier run left (a copy: another object): that run's
+        record learns it, so that it can be undone next."""
+        before = saved.before
+        for earlier in reversed(self.runs):
+            left = earlier.left.get(name)
+            if left is None:
+                continue
+            if before is not None and left.ident == before.ident and left.same_contents(before):
+                earlier.left[name] = restored
+            return
 
 
 def _unchanged(now: Fingerprint, left: Fingerprint) -> bool:
