@@ -81,7 +81,7 @@ def build_agent(settings: RunSettings, shell: InteractiveShell, hooks: AgentHook
     tools = hooks.tools() if hooks.tools is not None else notebook_tools(shell, hooks, tool_settings)
     approval = make_approval_hook(hooks.policy, ask=hooks.ask, is_interactive=hooks.is_interactive,
                                   notify=hooks.notify, timeout_s=settings.approval_timeout or None)
-    approval.preview = lambda code: preview_call(shell, code, tool_settings.protect)
+    approval.preview = lambda code: preview_call(shell, code, tool_settings)
 
     def stream(model: Model, context: Context, options: dict[str, object] | None = None,
                **kw: object) -> AssistantMessageEventStream:

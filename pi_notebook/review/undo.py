@@ -24,7 +24,7 @@ from typing import Any
 from .changes import NameChange
 from .fingerprint import Fingerprint, fingerprint, known_kind
 
-__all__ = ["DEFAULT_BUDGET", "RunRecord", "Saved", "UndoReport", "UndoStack", "copy_value", "size_of"]
+__all__ = ["DEFAULT_BUDGET", "RunRecord", "Saved", "UndoReport", "UndoStack", "copy_value", "size_text", "size_of"]
 
 DEFAULT_BUDGET = 512 * 2**20
 SMALL_COPY = 64 * 1024  # values of known types below this are copied even when not read to change
@@ -194,7 +194,7 @@ class UndoStack:
         elif not wanted and (size > SMALL_COPY or record.small_bytes + size > SMALL_TOTAL):
             saved.why_not = "it was not expected to change, so it was not copied"
         elif not self._make_room(size, record):
-            saved.why_not = f"{_mb(size)}, over the undo budget of {_mb(self.budget)}"
+            saved.why_not = f"{size_text(size)}, over the undo budget of {size_text(self.budget)}"
         else:
             try:
                 saved.copy = copy_value(value)
@@ -285,5 +285,5 @@ def _untouched(saved: Saved) -> bool:
     return now.ident == before.ident and (before.opaque or now.same_contents(before))
 
 
-def _mb(size: int) -> str:
+def size_text(size: int) -> str:
     return f"{size / 2**20:,.0f} MB" if size >= 2**20 else f"{size / 1024:,.0f} KB"

@@ -23,7 +23,7 @@ from typing import Any
 from .changes import ChangeReport, NameChange, Snapshot, compare, snapshot
 from .fingerprint import known_kind
 from .reading import CodeEffects, NameEffect, read_code
-from .undo import DEFAULT_BUDGET, RunRecord, Saved, UndoReport, UndoStack, copy_value, size_of
+from .undo import DEFAULT_BUDGET, RunRecord, Saved, UndoReport, UndoStack, copy_value, size_of, size_text
 
 __all__ = ["CallReport", "CallWatch", "NamespaceReview", "Preview", "review_for"]
 
@@ -86,7 +86,8 @@ class NamespaceReview:
         return self.current
 
     # -- before approval --
-    def preview(self, code: str, namespace: Mapping[str, Any], protect: Iterable[str] = ()) -> Preview:
+    def preview(self, code: str, namespace: Mapping[str, Any], protect: Iterable[str] = (),
+                budget: int | None = None) -> Preview:
         effects = read_code(code)
         if effects.unreadable:
             return Preview(lines=("The code could not be read for the variables it changes.",))
@@ -116,22 +117,10 @@ class NamespaceReview:
         unrestorable = []
         for name in sorted(effects.changed_in_place):
             if name in namespace:
-                why = self._why_no_copy(namespace[name])
+                why = _why_no_copy(namespace[name], self.stack.budget if budget is None else budget)
                 if why:
                     unrestorable.append(f"undo could not restore `{name}`: {why}")
         return Preview(tuple(lines), protected, tuple(unrestorable))
-
-    def _why_no_copy(self, value: object) -> str:
-        if known_kind(value) is None:
-            return f"a {type(value).__name__} is not copied"
-        size = size_of(value)
-        if size is None:
-            return "it holds objects that are not copied"
-        if self.stack.budget <= 0:
-            return "copies are off (AgentMagics.undo_budget = 0)"
-        if size > self.stack.budget:
-            return f"{size / 2**20:,.0f} MB is over the undo budget of {self.stack.budget / 2**20:,.0f} MB"
-        return ""
 
     # -- around a call --
     def before_call(self, code: str, items: list[tuple[str, object]], protect: Iterable[str] = (),
@@ -194,6 +183,19 @@ class NamespaceReview:
         if self.current is not None and self.stack.runs and self.stack.runs[-1] is self.current:
             self.current = None  # the next call starts a new record
         return self.stack.undo(namespace)
+
+
+def _why_no_copy(value: object, budget: int) -> str:
+    if known_kind(value) is None:
+        return f"a {type(value).__name__} is not copied"
+    size = size_of(value)
+    if size is None:
+        return "it holds objects that are not copied"
+    if budget <= 0:
+        return "copies are off (AgentMagics.undo_budget = 0)"
+    if size > budget:
+        return f"{size_text(size)} is over the undo budget of {size_text(budget)}"
+    return ""
 
 
 _reviews: weakref.WeakKeyDictionary[Any, NamespaceReview] = weakref.WeakKeyDictionary()

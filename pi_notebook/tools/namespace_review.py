@@ -9,7 +9,7 @@ left out (the call's own result matters more than its bookkeeping).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..review.changes import visible_items
 from ..review.watch import CallWatch, Preview, review_for
@@ -55,9 +55,10 @@ def finish_call(shell: InteractiveShell, watch: CallWatch | None) -> list[str]:
     return [redact(line) for line in report.lines()]
 
 
-def preview_call(shell: InteractiveShell, code: str, protect: Any = ()) -> Preview | None:
+def preview_call(shell: InteractiveShell, code: str, settings: PythonToolSettings) -> Preview | None:
     try:
-        preview = review_for(shell).preview(_python(shell, code), shell.user_ns, protect)
+        preview = review_for(shell).preview(_python(shell, code), shell.user_ns, settings.protect,
+                                            settings.undo_budget)
     except Exception:
         return None
     return Preview(tuple(redact(x) for x in preview.lines), preview.protected,
