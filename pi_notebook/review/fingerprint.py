@@ -17,6 +17,7 @@ shown: a fingerprint holds a digest, a length, a shape, column names and dtypes.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import sys
 from dataclasses import dataclass
 from typing import Any
@@ -30,6 +31,8 @@ DEPTH = 3  # nesting levels looked into
 _TEXT_CHARS = 64 * 1024  # a str/bytes longer than this is sampled
 
 _SCALARS = (int, float, complex, bool, type(None), str, bytes)
+_NUMBERS = frozenset({float, bool, type(None)})  # reprs of bounded size (an int may be huge)
+_BIG = 2**62
 
 
 @dataclass(frozen=True)
@@ -128,6 +131,9 @@ def _feed(value: Any, state: _State, depth: int) -> None:
         return
     if cls in (list, tuple):
         seq: Any = value
+        if len(seq) <= SAMPLE and all(type(x) in _NUMBERS or (type(x) is int and -_BIG < x < _BIG) for x in seq):
+            state.put(repr(seq))  # numbers only: the built-in repr, one call
+            return
         positions, sampled = _indices(len(seq), SAMPLE)
         state.sampled = state.sampled or sampled
         state.put(str(len(seq)))
@@ -193,7 +199,8 @@ def _member_digest(member: object) -> str:
     return str(inner.h.hexdigest())
 
 
-def _feed_array(arr: Any, state: _State) -> None:
+def _feed_array(arr: Any, state: _State, exact: bool = False) -> None:
+    """``exact``: the elements given are all that is to be hashed (already sampled)."""
     np = sys.modules["numpy"]
     state.put(f"{arr.shape}{arr.dtype}")
     size = int(arr.size)
@@ -207,7 +214,7 @@ def _feed_array(arr: Any, state: _State) -> None:
             element = flat[i] if flat is not None else arr.flat[i]
             _feed(element, state, 1)
         return
-    if size <= ARRAY_SAMPLE:
+    if size <= ARRAY_SAMPLE or exact:
         state.put(np.ascontiguousarray(arr).tobytes())
         return
     state.sampled = True
@@ -216,38 +223,45 @@ def _feed_array(arr: Any, state: _State) -> None:
 
 
 def _feed_column(column: Any, state: _State) -> int:
-    """A Series or Index: its length, dtype and sampled values."""
+    """A Series or Index: its length, dtype and (sampled) values."""
+    np, pd = sys.modules["numpy"], sys.modules["pandas"]
     n = len(column)
-    state.put(f"{n}{column.dtype}{column.name!r}" if type(column.name) in _SCALARS else f"{n}{column.dtype}")
+    dtype = column.dtype
+    state.put(f"{n}{dtype}")
+    if type(column.name) in _SCALARS:
+        state.put(repr(column.name))
+    if n == 0:
+        return n
     positions, sampled = _indices(n, ARRAY_SAMPLE)
     state.sampled = state.sampled or sampled
-    values = column.take(positions) if sampled else column
-    _feed_array(_as_array(values), state)
+    part = column.take(positions) if sampled else column
+    if isinstance(dtype, np.dtype):  # numpy's own dtype classes (Float64DType, ObjectDType...)
+        # numbers and dates: their bytes; object columns: the objects themselves (_feed)
+        _feed_array(part.to_numpy(), state, exact=True)
+    elif type(dtype) is pd.CategoricalDtype:
+        codes = part.codes if hasattr(part, "codes") else part.cat.codes
+        _feed_array(np.asarray(codes), state, exact=True)
+        _feed_column(dtype.categories, state)
+    elif type(dtype).__module__.split(".")[0] == "pandas":
+        # pandas' own extension types (strings, nullable numbers, zoned dates): its hashing of
+        # its own values, whose elements are not the user's objects
+        _feed_array(pd.util.hash_pandas_object(part, index=False).to_numpy(), state, exact=True)
+    else:
+        state.put(str(id(column)))  # a third-party extension type: identity only
     return n
-
-
-def _as_array(values: Any) -> Any:
-    np = sys.modules["numpy"]
-    try:
-        array = values.to_numpy()
-    except Exception:  # an extension dtype without a numpy form: its objects
-        array = np.asarray(list(values), dtype=object)
-    if type(array) is not np.ndarray:
-        array = np.asarray(array, dtype=object)
-    return array
 
 
 def _frame(df: Any, state: _State) -> Fingerprint:
     shape = (int(df.shape[0]), int(df.shape[1]))
-    columns = tuple(_label(c) for c in list(df.columns[:MAX_COLUMNS]))
-    dtypes = tuple(str(t) for t in list(df.dtypes.iloc[:MAX_COLUMNS]))
+    # one Series per column, by position: no df.dtypes / df.iloc (each builds a new object)
+    cols = list(itertools.islice(df.items(), MAX_COLUMNS))
+    columns = tuple(_label(label) for label, _ in cols)
+    dtypes = tuple(str(column.dtype) for _, column in cols)
     state.put(f"{shape}{columns}{dtypes}")
-    positions, sampled = _indices(shape[0], ARRAY_SAMPLE)
-    state.sampled = sampled or shape[1] > MAX_COLUMNS
+    state.sampled = shape[1] > MAX_COLUMNS
     _feed_column(df.index, state)
-    sample = df.iloc[positions, :MAX_COLUMNS] if sampled or shape[1] > MAX_COLUMNS else df
-    for i in range(min(shape[1], MAX_COLUMNS)):
-        _feed_array(_as_array(sample.iloc[:, i]), state)
+    for _, column in cols:
+        _feed_column(column, state)
     return Fingerprint(kind="DataFrame", ident=id(df), digest=state.h.hexdigest(), shape=shape,
                        columns=columns, dtypes=dtypes, sampled=state.sampled)
 

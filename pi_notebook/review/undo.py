@@ -42,9 +42,12 @@ def size_of(value: Any, depth: int = 3) -> int | None:
         return None
     if kind == "ndarray":
         return int(value.nbytes)
-    if kind in ("DataFrame", "Series", "Index", "RangeIndex"):
-        usage = value.memory_usage(index=True, deep=False)
-        return int(usage.sum()) if hasattr(usage, "sum") else int(usage)
+    if kind == "DataFrame":
+        # 8 bytes a cell and an index entry: numbers and object pointers alike (memory_usage
+        # would build a Series per call; the budget needs the order of magnitude)
+        return 64 + int(value.shape[0]) * (int(value.shape[1]) + 1) * 8
+    if kind in ("Series", "Index", "RangeIndex"):
+        return 64 + len(value) * 16
     if kind in ("str", "bytes"):
         return len(value) + 64
     if kind in ("list", "tuple", "dict", "set", "frozenset"):
@@ -155,6 +158,7 @@ class UndoStack:
     def __init__(self, budget: int = DEFAULT_BUDGET) -> None:
         self.budget = budget
         self.runs: list[RunRecord] = []
+        self._held = 0  # held_bytes while save() runs (summed once, then kept up to date)
 
     @property
     def held_bytes(self) -> int:
@@ -172,6 +176,7 @@ class UndoStack:
         copy for ``copy_names`` and small values of known types. Returns the (name, why) of
         names in ``copy_names`` that have no copy."""
         refused: list[tuple[str, str]] = []
+        self._held = self.held_bytes
         for name, value in items:
             saved = record.saved.get(name)
             wanted = name in copy_names
@@ -202,6 +207,7 @@ class UndoStack:
                 saved.why_not = f"it could not be copied: {exc}"[:120]
                 return
             saved.size = size
+            self._held += size
             saved.why_not = ""
             if not wanted:
                 record.small_bytes += size
@@ -210,7 +216,7 @@ class UndoStack:
         if size > self.budget:
             return False
         for old in self.runs:
-            if self.held_bytes + size <= self.budget:
+            if self._held + size <= self.budget:
                 break
             if old is current:
                 continue
@@ -218,8 +224,9 @@ class UndoStack:
                 if saved.has_copy:
                     saved.copy = _UNSET
                     saved.why_not = "its copy was dropped to make room for a newer run's"
+                    self._held -= saved.size
                     saved.size = 0
-        return self.held_bytes + size <= self.budget
+        return self._held + size <= self.budget
 
     def undo(self, namespace: MutableMapping[str, Any],
              now: Callable[[object], Fingerprint] = fingerprint) -> UndoReport:
