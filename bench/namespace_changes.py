@@ -10,7 +10,8 @@ Two namespaces:
 For each, three calls of agent code: one that touches no user name (``x = 1``), one that reads
 (a sum), and one that changes a name in place. "first call" starts a new run every time (the
 copies for undo are taken then: the worst case); "later call" is a further call in the same run
-(names already saved). Baseline: ``run_code`` alone, the same code, interleaved with the
+(names already saved, and the last call's after-snapshot reused as its before-snapshot while no
+user cell ran in between). Baseline: ``run_code`` alone, the same code, interleaved with the
 reviewed calls. Prints the median times, the ratio, and the copies' memory against the budget.
 
 Run: ``python bench/namespace_changes.py [--names N] [--big-mb MB] [--repeat R]``.
@@ -69,6 +70,7 @@ async def measure(shell: InteractiveShell, code: str, settings: PythonToolSettin
 
     async def reviewed() -> None:
         if new_run:
+            shell.execution_count += 1  # as a %%agent cell does: the snapshot is taken afresh
             review.start_run("bench")
         watch = watch_call(shell, code, settings)
         await run_code(shell, code, route_fd_output=False)

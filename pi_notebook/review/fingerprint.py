@@ -80,14 +80,14 @@ def fingerprint(value: Any) -> Fingerprint:
         return _frame(value, state)
     if kind in ("Series", "Index", "RangeIndex"):
         length = _feed_column(value, state)
-        dtype = str(getattr(value, "dtype", ""))
+        dtype = _dtype_name(value.dtype)
         return Fingerprint(kind=kind, ident=id(value), digest=h.hexdigest(), length=length,
                            dtypes=(dtype,), sampled=state.sampled)
     if kind == "ndarray":
         shape = tuple(int(n) for n in value.shape)
         _feed_array(value, state)
         return Fingerprint(kind=kind, ident=id(value), digest=h.hexdigest(), shape=shape,
-                           dtypes=(str(value.dtype),), sampled=state.sampled)
+                           dtypes=(_dtype_name(value.dtype),), sampled=state.sampled)
     _feed(value, state, DEPTH)
     size: int | None = len(value) if kind in ("tuple", "list", "dict", "set", "frozenset", "str", "bytes") else None
     return Fingerprint(kind=kind, ident=id(value), digest=h.hexdigest(), length=size, sampled=state.sampled)
@@ -202,7 +202,7 @@ def _member_digest(member: object) -> str:
 def _feed_array(arr: Any, state: _State, exact: bool = False) -> None:
     """``exact``: the elements given are all that is to be hashed (already sampled)."""
     np = sys.modules["numpy"]
-    state.put(f"{arr.shape}{arr.dtype}")
+    state.put(f"{arr.shape}{arr.dtype.str}")  # .str: "<f8", an attribute (str() is slow)
     size = int(arr.size)
     if size == 0:
         return
@@ -227,7 +227,7 @@ def _feed_column(column: Any, state: _State) -> int:
     np, pd = sys.modules["numpy"], sys.modules["pandas"]
     n = len(column)
     dtype = column.dtype
-    state.put(f"{n}{dtype}")
+    state.put(f"{n}{_dtype_name(dtype)}")
     if type(column.name) in _SCALARS:
         state.put(repr(column.name))
     if n == 0:
@@ -256,7 +256,7 @@ def _frame(df: Any, state: _State) -> Fingerprint:
     # one Series per column, by position: no df.dtypes / df.iloc (each builds a new object)
     cols = list(itertools.islice(df.items(), MAX_COLUMNS))
     columns = tuple(_label(label) for label, _ in cols)
-    dtypes = tuple(str(column.dtype) for _, column in cols)
+    dtypes = tuple(_dtype_name(column.dtype) for _, column in cols)
     state.put(f"{shape}{columns}{dtypes}")
     state.sampled = shape[1] > MAX_COLUMNS
     _feed_column(df.index, state)
@@ -264,6 +264,23 @@ def _frame(df: Any, state: _State) -> Fingerprint:
         _feed_column(column, state)
     return Fingerprint(kind="DataFrame", ident=id(df), digest=state.h.hexdigest(), shape=shape,
                        columns=columns, dtypes=dtypes, sampled=state.sampled)
+
+
+_dtype_names: dict[Any, str] = {}
+
+
+def _dtype_name(dtype: Any) -> str:
+    """``str(dtype)``, remembered for numpy's dtypes (a few dozen exist; str() builds the name
+    anew each time, the larger part of fingerprinting a small frame)."""
+    np = sys.modules.get("numpy")
+    if np is None or not isinstance(dtype, np.dtype):
+        return str(dtype)
+    name = _dtype_names.get(dtype)
+    if name is None:
+        name = str(dtype)
+        if len(_dtype_names) < 512:
+            _dtype_names[dtype] = name
+    return name
 
 
 def _label(column: Any) -> str:

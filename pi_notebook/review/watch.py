@@ -46,6 +46,7 @@ class CallWatch:
     record: RunRecord
     protect: frozenset[str]
     guard: dict[str, object] = field(default_factory=dict)  # copies of protected names for this call
+    epoch: object = None
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,7 @@ class NamespaceReview:
         self.stack = UndoStack(DEFAULT_BUDGET)
         self.current: RunRecord | None = None
         self.agent_made: set[str] = set()  # names the agent's code created
+        self._last: tuple[object, Snapshot] | None = None  # (epoch, the last call's after-snapshot)
         self._runs = 0
 
     # -- runs --
@@ -124,12 +126,17 @@ class NamespaceReview:
 
     # -- around a call --
     def before_call(self, code: str, items: list[tuple[str, object]], protect: Iterable[str] = (),
-                    budget: int = DEFAULT_BUDGET) -> CallWatch:
+                    budget: int = DEFAULT_BUDGET, epoch: object = None) -> CallWatch:
+        """``epoch``: a value that changes whenever user code may have run since the last call
+        (the shell's execution count); while it is the same and every name is bound to the
+        same object, the last call's after-snapshot is this call's before-snapshot."""
         self.stack.budget = budget
         record = self._record()
         effects = read_code(code)
         protected = frozenset(protect)
-        before = snapshot(items)
+        before = self._reuse(epoch, items)
+        if before is None:
+            before = snapshot(items)
         wanted = effects.changed_in_place | (protected if effects.dynamic or effects.unreadable else
                                              protected & effects.names)
         self.stack.save(record, items, frozenset(wanted), before)
@@ -140,7 +147,7 @@ class NamespaceReview:
                     guard[name] = copy_value(value) if known_kind(value) is not None else value
                 except (TypeError, MemoryError, RecursionError):
                     guard[name] = value  # the binding at least
-        return CallWatch(effects, before, record, protected, guard)
+        return CallWatch(effects, before, record, protected, guard, epoch)
 
     def after_call(self, watch: CallWatch, namespace: MutableMapping[str, Any],
                    items: list[tuple[str, object]]) -> CallReport:
@@ -177,9 +184,25 @@ class NamespaceReview:
             else:
                 record.left.pop(name, None)
         report = ChangeReport(tuple(kept), report.unsure)
+        # what this call left is the next call's "before", unless a name was put back
+        self._last = (watch.epoch, after) if watch.epoch is not None and not reverted else None
         return CallReport(report, tuple(reverted), tuple(unrevertable))
 
+    def _reuse(self, epoch: object, items: list[tuple[str, object]]) -> Snapshot | None:
+        last, self._last = self._last, None
+        if last is None or epoch is None or last[0] != epoch:
+            return None
+        snap = last[1]
+        if len(snap) != len(items):
+            return None
+        for name, value in items:
+            fp = snap.get(name)
+            if fp is None or fp.ident != id(value):
+                return None
+        return snap
+
     def undo(self, namespace: MutableMapping[str, Any]) -> UndoReport:
+        self._last = None
         if self.current is not None and self.stack.runs and self.stack.runs[-1] is self.current:
             self.current = None  # the next call starts a new record
         return self.stack.undo(namespace)

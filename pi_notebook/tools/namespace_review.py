@@ -39,8 +39,9 @@ def _python(shell: InteractiveShell, code: str) -> str:
 
 def watch_call(shell: InteractiveShell, code: str, settings: PythonToolSettings) -> CallWatch | None:
     try:
+        # a user cell that ran since the last call moved the execution count
         return review_for(shell).before_call(_python(shell, code), _items(shell), settings.protect,
-                                             settings.undo_budget)
+                                             settings.undo_budget, epoch=shell.execution_count)
     except Exception:
         return None
 

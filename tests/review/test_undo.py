@@ -99,3 +99,17 @@ def test_a_protected_name_changed_without_showing_it_is_put_back():
     assert ns["df"]["a"].tolist() == [1, 2]
     assert any("`df` protected (AgentMagics.protect): the change was undone" in line for line in lines)
     assert review.preview("df['a'] = 0", ns, ["df"]).protected == ("df",)
+
+
+def test_a_user_change_between_calls_is_not_the_agents():
+    review = NamespaceReview()
+    ns = {"rows": [1]}
+    review.start_run("run 1")
+    watch = review.before_call("rows.append(2)", visible_items(ns, {}), epoch=1)
+    ns["rows"].append(2)
+    assert review.after_call(watch, ns, visible_items(ns, {})).lines() == [
+        "`rows` changed in place: list of 2, length 1 → 2"]
+    ns["rows"].append(3)  # a user cell: the execution count moved
+    watch = review.before_call("x = 1", visible_items(ns, {}), epoch=2)
+    ns["x"] = 1
+    assert review.after_call(watch, ns, visible_items(ns, {})).lines() == ["`x` created: int"]
