@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from .fingerprint import Fingerprint, fingerprint
+from .fingerprint import Fingerprint, fingerprint, identity
 from .reading import CodeEffects
 
 __all__ = ["ChangeKind", "ChangeReport", "NameChange", "Snapshot", "compare", "describe", "snapshot"]
@@ -23,6 +23,8 @@ ChangeKind = Literal["created", "rebound", "deleted", "changed"]
 Snapshot = dict[str, Fingerprint]
 
 _MAX_LISTED = 5  # column names listed per line
+MAX_LINES = 40  # lines of one report (code that makes 10,000 names gets a count)
+MAX_COMPARED = 5000  # names compared by contents; further names by identity only
 
 
 @dataclass(frozen=True)
@@ -37,8 +39,16 @@ class ChangeReport:
     changes: tuple[NameChange, ...] = ()
     unsure: tuple[str, ...] = ()  # lines: changes that could have been missed, and why
 
-    def lines(self) -> list[str]:
-        return [c.summary for c in self.changes] + list(self.unsure)
+    def lines(self, limit: int = MAX_LINES) -> list[str]:
+        lines = [c.summary for c in self.changes[:limit]]
+        rest = self.changes[limit:]
+        if rest:
+            counts: dict[str, int] = {}
+            for change in rest:
+                counts[change.kind] = counts.get(change.kind, 0) + 1
+            lines.append(f"… and {len(rest):,} more names: "
+                         + ", ".join(f"{n:,} {kind}" for kind, n in counts.items()))
+        return lines + list(self.unsure[:limit])
 
     @property
     def names(self) -> frozenset[str]:
@@ -46,7 +56,12 @@ class ChangeReport:
 
 
 def snapshot(items: Iterable[tuple[str, object]]) -> Snapshot:
-    return {name: fingerprint(value) for name, value in items}
+    """Fingerprints by name: the first ``MAX_COMPARED`` names by contents, any further ones by
+    identity (a namespace of 100,000 names costs its count, not its data)."""
+    snap: Snapshot = {}
+    for i, (name, value) in enumerate(items):
+        snap[name] = fingerprint(value) if i < MAX_COMPARED else identity(value)
+    return snap
 
 
 def describe(fp: Fingerprint) -> str:
@@ -80,7 +95,11 @@ def compare(before: Snapshot, after: Snapshot, effects: CodeEffects | None = Non
     for name, new in after.items():
         if name not in before:
             changes.append(NameChange(name, "created", f"`{name}` created: {describe(new)}"))
-    return ChangeReport(tuple(changes), _unsure(before, after, effects, {c.name for c in changes}))
+    unsure = _unsure(before, after, effects, {c.name for c in changes})
+    if len(after) > MAX_COMPARED:
+        unsure += (f"only the first {MAX_COMPARED:,} of {len(after):,} names were compared by contents; "
+                   "the others by identity (a change inside them is not seen)",)
+    return ChangeReport(tuple(changes), unsure)
 
 
 def _unsure(before: Snapshot, after: Snapshot, effects: CodeEffects | None,

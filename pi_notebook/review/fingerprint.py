@@ -22,7 +22,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["DEPTH", "SAMPLE", "Fingerprint", "fingerprint", "known_kind"]
+__all__ = ["DEPTH", "SAMPLE", "Fingerprint", "fingerprint", "identity", "known_kind"]
 
 SAMPLE = 256  # items of a container looked at (head, tail, strided middle)
 ARRAY_SAMPLE = 4096  # elements of an array, rows of a frame
@@ -70,12 +70,17 @@ def known_kind(value: object) -> str | None:
     return None
 
 
+def identity(value: object) -> Fingerprint:
+    """A fingerprint of the object only: a rebinding is seen, a change inside it is not."""
+    return Fingerprint(kind=type(value).__name__, ident=id(value), opaque=True)
+
+
 def fingerprint(value: Any) -> Fingerprint:
     h = hashlib.blake2b(digest_size=16)
     state = _State(h)
     kind = known_kind(value)
     if kind is None:
-        return Fingerprint(kind=type(value).__name__, ident=id(value), opaque=True)
+        return identity(value)
     if kind == "DataFrame":
         return _frame(value, state)
     if kind in ("Series", "Index", "RangeIndex"):

@@ -27,6 +27,7 @@ from .undo import DEFAULT_BUDGET, RunRecord, Saved, UndoReport, UndoStack, copy_
 
 __all__ = ["CallReport", "CallWatch", "NamespaceReview", "Preview", "review_for"]
 
+_MAX_PREVIEW = 20  # lines about existing names on the approval panel
 _VERBS = {"assigns": "assigns", "deletes": "deletes", "changes": "changes", "calls": "calls"}
 
 
@@ -110,6 +111,8 @@ class NamespaceReview:
             if len(found) > 4:
                 parts.append(f"and {len(found) - 4} more")
             lines.append("; ".join(parts))
+        if len(lines) > _MAX_PREVIEW:
+            lines[_MAX_PREVIEW:] = [f"… and {len(lines) - _MAX_PREVIEW} more of your variables"]
         if new:
             lines.append("creates " + ", ".join(f"`{n}`" for n in new[:8]) + (" …" if len(new) > 8 else ""))
         if effects.dynamic:

@@ -84,3 +84,11 @@ def test_no_user_code_runs_to_fingerprint():
     assert fingerprint(obj).opaque and fingerprint(sub).opaque
     assert out["holder"] == "`holder` changed in place: list of 3, length 2 → 3"
     assert "sub" not in out  # an unknown (sub)class: identity only
+
+
+def test_code_that_makes_many_names_gets_a_bounded_report():
+    out = compare({}, snapshot((f"n{i}", i) for i in range(6000)), None)
+    lines = out.lines()
+    assert len(lines) == 42
+    assert lines[40] == "… and 5,960 more names: 5,960 created"
+    assert lines[41].startswith("only the first 5,000 of 6,000 names were compared by contents")
