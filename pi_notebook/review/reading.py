@@ -33,6 +33,16 @@ MUTATING_METHODS = frozenset({
     "set_axis_inplace", "rename_axis_inplace",
 })
 
+# Methods that act outside the kernel (files, databases, processes): nothing undo can take back.
+OUTSIDE_METHODS = frozenset({
+    "to_csv", "to_parquet", "to_excel", "to_json", "to_pickle", "to_sql", "to_feather", "to_hdf",
+    "to_stata", "savefig", "savez", "savez_compressed", "tofile", "write_text", "write_bytes",
+    "unlink", "rmdir", "rmtree", "remove", "rename", "execute", "executemany", "executescript",
+    "commit", "system", "getoutput", "popen", "run_line_magic", "run_cell_magic",
+})
+_OUTSIDE_FUNCTIONS = frozenset({"remove", "unlink", "rmtree", "rename", "system", "run", "call",
+                                "check_call", "check_output", "Popen"})
+
 # Calls through which code can rebind any name without naming it.
 _DYNAMIC = frozenset({"exec", "eval", "globals", "vars", "setattr", "delattr", "locals", "__import__"})
 
@@ -54,6 +64,7 @@ class CodeEffects:
 
     effects: tuple[NameEffect, ...] = ()
     dynamic: tuple[str, ...] = ()  # exec, globals, setattr... called: other names may change too
+    outside: tuple[str, ...] = ()  # calls that write files, databases or run processes (shortened)
     unreadable: bool = False  # not Python after IPython's transforms: nothing could be read
 
     @property
@@ -79,7 +90,8 @@ def read_code(code: str) -> CodeEffects:
     reader = _Reader()
     for statement in tree.body:
         reader.visit(statement)
-    return CodeEffects(effects=tuple(reader.effects), dynamic=tuple(sorted(reader.dynamic)))
+    return CodeEffects(effects=tuple(reader.effects), dynamic=tuple(sorted(reader.dynamic)),
+                       outside=tuple(reader.outside))
 
 
 def _short(node: ast.AST) -> str:
@@ -98,10 +110,23 @@ def _root_name(node: ast.expr) -> str | None:
     return node.id if isinstance(node, ast.Name) else None
 
 
+def _acts_outside(node: ast.Call) -> bool:
+    func = node.func
+    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+    if name == "open":  # open(path, "w"), open(path, mode="a")
+        modes = [a for a in node.args[1:2]] + [k.value for k in node.keywords if k.arg == "mode"]
+        return any(isinstance(m, ast.Constant) and isinstance(m.value, str) and set(m.value) & set("wax+")
+                   for m in modes)
+    if isinstance(func, ast.Attribute):
+        return name in OUTSIDE_METHODS
+    return name in _OUTSIDE_FUNCTIONS
+
+
 class _Reader(ast.NodeVisitor):
     def __init__(self) -> None:
         self.effects: list[NameEffect] = []
         self.dynamic: set[str] = set()
+        self.outside: list[str] = []
         self._seen: set[tuple[str, str, str]] = set()
 
     def _add(self, name: str | None, kind: EffectKind, detail: str = "") -> None:
@@ -207,6 +232,10 @@ class _Reader(ast.NodeVisitor):
         if isinstance(func, ast.Name) and func.id in _DYNAMIC:
             self.dynamic.add(func.id)
             return
+        if _acts_outside(node) and len(self.outside) < 8:
+            detail = f"{_short(func)}(…)"
+            if detail not in self.outside:
+                self.outside.append(detail)
         if not isinstance(func, ast.Attribute):
             return
         inplace = any(k.arg == "inplace" and isinstance(k.value, ast.Constant) and k.value.value is True

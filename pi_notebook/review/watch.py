@@ -125,6 +125,9 @@ class NamespaceReview:
                 why = _why_no_copy(namespace[name], self.stack.budget if budget is None else budget)
                 if why:
                     unrestorable.append(f"undo could not restore `{name}`: {why}")
+        if effects.outside:
+            unrestorable.append("undo cannot take back what the code does outside the kernel: "
+                                + ", ".join(f"`{d}`" for d in effects.outside))
         return Preview(tuple(lines), protected, tuple(unrestorable))
 
     # -- around a call --

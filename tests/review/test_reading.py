@@ -40,3 +40,9 @@ def test_function_bodies_are_local_except_global_names_and_mutating_calls():
 def test_dynamic_calls_and_unreadable_code_are_said():
     assert read_code("exec('x = 1')\nsetattr(obj, 'a', 1)").dynamic == ("exec", "setattr")
     assert read_code("def broken(:\n").unreadable
+
+
+def test_calls_that_act_outside_the_kernel_are_listed():
+    effects = read_code("df.to_csv('out.csv')\nwith open('log.txt', 'a') as fh: fh.write('x')\n"
+                        "open('in.txt').read()\nimport os\nos.remove('tmp')\nget_ipython().system('ls')")
+    assert effects.outside == ("df.to_csv(…)", "open(…)", "os.remove(…)", "get_ipython().system(…)")

@@ -113,3 +113,9 @@ def test_a_user_change_between_calls_is_not_the_agents():
     watch = review.before_call("x = 1", visible_items(ns, {}), epoch=2)
     ns["x"] = 1
     assert review.after_call(watch, ns, visible_items(ns, {})).lines() == ["`x` created: int"]
+
+
+def test_preview_says_what_undo_cannot_take_back():
+    preview = NamespaceReview().preview("df.to_csv('out.csv')", {"df": pd.DataFrame()})
+    assert preview.unrestorable == ("undo cannot take back what the code does outside the kernel: "
+                                    "`df.to_csv(…)`",)
