@@ -149,10 +149,12 @@ class NamespaceReview:
         guard: dict[str, object] = {}
         for name, value in items:
             if name in protected and name not in effects.names:
-                try:
-                    guard[name] = copy_value(value) if known_kind(value) is not None else value
-                except (TypeError, MemoryError, RecursionError):
-                    guard[name] = value  # the binding at least
+                guard[name] = value  # the binding at least; a copy when it fits the budget
+                if not _why_no_copy(value, budget):
+                    try:
+                        guard[name] = copy_value(value)
+                    except (TypeError, MemoryError, RecursionError):
+                        pass
         return CallWatch(effects, before, record, protected, guard, epoch)
 
     def after_call(self, watch: CallWatch, namespace: MutableMapping[str, Any],

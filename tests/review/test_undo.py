@@ -119,3 +119,14 @@ def test_preview_says_what_undo_cannot_take_back():
     preview = NamespaceReview().preview("df.to_csv('out.csv')", {"df": pd.DataFrame()})
     assert preview.unrestorable == ("undo cannot take back what the code does outside the kernel: "
                                     "`df.to_csv(…)`",)
+
+
+def test_a_protected_name_over_the_budget_is_not_copied_and_its_change_is_said():
+    review = NamespaceReview()
+    big = np.zeros(1000)
+    ns = {"big": big, "alias": big}
+    review.start_run("run 1")
+    lines = agent_call(review, ns, "alias[0] = 1", protect=["big"], budget=1000)
+    assert ns["big"][0] == 1
+    assert any("`big` protected (AgentMagics.protect) and changed, and could not be put back" in line
+               for line in lines)
