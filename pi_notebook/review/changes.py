@@ -17,7 +17,8 @@ from typing import Literal
 from .fingerprint import Fingerprint, fingerprint, identity
 from .reading import CodeEffects
 
-__all__ = ["ChangeKind", "ChangeReport", "NameChange", "Snapshot", "compare", "describe", "snapshot"]
+__all__ = ["ChangeKind", "ChangeReport", "NameChange", "Snapshot", "compare", "describe", "snapshot",
+           "visible_items"]
 
 ChangeKind = Literal["created", "rebound", "deleted", "changed"]
 Snapshot = dict[str, Fingerprint]
@@ -25,6 +26,7 @@ Snapshot = dict[str, Fingerprint]
 _MAX_LISTED = 5  # column names listed per line
 MAX_LINES = 40  # lines of one report (code that makes 10,000 names gets a count)
 MAX_COMPARED = 5000  # names compared by contents; further names by identity only
+_INTERNAL = frozenset({"In", "Out", "exit", "quit", "get_ipython"})  # IPython's own names
 
 
 @dataclass(frozen=True)
@@ -168,5 +170,3 @@ def visible_items(namespace: Mapping[str, object], hidden: Mapping[str, object])
         items.append((name, value))
     return items
 
-
-_INTERNAL = frozenset({"In", "Out", "exit", "quit", "get_ipython"})
