@@ -18,7 +18,8 @@ ALLOWED = {
     "ai": {"ai"},
     "agent": {"agent", "ai"},
     "session": {"session", "agent", "ai", "tools.updates", "tools.redact", "widgets.markdown"},
-    "tools": {"tools", "agent", "ai"},
+    "review": {"review"},
+    "tools": {"tools", "agent", "ai", "review"},
     # the tools modules the views share with the tools: the typed updates, the approval types,
     # the policy vocabulary and the traceback rules (so the model and the view fold alike)
     "widgets": {"widgets", "ai", "agent", "tools.updates", "tools.approval", "tools.policy",
@@ -28,7 +29,7 @@ ALLOWED = {
     "local": {"local", "agent", "ai"},
     # the MCP logs live in the project's one cache folder (local/setup.py's cache_dir)
     "mcp": {"mcp", "tools", "agent", "ai", "local.setup"},
-    "magics": {"magics", "widgets", "tools", "session", "mcp", "local", "agent", "ai"},
+    "magics": {"magics", "widgets", "tools", "session", "mcp", "local", "agent", "ai", "review"},
 }
 
 # an old ``python -m`` command name kept working: a script that runs the new module's command,

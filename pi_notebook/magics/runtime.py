@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 from IPython.core.error import UsageError
 
 from ..levels import AgentThinkingLevel
+from ..review.watch import review_for
 from ..tools.kernel_host import kernel_host
 from ..tools.policy import ApprovalChoice, ApprovalPolicy
 from ..widgets.protocol import NoticeLevel, QueueKind, RunStatus, RunView
@@ -404,6 +405,8 @@ class Runtime:
         if self._approval is not None:
             self._approval.reset_run()  # "Always for this run" ends with the run
             self._approval.timeout_s = settings.approval_timeout or None
+        # what this run does to the user's names is one step of %agent undo
+        review_for(self.shell).start_run(f"the run of cell [{run.cell}]" if run.cell is not None else "")
         self._try(lambda: run.view.set_policy(run.policy))
         for item in self.queue.items():
             if item.owner is run and item.message is not None:
