@@ -75,10 +75,12 @@ from .protocol import NoticeLevel, QueueKind, RunStatus
 from .toolcall import ToolItem
 
 __all__ = ["Transcript", "Item", "UserItem", "NoticeItem", "OtherItem", "TextItem", "ThinkingItem",
-           "ToolItem", "QueuedRow", "StreamText", "FINAL_STATUSES", "LIVE_STATUSES", "USER_LABELS",
+           "ToolItem", "QueuedRow", "StreamText", "FINAL_STATUSES", "NO_RESULT_MARK", "LIVE_STATUSES", "USER_LABELS",
            "TranscriptViewMixin"]
 
 FINAL_STATUSES: tuple[RunStatus, ...] = ("done", "aborted", "error", "removed")
+# the pill of a run that answered after every one of its tool calls failed ("done · no result")
+NO_RESULT_MARK = "· no result"
 LIVE_STATUSES: tuple[RunStatus, ...] = ("idle", "queued", "thinking", "writing", "running tool",
                                         "waiting for approval", "aborting")
 
@@ -215,6 +217,25 @@ class Transcript:
         self._freeze_live({i: item for i, item in enumerate(self.items) if isinstance(item, TextItem)})
         self.status, self.status_detail = status, ""
         self.changed(header=True)
+
+    def pill(self) -> tuple[str, str, str]:
+        """The status pill as shown: (label, colour key of ``theme.STATUS_COLOURS``, tooltip).
+
+        A run can end ``done`` (the model answered) although every tool call it ran failed:
+        its answer then rests on no result ("The code failed, so I do not know"), and a green
+        "done" would say the opposite. The pill says "done · no result" in the warning
+        colour; the run's status stays ``done`` (a queued cell after it still starts)."""
+        label: str = self.status
+        if self.status_detail and self.status in ("running tool", "waiting for approval"):
+            label = f"{self.status}: {self.status_detail}"
+        if self.status == "done":
+            ran = [i for i in self.tools.values() if i.status != "skipped"]
+            failed = [i for i in ran if i.is_error]
+            if ran and len(failed) == len(ran):
+                calls = "the tool call" if len(ran) == 1 else f"all {len(ran)} tool calls"
+                return (f"done {NO_RESULT_MARK}", "no result",
+                        f"{calls} failed: the answer rests on no result")
+        return label, self.status, ""
 
     def finish(self, status: RunStatus | None = None) -> None:
         if status is None:
