@@ -21,6 +21,7 @@ from ._util import strip_control
 from ..tools.policy import ApprovalChoice, ApprovalPolicy
 from .protocol import NoticeLevel, QueueKind, RunStatus
 from .text import render_event_text
+from .transcript import NO_RESULT_MARK
 
 if TYPE_CHECKING:
     from ..agent.types import AgentEvent
@@ -43,6 +44,7 @@ class TextView:
         self._parts: list[str] = []
         self._error_shown = False  # an error line was printed: the status line does not repeat it
         self._skipped: set[str] = set()  # tool calls declined at the question
+        self._failed: list[bool] = []  # per tool call that ran: did it fail? (the final line)
         self._write(f"[agent: {model_label}]\n")
 
     def set_model_label(self, label: str) -> None:
@@ -67,6 +69,8 @@ class TextView:
                 # declined here: its result text is advice to the model, "skipped" says it all
                 self._write(f"[{strip_control(tool_name or 'tool')} skipped]\n")
                 return
+            case ToolExecutionEndEvent(is_error=is_error):
+                self._failed.append(is_error)
         text = render_event_text(event, user_kind=kind)
         if isinstance(event, MessageEndEvent) and text and text.startswith(("\n[error]", "\n[aborted]")):
             self._error_shown = True
@@ -122,6 +126,10 @@ class TextView:
         self.status = status or "done"
         if self.status in ("error", "aborted") and self._error_shown:
             return  # the line that said what went wrong was the status line
+        if self.status == "done" and self._failed and all(self._failed):
+            # answered, but on no result: the same words as the widget's pill (transcript.py)
+            self._write(f"\n[done {NO_RESULT_MARK}: every tool call failed]\n")
+            return
         self._write(f"\n[{self.status}]\n")
 
     def to_markdown(self) -> str:

@@ -25,6 +25,7 @@ STATUS_COLOURS: dict[str, tuple[str, str]] = {
     "queued": ("#e8eaed", "#3c4043"),
     "aborting": ("#fce4ec", "#ad1457"),
     "done": ("#e8f5e9", "#2e7d32"),
+    "no result": ("#fff3e0", "#b04a00"),  # "done · no result": answered, but every call failed
     "aborted": ("#fce4ec", "#ad1457"),
     "skipped": ("#f1f3f4", "#5f6368"),
     "error": ("#ffebee", "#c62828"),
@@ -65,6 +66,20 @@ _BASE_CSS = """
 .pi-agent .pi-ctx-fill.pi-warn { background: #e39b00; }
 .pi-agent .pi-ctx-fill.pi-full { background: #d32f2f; }
 .pi-agent .pi-abort button, .pi-agent button.pi-abort { font-size: 12px; }
+/* a narrow notebook (800 px with the file browser open leaves ~430 px): the header row wraps,
+   Abort goes below the header line instead of out of the view, and the header's own items
+   wrap too (nothing is cut to "Abo" or "approval: clic…") */
+.pi-agent .pi-head-row { flex-wrap: wrap; row-gap: 2px; }
+.pi-agent .pi-head-row > .widget-html { flex: 1 1 auto; min-width: min-content; width: auto; }
+.pi-agent .pi-head .pi-pill { white-space: normal; overflow-wrap: anywhere; max-width: 100%; }
+.pi-agent .pi-head-row .widget-html-content, .pi-agent .pi-tool .widget-html-content {
+  white-space: normal; overflow: visible; text-overflow: clip; }
+.pi-agent .pi-head .pi-policy, .pi-agent .pi-approval-line { white-space: normal; }
+/* an MCP tool's annotations: small badges, tinted by meaning */
+.pi-agent .pi-badge { display: inline-block; border-radius: 4px; padding: 0 6px; font-size: 10.5px;
+  font-weight: 600; line-height: 1.6; border: 1px solid; white-space: nowrap; }
+.pi-agent .pi-badge-readonly { background: #e8f5e9; color: #1b5e20; border-color: #a5d6a7; }
+.pi-agent .pi-badge-destructive { background: #ffebee; color: #b71c1c; border-color: #ef9a9a; }
 /* messages */
 .pi-agent .pi-msg { margin: 6px 0 2px 0; }
 .pi-agent .pi-user { border-left: 3px solid #6b8afd; padding: 2px 0 2px 10px;
@@ -143,11 +158,16 @@ _BASE_CSS = """
 .pi-agent .pi-tool { border: 1px solid var(--jp-border-color2, #e1e4e8); border-radius: 7px;
   padding: 5px 10px 6px 10px; margin: 6px 0; background: var(--jp-layout-color0, #fff); }
 .pi-agent .pi-tool.pi-tool-error { border-color: #f3c4c4; }
-.pi-agent .pi-tool-head { display: flex; align-items: center; gap: 8px; font-size: 12px;
+.pi-agent .pi-tool-head { display: flex; align-items: center; gap: 2px 8px; flex-wrap: wrap; font-size: 12px;
   color: var(--jp-content-font-color2, #57606a); margin-bottom: 3px; }
 .pi-agent .pi-tool-name { font-weight: 600; color: var(--jp-content-font-color1, #1f2328);
   font-family: var(--jp-code-font-family, ui-monospace, SFMono-Regular, Menlo, monospace); }
 .pi-agent .pi-tool .pi-hl { margin-bottom: 2px; max-height: 420px; overflow-y: auto; }
+/* a tool's code wraps: code waiting for approval must be seen whole, never cut at the
+   box's right edge (a long line would need a sideways scroll nobody notices). At spaces
+   first: Lab's output area sets word-break: break-all on every pre element ("as|cending") */
+.pi-agent .pi-tool pre.pi-hl { white-space: pre-wrap; overflow-wrap: anywhere; word-break: normal;
+  overflow-x: hidden; }
 /* no height limit on the output area: a figure shows at its natural size; long text
    streams scroll in their own box (.pi-stream) */
 .pi-agent .pi-outbox { margin-top: 4px; border-radius: 6px;
@@ -196,6 +216,8 @@ body[data-jp-theme-light="false"] .pi-agent .pi-notice.pi-error { background: #3
 body[data-jp-theme-light="false"] .pi-agent .pi-invisible { background: #5e2f33; color: #ffdad6; }
 body[data-jp-theme-light="false"] .pi-agent .pi-invisible-warning { color: #ffb4ab; }
 body[data-jp-theme-light="false"] .pi-agent .pi-pill { filter: saturate(.8) brightness(.92); }
+body[data-jp-theme-light="false"] .pi-agent .pi-badge-readonly { background: #17301b; color: #a5d6a7; border-color: #2e5e35; }
+body[data-jp-theme-light="false"] .pi-agent .pi-badge-destructive { background: #3b1f22; color: #ffb3b3; border-color: #6e3035; }
 .pi-agent .pi-remove button, .pi-agent button.pi-remove { min-width: 0; }
 /* a view whose kernel is gone (restart): @jupyter-widgets marks every view of it with
    jupyter-widgets-disconnected and puts a broken-link icon before each one. One line on

@@ -103,6 +103,7 @@ class AgentView(TranscriptViewMixin, W.VBox):  # type: ignore[misc]  # ipywidget
         self._abort_button.on_click(lambda _b: self._hop(self._abort_clicked))
         head_row = self._set.add(W.HBox([self._header, self._abort_button], layout=self._set.add(
             W.Layout(justify_content="space-between", align_items="center"))))
+        head_row.add_class("pi-head-row")  # wraps in a narrow notebook (theme.py)
         self._transcript_box = self._set.add(W.VBox([]))
         # A column-reverse scroller keeps the newest text in view as it grows, without
         # script; it has a maximum height (CSS) and its own scrollbar.
@@ -482,11 +483,9 @@ class AgentView(TranscriptViewMixin, W.VBox):  # type: ignore[misc]  # ipywidget
     def _header_html(self) -> str:
         t = self.transcript
         live = t.status in LIVE_STATUSES and not t.finished
-        label: str = t.status
-        if t.status_detail and t.status in ("running tool", "waiting for approval"):
-            label = f"{t.status}: {t.status_detail}"
+        label, colour, why = t.pill()
         bits = [f'<span class="pi-model">{escape_text(t.model_label)}</span>',
-                pill_html(t.status, live=live, label=label)]
+                pill_html(colour, live=live, label=label, title=why)]
         if t.policy:
             bits.append(f'<span class="pi-metric pi-policy" title="approval policy for this run">'
                         f"approval: {escape_text(t.policy)}</span>")
