@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class, no_var_expand
 
+from ..widgets.markdown import without_notes
 from ..widgets.protocol import QueueKind
 from .args import AGENT_USAGE, AgentArgs, parse_agent_args, split_line
 from .lifecycle import Run
@@ -296,5 +297,6 @@ def _message_line(message: AgentMessage) -> str:
     error = getattr(message, "error_message", None)
     if error:
         text += f" [error: {error}]"
-    text = text.replace("\n", " ")
+    # (a notebook-context note the model quoted is its input, not what a person reads)
+    text = without_notes(text).replace("\n", " ")
     return f"{role:>14}: {text[:200]}{'…' if len(text) > 200 else ''}"
