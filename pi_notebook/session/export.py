@@ -216,7 +216,11 @@ def build_notebook(messages: Iterable[Any], *, title: str | None = None,
             images = sum(1 for b in _blocks(get_field(message, "content")) if get_field(b, "type") == "image")
             if images:
                 text += f"\n\n*({images} image{'s' if images > 1 else ''} attached)*"
-            if text.strip():
+            author, shown = get_field(message, "author"), get_field(message, "shown")
+            if isinstance(author, str) and author and isinstance(shown, str) and shown:
+                # a run check's turn (agent/types.CheckMessage): the product's words, not the user's
+                cells.append(v4.new_markdown_cell(f"**{_safe_markdown(author)}:**\n\n{_safe_markdown(shown)}"))
+            elif text.strip():
                 cells.append(v4.new_markdown_cell(f"**User:**\n\n{_safe_markdown(text)}"))
         elif role == "assistant":
             prose: list[str] = []

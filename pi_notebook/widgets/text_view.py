@@ -15,7 +15,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from ..agent.types import AgentEndEvent, MessageEndEvent, MessageStartEvent, ToolExecutionEndEvent, llm_message
+from ..agent.types import (AgentEndEvent, CheckMessage, MessageEndEvent, MessageStartEvent, ToolExecutionEndEvent,
+                           llm_message)
 from ..ai.types import UserMessage
 from ._util import strip_control
 from ..tools.policy import ApprovalChoice, ApprovalPolicy
@@ -60,7 +61,8 @@ class TextView:
     def handle_event(self, event: AgentEvent) -> None:
         kind: QueueKind | None = None
         match event:
-            case MessageStartEvent(message=message) if isinstance(llm_message(message), UserMessage):
+            case MessageStartEvent(message=message) if (isinstance(llm_message(message), UserMessage)
+                                                        and not isinstance(message, CheckMessage)):
                 kind = self._kinds.popleft() if self._kinds else "prompt"
             case AgentEndEvent():
                 self._kinds.clear()  # labels the agent never used must not label a later message
@@ -133,6 +135,9 @@ class TextView:
         self._write(f"\n[{self.status}]\n")
 
     def to_markdown(self) -> str:
+        return "".join(self._parts)
+
+    def to_text(self) -> str:
         return "".join(self._parts)
 
     def close(self) -> None:

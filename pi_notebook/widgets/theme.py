@@ -86,6 +86,9 @@ _BASE_CSS = """
   background: var(--jp-layout-color1, #f8f9fb); border-radius: 0 6px 6px 0; }
 .pi-agent .pi-user.pi-steer { border-left-color: #f59e0b; }
 .pi-agent .pi-user.pi-followup { border-left-color: #10b981; }
+/* a run check's turn (the product's, not the user's): grey, its label in its own colour */
+.pi-agent .pi-user.pi-check { border-left-color: #8c959f; }
+.pi-agent .pi-user.pi-check .pi-label { text-transform: none; letter-spacing: 0; }
 .pi-agent .pi-label { font-size: 10.5px; font-weight: 700; text-transform: uppercase; letter-spacing: .06em;
   color: var(--jp-content-font-color2, #57606a); margin-right: 6px; }
 .pi-agent .pi-user-text { white-space: pre-wrap; word-break: break-word; }

@@ -27,6 +27,7 @@ from ..agent.types import (
     AgentEvent,
     AgentMessage,
     AgentStartEvent,
+    CheckMessage,
     MessageEndEvent,
     MessageStartEvent,
     MessageUpdateEvent,
@@ -347,6 +348,13 @@ class Transcript:
         if any(isinstance(i, UserItem) and i.source is message for i in self.items):
             return  # the same message again
         images = len(content_images(content))
+        if isinstance(message, CheckMessage):
+            # a run check's turn: the product's words for a person, not the model's instruction;
+            # it never takes the row of a prompt or %steer the user queued
+            row = UserItem(message.shown or content_text(content), "check", images)
+            row.source = message
+            self.append(row)
+            return
         if self._expected_users:
             row = self._expected_users.popleft()
             row.source = message

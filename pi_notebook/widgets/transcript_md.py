@@ -72,11 +72,16 @@ TRANSCRIPT_STYLE = """<style>
 /* a finished transcript is a document: full height from its first line, no inner scroll
    box, so it reads from the question down and prints whole */
 .pi-transcript .pi-body { display: block; min-width: 0; max-width: 100%; overflow: visible; }
+/* its own block formatting context, as the live scroll box's flex item was: the first row's
+   margin stays inside, so the question sits where it sat live */
+.pi-transcript .pi-body > div { display: flow-root; min-width: 0; max-width: 100%; }
 .pi-transcript .pi-user { border-left: 3px solid #6b8afd; padding: 2px 0 2px 10px; margin: 6px 0 2px 0;
   background: var(--jp-layout-color1, #f8f9fb); border-radius: 0 6px 6px 0; line-height: 1.5;
   font-family: var(--jp-ui-font-family, system-ui, sans-serif); font-size: var(--jp-content-font-size1, 13px); }
 .pi-transcript .pi-user.pi-steer { border-left-color: #f59e0b; }
 .pi-transcript .pi-user.pi-followup { border-left-color: #10b981; }
+.pi-transcript .pi-user.pi-check { border-left-color: #8c959f; }
+.pi-transcript .pi-user.pi-check .pi-label { text-transform: none; letter-spacing: 0; }
 .pi-transcript .pi-label { font-size: 10.5px; font-weight: 700; text-transform: uppercase; letter-spacing: .06em;
   color: var(--jp-content-font-color2, #57606a); margin-right: 6px; }
 .pi-transcript .pi-user-text { white-space: pre-wrap; word-break: break-word; }
