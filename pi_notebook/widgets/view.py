@@ -48,6 +48,7 @@ from .toolcall import ToolItem
 from .toolcard import ToolCard
 from .transcript import FINAL_STATUSES, LIVE_STATUSES, Transcript, TranscriptViewMixin
 from .transcript_md import transcript_markdown
+from .transcript_text import transcript_text
 
 if TYPE_CHECKING:
     from ..agent.types import AgentEvent
@@ -156,7 +157,7 @@ class AgentView(TranscriptViewMixin, W.VBox):  # type: ignore[misc]  # ipywidget
         md = self.to_markdown()
         return {
             WIDGET_VIEW_MIME: {"version_major": 2, "version_minor": 0, "model_id": self.model_id},
-            "text/plain": f"{FALLBACK_TEXT}\n\n{md}",
+            "text/plain": f"{FALLBACK_TEXT}\n\n{self.to_text()}",
             "text/markdown": f"*{FALLBACK_TEXT}*\n\n{md}",
         }
 
@@ -187,6 +188,10 @@ class AgentView(TranscriptViewMixin, W.VBox):  # type: ignore[misc]  # ipywidget
     def to_markdown(self) -> str:
         """The static Markdown transcript (safe to render with raw HTML on)."""
         return transcript_markdown(self.transcript)
+
+    def to_text(self) -> str:
+        """The same transcript as plain text (the bundle's ``text/plain``: no markup)."""
+        return transcript_text(self.transcript)
 
     # ------------------------------------------------------------------ RunView
 

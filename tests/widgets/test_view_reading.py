@@ -128,3 +128,74 @@ def test_header_rows_wrap_and_badges_have_a_style():
         dark = _rule(css, f'body[data-jp-theme-light="false"] .pi-agent .{badge}')
         assert "background" in light and "background" in dark, badge
         assert light != dark, badge
+
+
+# --- a run check's turn is the product's, not "You" --------------------------------------------
+
+def _check_message():
+    from pi_notebook.agent.types import CheckMessage
+
+    return CheckMessage(content='Check: no output shows "Apple" again. Reply exactly: The code failed.',
+                        shown='No output shows "Apple": the agent was asked to end with what the results show.')
+
+
+def test_a_check_turn_is_labelled_as_the_products_live_and_in_the_transcript():
+    from pi_notebook.agent.types import MessageStartEvent
+    from pi_notebook.ai.types import UserMessage
+
+    t = Transcript("faux/m")
+    t.announce("the question")
+    t.apply(AgentStartEvent())
+    t.apply(MessageStartEvent(message=UserMessage(content="the question")))
+    t.show_queued("steer", "use the median", "tok1")
+    t.deliver_queued("tok1", "use the median", "steer")  # the user's steer waits for its message
+    t.apply(MessageStartEvent(message=_check_message()))
+    t.apply(MessageStartEvent(message=UserMessage(content="use the median")))
+    rows = [(i.label, i.text) for i in t.items if hasattr(i, "label")]
+    assert rows == [("You", "the question"),
+                    ("Steer", "use the median"),  # not taken by the check's message
+                    ("pi_notebook check", 'No output shows "Apple": the agent was asked to end with what the '
+                                          "results show.")]
+    md = transcript_markdown(t)
+    assert '<span class="pi-label">pi_notebook check</span>' in md
+    assert "Reply exactly" not in md and "Check:" not in md
+
+
+def test_a_check_turn_in_the_terminal_view_and_the_export():
+    from pi_notebook.agent.types import MessageStartEvent
+    from pi_notebook.session import build_notebook
+
+    view = TextView("faux/m")
+    view.handle_event(MessageStartEvent(message=_check_message()))
+    printed = view.to_markdown()
+    assert "pi_notebook check: No output shows" in printed and "Reply exactly" not in printed
+    cells = build_notebook([_check_message()]).cells
+    assert cells[0].source.startswith("**pi_notebook check:**") and "Reply exactly" not in cells[0].source
+
+
+# --- text/plain is a plain-text transcript ---------------------------------------------------
+
+def test_the_headless_transcripts_text_plain_is_text_not_markup():
+    from pi_notebook.agent.types import MessageEndEvent, MessageStartEvent
+    from pi_notebook.ai.types import AssistantMessage, UserMessage
+    from pi_notebook.widgets.static_view import StaticView
+
+    view = StaticView("faux/m", None)
+    view.add_user_message("which region sold more?")
+    view.handle_event(AgentStartEvent())
+    view.handle_event(MessageStartEvent(message=UserMessage(content="which region sold more?")))
+    _call(view.transcript, "c1", failed=False)
+    answer = AssistantMessage(api="faux", provider="faux", model="m",
+                              content=[TextContent(text="The **north** sold more: 3 < 5 is false.")])
+    view.handle_event(MessageStartEvent(message=answer))
+    view.handle_event(MessageEndEvent(message=answer))
+    view.handle_event(AgentEndEvent(messages=[]))
+    view.finish("done")
+    bundle = view.display_bundle()
+    plain = bundle["text/plain"]
+    assert "<div" not in plain and "<span" not in plain and "<style" not in plain
+    assert plain.startswith("pi agent · faux/m · done")
+    assert "You: which region sold more?" in plain
+    assert "⚙ python · done" in plain and "    df.groupby('regoin').sum()" in plain
+    assert "The **north** sold more: 3 < 5 is false." in plain  # the answer's own text, unescaped
+    assert "<div" in bundle["text/markdown"]  # the Markdown transcript keeps its frame
