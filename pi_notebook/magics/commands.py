@@ -10,6 +10,7 @@ help, handler): the parser, the dispatch and ``%agent help`` all read it.
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,7 +19,6 @@ from typing import TYPE_CHECKING
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class, no_var_expand
 
-from ..widgets.markdown import without_notes
 from ..widgets.protocol import QueueKind
 from .args import AGENT_USAGE, AgentArgs, parse_agent_args, split_line
 from .lifecycle import Run
@@ -264,8 +264,22 @@ def parse_agent_command(line: str) -> AgentCommand:
     return AgentCommand(name, rest[0] if rest else "")
 
 
+HELP_WIDTH = 88  # a stream output line at 1400 px in JupyterLab holds ~120 characters
+
+
+def _usage_lines() -> list[str]:
+    """``%%agent``'s usage, broken between options (as one 131-character line, Lab wrapped
+    it in the middle of one)."""
+    lines = ["  "]
+    for option in re.findall(r"\[[^\]]*\]|\S+", AGENT_USAGE):
+        if len(lines[-1]) + 1 + len(option) > HELP_WIDTH and lines[-1].strip():
+            lines.append(" " * 10)
+        lines[-1] += ("" if not lines[-1].strip() else " ") + option
+    return lines
+
+
 def help_text() -> str:
-    lines = [f"  {AGENT_USAGE}", "      the cell body is the prompt; one conversation per kernel",
+    lines = [*_usage_lines(), "      the cell body is the prompt; one conversation per kernel",
              "  %steer TEXT        steer the running agent (delivered at the next turn)",
              "  %followup TEXT     queue a follow-up (delivered when the agent would stop)"]
     for command in COMMANDS.values():
@@ -275,6 +289,9 @@ def help_text() -> str:
 
 
 def _message_line(message: AgentMessage) -> str:
+    from ..agent.types import CheckMessage  # (on use: %load_ext imports no agent core, no widgets)
+    from ..widgets.markdown import without_notes
+
     role = getattr(message, "role", "?")
     content = getattr(message, "content", "")
     if isinstance(content, str):
@@ -294,6 +311,8 @@ def _message_line(message: AgentMessage) -> str:
         text = " ".join(parts)
     if role == "toolResult":
         role = f"result {getattr(message, 'tool_name', '')}"
+    if isinstance(message, CheckMessage):  # a run check's turn: the product's words, not the user's
+        role, text = "check", message.shown or text
     error = getattr(message, "error_message", None)
     if error:
         text += f" [error: {error}]"

@@ -119,7 +119,7 @@ _CODE = """(pre) => { const r = pre.getBoundingClientRect();
   const m = marker.getBoundingClientRect();
   // a code token cut across two lines where it had no need to be ("as|cending")
   const split = [...pre.querySelectorAll('span')].filter((s) => s.getClientRects().length > 1
-                                                      && !/\s/.test(s.textContent)).map((s) => s.textContent);
+                                                      && !/\\s/.test(s.textContent)).map((s) => s.textContent);
   return {sw: pre.scrollWidth, cw: pre.clientWidth, h: r.height, right: r.right, markerRight: m.right, split,
           line: parseFloat(getComputedStyle(pre).lineHeight) || 18}; }"""
 
