@@ -191,6 +191,12 @@ _BASE_CSS = """
 .pi-agent .pi-approval .widget-html-content { font-size: 12px; color: #6d5600; white-space: normal;
   line-height: 1.45; }
 .pi-agent .pi-approval-buttons { flex-wrap: wrap; gap: 6px; }
+/* while a call waits for a click: a line held at the bottom of the screen (sticky) as long as
+   the view is on it, so a card that opened below the fold is announced there too */
+.pi-agent .pi-approval-bar { position: sticky; bottom: 0; z-index: 2; margin: 4px 0 0 0; padding: 3px 9px;
+  background: #fff8e1; border: 1px solid #f5e1a4; border-radius: 6px; box-shadow: 0 -2px 6px rgba(0, 0, 0, .08); }
+.pi-agent .pi-approval-bar .widget-html-content { font-size: 12px; font-weight: 600; color: #6d5600;
+  white-space: normal; }
 .pi-agent .pi-approval-buttons button { margin: 0; }
 .pi-agent .pi-invisible-warning { font-size: 12px; font-weight: 600; color: #b3261e; margin: 2px 0 4px 0; }
 .pi-agent .pi-invisible { background: #ffdad6; color: #8c1d18; border-radius: 3px; padding: 0 2px;
@@ -214,6 +220,8 @@ body[data-jp-theme-light="false"] .pi-agent pre.pi-stderr, body[data-jp-theme-li
   background: #3b1f22; border-color: #5e2f33; color: #ffb3b3; }
 body[data-jp-theme-light="false"] .pi-agent .pi-approval { background: #3a3117; border-color: #66551f; }
 body[data-jp-theme-light="false"] .pi-agent .pi-approval .widget-html-content { color: #f2dc8c; }
+body[data-jp-theme-light="false"] .pi-agent .pi-approval-bar { background: #3a3117; border-color: #66551f; }
+body[data-jp-theme-light="false"] .pi-agent .pi-approval-bar .widget-html-content { color: #f2dc8c; }
 body[data-jp-theme-light="false"] .pi-agent .pi-notice.pi-warning { background: #3a3117; color: #f2dc8c; }
 body[data-jp-theme-light="false"] .pi-agent .pi-notice.pi-error { background: #3b1f22; color: #ffb3b3; }
 body[data-jp-theme-light="false"] .pi-agent .pi-invisible { background: #5e2f33; color: #ffdad6; }
@@ -231,7 +239,7 @@ body[data-jp-theme-light="false"] .pi-agent .pi-badge-destructive { background: 
   content: "This view's kernel is gone (restarted or shut down): the run is not live any more.";
   display: block; font: italic 12px var(--jp-ui-font-family, system-ui, sans-serif);
   color: var(--jp-content-font-color2, #57606a); padding: 0 0 4px 0; align-self: auto; }
-.pi-agent.jupyter-widgets-disconnected :is(.pi-abort, .pi-approval, .pi-remove, .pi-dot, .pi-cursor) {
+.pi-agent.jupyter-widgets-disconnected :is(.pi-abort, .pi-approval, .pi-approval-bar, .pi-remove, .pi-dot, .pi-cursor) {
   display: none !important; }
 /* a live pill ("writing", "waiting for approval: python") would still claim work: it says
    "not live" instead */

@@ -112,7 +112,11 @@ class AgentView(TranscriptViewMixin, W.VBox):  # type: ignore[misc]  # ipywidget
         scroller.add_class("pi-scroll")
         self._queue_box = self._set.add(W.VBox([]))
         self._forms_box = self._set.add(W.VBox([]))
-        super().__init__([style, head_row, scroller, self._forms_box, self._queue_box],
+        # While a call waits for a click: one line that stays at the bottom of the screen as
+        # long as any of the view is on it (CSS sticky), so a card that opened below the
+        # fold is not announced by the header's pill alone
+        self._waiting_bar = self._set.html("", "pi-approval-bar", layout=W.Layout(display="none"))
+        super().__init__([style, head_row, scroller, self._waiting_bar, self._forms_box, self._queue_box],
                          layout=self._set.add(W.Layout(width="100%")))
         self.add_class("pi-agent")
         self._scheduler = FlushScheduler(loop, self._flush, flush_interval)
@@ -445,7 +449,21 @@ class AgentView(TranscriptViewMixin, W.VBox):  # type: ignore[misc]  # ipywidget
                 self._header.value = value
             self._label_abort()
             t.header_dirty = False
+        self._show_waiting()
         self._refresh_fallback()
+
+    def _show_waiting(self) -> None:
+        waiting = [i.tool_name or "tool" for i in self.transcript.tools.values() if i.approval_pending]
+        if waiting and not self.transcript.finished and not self._closed:
+            names = ", ".join(dict.fromkeys(waiting))
+            calls = "a call" if len(waiting) == 1 else f"{len(waiting)} calls"
+            value = (f'<div class="pi-approval-bar-text">⚠ Waiting for your approval: {calls} '
+                     f"({escape_text(names)}). Run or Skip on its card in this view.</div>")
+            if self._waiting_bar.value != value:
+                self._waiting_bar.value = value
+            self._waiting_bar.layout.display = ""
+        elif self._waiting_bar.layout.display != "none":
+            self._waiting_bar.layout.display = "none"
 
     def _label_abort(self) -> None:
         # A queued cell's button takes it out of the queue: it says so.

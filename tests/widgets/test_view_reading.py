@@ -199,3 +199,29 @@ def test_the_headless_transcripts_text_plain_is_text_not_markup():
     assert "⚙ python · done" in plain and "    df.groupby('regoin').sum()" in plain
     assert "The **north** sold more: 3 < 5 is false." in plain  # the answer's own text, unescaped
     assert "<div" in bundle["text/markdown"]  # the Markdown transcript keeps its frame
+
+
+# --- a card waiting below the fold is announced at the bottom of the screen ----------------------
+
+async def test_a_waiting_approval_is_announced_by_a_sticky_line_until_answered():
+    import asyncio
+
+    from pi_notebook.tools.approval import ApprovalRequest
+    from pi_notebook.widgets.view import AgentView
+
+    view = AgentView("faux/m", asyncio.get_running_loop(), lambda: None, flush_interval=0.01)
+    bar = view._waiting_bar
+    assert bar.layout.display == "none"
+    view.handle_event(AgentStartEvent())
+    view.handle_event(ToolExecutionStartEvent(tool_call_id="c1", tool_name="python", args={"code": "1"}))
+    answer = asyncio.ensure_future(view.request_approval(ApprovalRequest("c1", "python", {"code": "1"}, code="1")))
+    await asyncio.sleep(0.05)
+    view.flush()
+    assert bar.layout.display == "" and "Waiting for your approval: a call (python)" in bar.value
+    view.tool_card("c1").approval_buttons["skip"].click()
+    assert await asyncio.wait_for(answer, 2) == "skip"
+    view.flush()
+    assert bar.layout.display == "none"
+    rule = _rule(stylesheet(), ".pi-agent .pi-approval-bar")
+    assert "position: sticky" in rule and "bottom: 0" in rule
+    view.close()
