@@ -192,7 +192,12 @@ _BASE_CSS = """
   line-height: 1.45; }
 .pi-agent .pi-approval-buttons { flex-wrap: wrap; gap: 6px; }
 /* while a call waits for a click: a line held at the bottom of the screen (sticky) as long as
-   the view is on it, so a card that opened below the fold is announced there too */
+   the view is on it, so a card that opened below the fold is announced there too. Sticky
+   sticks inside the nearest box that clips: the view (ipywidgets' box) and JupyterLab's
+   output area around a live view leave overflow visible (the view wraps its own content), so
+   that box is the notebook's scroller */
+.pi-agent.widget-box, .jp-OutputArea:has(.pi-agent), .jp-OutputArea-child:has(.pi-agent),
+.jp-OutputArea-output:has(.pi-agent) { overflow: visible; }
 .pi-agent .pi-approval-bar { position: sticky; bottom: 0; z-index: 2; margin: 4px 0 0 0; padding: 3px 9px;
   background: #fff8e1; border: 1px solid #f5e1a4; border-radius: 6px; box-shadow: 0 -2px 6px rgba(0, 0, 0, .08); }
 .pi-agent .pi-approval-bar .widget-html-content { font-size: 12px; font-weight: 600; color: #6d5600;

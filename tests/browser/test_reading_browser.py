@@ -4,7 +4,8 @@
    its top, the whole run below it at full height;
 2. code waiting for approval wraps inside its box: no line is cut at the right edge;
 3. in a narrow notebook the header rows wrap instead of clipping (Abort, the pill, the policy),
-   and an MCP tool's read-only / destructive annotations are styled badges in both themes.
+   and an MCP tool's read-only / destructive annotations are styled badges in both themes; a
+   card waiting below the fold is announced by a line held at the bottom of the screen.
 
 One page, three cases in order; a screenshot per width and theme in ``tests/browser/artifacts/``.
 """
@@ -14,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from harness import HEIGHT, Notebook, lab_server, launch, write_notebook
+from harness import ARTIFACTS, HEIGHT, Notebook, lab_server, launch, write_notebook
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(240)]
 
@@ -215,3 +216,33 @@ def test_narrow_headers_wrap_and_badges_are_styled(nb):
     nb.shoot("narrow-badges", view, check)
     assert set(backgrounds) == {"destructive", "read-only"}
     assert not backgrounds["destructive"] & backgrounds["read-only"]  # told apart by colour
+    _check_sticky_bar(nb, view)
+
+
+_STICKY = """(root) => {
+  // the view's top at 60% of the window, as for a cell run near the bottom of the screen
+  root.scrollIntoView({block: 'start'});
+  let page = root.parentElement;
+  while (page && !(page.scrollHeight > page.clientHeight && /auto|scroll/.test(getComputedStyle(page).overflowY)))
+    page = page.parentElement;
+  page.scrollTop -= 0.6 * window.innerHeight;
+  const bar = root.querySelector('.pi-approval-bar').getBoundingClientRect();
+  const buttons = [...root.querySelectorAll('.pi-approval-buttons')].pop().getBoundingClientRect();
+  const hit = document.elementFromPoint(bar.left + bar.width / 2, bar.top + bar.height / 2);
+  return {barTop: bar.top, barBottom: bar.bottom, buttonsTop: buttons.top, height: window.innerHeight,
+          onTop: !!(hit && hit.closest('.pi-approval-bar'))};
+}"""
+
+
+def _check_sticky_bar(nb: Any, view: Any) -> None:
+    """A card below the fold: the waiting line is on screen, not covered, at its bottom."""
+    nb.page.set_viewport_size({"width": 1400, "height": 420})
+    nb.page.wait_for_timeout(300)
+    try:
+        s = view.evaluate(_STICKY)
+        assert s["buttonsTop"] > s["height"], s  # the last card's buttons are below the fold ...
+        assert s["barTop"] >= 0 and s["barBottom"] <= s["height"] and s["onTop"], s  # ... the line is not
+        view.locator(".pi-approval-bar").screenshot(path=str(ARTIFACTS / "approval-bar-1400-light.png"))
+    finally:
+        nb.page.set_viewport_size({"width": 1400, "height": HEIGHT})
+        nb.page.wait_for_timeout(250)
