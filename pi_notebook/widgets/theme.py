@@ -195,9 +195,10 @@ _BASE_CSS = """
    the view is on it, so a card that opened below the fold is announced there too. Sticky
    sticks inside the nearest box that clips: the view (ipywidgets' box) and JupyterLab's
    output area around a live view leave overflow visible (the view wraps its own content), so
-   that box is the notebook's scroller */
+   that box is the notebook's scroller. min-width: 0 keeps what a scroll box had by default: a
+   flex item no wider than its row (else a wide table made the view 926 px in a 346 px area) */
 .pi-agent.widget-box, .jp-OutputArea:has(.pi-agent), .jp-OutputArea-child:has(.pi-agent),
-.jp-OutputArea-output:has(.pi-agent) { overflow: visible; }
+.jp-OutputArea-output:has(.pi-agent) { overflow: visible; min-width: 0; }
 .pi-agent .pi-approval-bar { position: sticky; bottom: 0; z-index: 2; margin: 4px 0 0 0; padding: 3px 9px;
   background: #fff8e1; border: 1px solid #f5e1a4; border-radius: 6px; box-shadow: 0 -2px 6px rgba(0, 0, 0, .08); }
 .pi-agent .pi-approval-bar .widget-html-content { font-size: 12px; font-weight: 600; color: #6d5600;
