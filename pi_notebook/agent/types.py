@@ -35,7 +35,7 @@ from ..ai.types import (
 )
 
 __all__ = [
-    "AgentMessage", "CustomAgentMessage", "CustomMessageDict", "AgentToolResult", "AgentTool", "AgentToolUpdateCallback", "ExecutionMode",
+    "AgentMessage", "CheckMessage", "CustomAgentMessage", "CustomMessageDict", "AgentToolResult", "AgentTool", "AgentToolUpdateCallback", "ExecutionMode",
     "AgentStartEvent", "AgentEndEvent", "TurnStartEvent", "TurnEndEvent", "MessageStartEvent",
     "MessageUpdateEvent", "MessageEndEvent", "ToolExecutionStartEvent",
     "ToolExecutionUpdateEvent", "ToolExecutionEndEvent", "AgentEvent",
@@ -54,6 +54,16 @@ class CustomAgentMessage(Protocol):
 
     @property
     def role(self) -> str: ...
+
+
+class CheckMessage(UserMessage):
+    """A user turn pi_notebook writes itself, not the user: a run check's corrective message
+    (magics/outcome.py). The model reads ``content`` as any user message (it keeps its
+    instruction to the model); a person is shown ``shown``, worded for them, under the
+    product's label (``author``), never as "You"."""
+
+    author: str = "pi_notebook check"
+    shown: str = ""
 
 
 CustomMessageDict = Mapping[str, object]

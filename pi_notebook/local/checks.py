@@ -6,7 +6,8 @@ Applied with the small-model profile (local/apply.py), for each run:
   behind (intent.expected_outcomes: a named variable, a new column, a
   figure) is looked up in the user's namespace and the run's tool results. When it is missing
   the model gets one precise corrective turn ("Check: `top3` does not exist. Assign the result
-  to `top3`."), a user message the view shows like a steer.
+  to `top3`."), a user turn typed as the product's (``CheckMessage``): the model reads the
+  instruction, a person what was found, under "pi_notebook check".
 - **every value from a result.** The names, labels, dates and numbers the answer states
   (tool_calls.stated_values) must appear in the prompt's tool outputs, the user's words or the
   notebook's names; otherwise one corrective turn names them ('Check: no output shows
@@ -33,11 +34,11 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..agent.types import BeforeToolCallResult
+from ..agent.types import BeforeToolCallResult, CheckMessage
 from .intent import Outcome, expected_outcomes
 from .tool_calls import CHECK_PREFIX, FORCED_REPLY_MARK, NOTE_PREFIX, ungrounded_values
 
-from ..ai.types import AssistantMessage, ToolCall, ToolResultMessage, UserMessage
+from ..ai.types import AssistantMessage, ToolCall, ToolResultMessage
 
 if TYPE_CHECKING:
     from ..agent.types import AgentMessage, BeforeToolCallContext, ShouldStopAfterTurnContext
@@ -48,7 +49,7 @@ UserValue = Any
 # a message's content: its text, or its content blocks
 Content = str | Iterable[object] | None
 
-__all__ = ["CHECK_PREFIX", "NamespaceSnapshot", "RunChecks", "missing_outcome", "printed_literals", "read_paths",
+__all__ = ["CHECK_PREFIX", "NamespaceSnapshot", "check_message", "RunChecks", "missing_outcome", "printed_literals", "read_paths",
            "without_literals"]
 
 _VALUES = "no output shows"  # the words that mark a values correction
@@ -330,7 +331,7 @@ class RunChecks:
         if is_answer:
             correction = self.correction(list(ctx.context.messages))
             if correction is not None:
-                self.steer(UserMessage(content=correction))
+                self.steer(check_message(correction))
                 return False
         if self.max_turns:
             since_user = 0
@@ -404,9 +405,9 @@ class RunChecks:
             # same (measured: the 0.5B re-sent a blocked read six times), so the request ends
             # with what is known; the next reply is made that sentence
             results = _tool_results(after)
-            self.steer(UserMessage(content=(
+            self.steer(check_message(
                 f"{CHECK_PREFIX}the same call was sent again after it was not run. "
-                f"{FORCED_REPLY_MARK}{_what_is_known(results)}")))
+                f"{FORCED_REPLY_MARK}{_what_is_known(results)}"))
             return BeforeToolCallResult(block=True, reason=(
                 "Not run again: this exact call was already not run, so the request ends here."))
         repeated = _failed_before(call, after)
@@ -446,6 +447,23 @@ class RunChecks:
                     f"the notebook: {have}. Use it.")
         return (f"Not run: no message or cell names the file {path!r}. Use a file path exactly "
                 "as the user wrote it.")
+
+
+def check_message(check: str) -> CheckMessage:
+    """A check's corrective turn: ``check`` for the model (its instruction kept), and what a
+    person reads of it (``shown``): what was found and what the agent was asked, in the
+    product's words, never the model's instruction ("Reply exactly: ...")."""
+    body = check.removeprefix(CHECK_PREFIX).split(FORCED_REPLY_MARK, 1)[0].strip()
+    kind = _kind(check)
+    if kind == _VALUES:  # 'no output shows "Apple", "3". State only ...': the quoted values
+        found = re.match(r'no output shows (?:"[^"]*"(?:, )?)+', body)
+        finding = found.group(0).rstrip(", ") if found else body
+        asked = "to state only values its code's output shows"
+    else:  # the first sentence says what was found ("`top3` does not exist")
+        finding = re.split(r"(?<=[^.])\.(?:\s|$)", body, maxsplit=1)[0]
+        asked = "to make what the request asked for" if kind == "outcome" else "to end with what the results show"
+    finding = finding[:1].upper() + finding[1:]
+    return CheckMessage(content=check, shown=f"{finding}: the agent was asked {asked}.")
 
 
 def _kind(check: str) -> str:

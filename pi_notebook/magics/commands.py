@@ -10,6 +10,7 @@ help, handler): the parser, the dispatch and ``%agent help`` all read it.
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -274,8 +275,22 @@ def parse_agent_command(line: str) -> AgentCommand:
     return AgentCommand(name, rest[0] if rest else "")
 
 
+HELP_WIDTH = 88  # a stream output line at 1400 px in JupyterLab holds ~120 characters
+
+
+def _usage_lines() -> list[str]:
+    """``%%agent``'s usage, broken between options (as one 131-character line, Lab wrapped
+    it in the middle of one)."""
+    lines = ["  "]
+    for option in re.findall(r"\[[^\]]*\]|\S+", AGENT_USAGE):
+        if len(lines[-1]) + 1 + len(option) > HELP_WIDTH and lines[-1].strip():
+            lines.append(" " * 10)
+        lines[-1] += ("" if not lines[-1].strip() else " ") + option
+    return lines
+
+
 def help_text() -> str:
-    lines = [f"  {AGENT_USAGE}", "      the cell body is the prompt; one conversation per kernel",
+    lines = [*_usage_lines(), "      the cell body is the prompt; one conversation per kernel",
              "  %steer TEXT        steer the running agent (delivered at the next turn)",
              "  %followup TEXT     queue a follow-up (delivered when the agent would stop)"]
     for command in COMMANDS.values():
@@ -285,6 +300,9 @@ def help_text() -> str:
 
 
 def _message_line(message: AgentMessage) -> str:
+    from ..agent.types import CheckMessage  # (on use: %load_ext imports no agent core, no widgets)
+    from ..widgets.markdown import without_notes
+
     role = getattr(message, "role", "?")
     content = getattr(message, "content", "")
     if isinstance(content, str):
@@ -304,8 +322,11 @@ def _message_line(message: AgentMessage) -> str:
         text = " ".join(parts)
     if role == "toolResult":
         role = f"result {getattr(message, 'tool_name', '')}"
+    if isinstance(message, CheckMessage):  # a run check's turn: the product's words, not the user's
+        role, text = "check", message.shown or text
     error = getattr(message, "error_message", None)
     if error:
         text += f" [error: {error}]"
-    text = text.replace("\n", " ")
+    # (a notebook-context note the model quoted is its input, not what a person reads)
+    text = without_notes(text).replace("\n", " ")
     return f"{role:>14}: {text[:200]}{'…' if len(text) > 200 else ''}"

@@ -109,13 +109,17 @@ class DisplayedView:
         if self.display_id is not None:
             try:
                 markdown = self.view.to_markdown()
+                # text/plain is the transcript as text where the view has one (no HTML tags
+                # for a terminal, nbconvert --to markdown or an agent reading the .ipynb)
+                to_text = getattr(self.view, "to_text", None)
+                plain = to_text() if callable(to_text) else markdown
             except Exception as exc:
-                markdown = f"*(transcript unavailable: {type(exc).__name__})*"
+                markdown = plain = f"*(transcript unavailable: {type(exc).__name__})*"
             from IPython.display import update_display
 
             try:
                 with self._host.publishing_as(self._parent):
-                    update_display({"text/markdown": markdown, "text/plain": markdown}, raw=True,
+                    update_display({"text/markdown": markdown, "text/plain": plain}, raw=True,
                                    display_id=self.display_id)
             except Exception as exc:  # the live view stays; the run still ends cleanly
                 self._log(f"pi_notebook final transcript failed: {exc!r}")

@@ -654,7 +654,7 @@ class Runtime:
             thinking=agent.state.thinking_level if agent is not None else settings.thinking,
             policy=self.current_policy(),
             wait=settings.wait,
-            wait_blocks=wait_mode(None, settings.wait, self.shell) is not None,
+            wait_mode=wait_mode(None, settings.wait, self.shell),
             autosave=settings.autosave,
             session_path=self.session_path,
             session_dir=self.session_dir(),

@@ -21,6 +21,7 @@ if TYPE_CHECKING:  # only for the annotation: %load_ext must not import the mode
     from ..levels import AgentThinkingLevel
     from ..tools.policy import ApprovalPolicy
     from .config import WaitSetting
+    from .wait import WaitMode
     from .resolve import ResolvedModel
 
 __all__ = ["StatusSnapshot", "status_lines"]
@@ -43,7 +44,7 @@ class StatusSnapshot:
     thinking: AgentThinkingLevel
     policy: ApprovalPolicy
     wait: WaitSetting  # AgentMagics.wait
-    wait_blocks: bool  # whether a %%agent cell blocks here
+    wait_mode: WaitMode | None  # how a %%agent cell waits here (wait.py); None: it returns at once
     autosave: bool
     session_path: Path | None
     session_dir: Path
@@ -62,8 +63,13 @@ def status_lines(snapshot: StatusSnapshot) -> list[str]:
                  f"{snapshot.queued_steering} steering, {snapshot.queued_follow_ups} follow-up")
     lines.append(f"thinking: {snapshot.thinking}; approval: {snapshot.policy} "
                  f"(%%agent --approve overrides it for one cell)")
-    meaning = ("a %%agent cell blocks until its run ends here" if snapshot.wait_blocks
-               else "a %%agent cell returns at once here; the run continues in its view")
+    # (in auto mode a fresh notebook kernel cannot know yet whether a frontend shows views: a
+    # cell waits until its view is on screen, and only where none ever shows does it wait for
+    # the run's end; "blocks until its run ends" was wrong for every cell that had returned)
+    meaning = {"run": "a %%agent cell blocks until its run ends here",
+               "run_or_frontend": "a %%agent cell returns once its view is on screen, or waits for the "
+                                  "run's end where nothing shows it"}.get(
+        snapshot.wait_mode or "", "a %%agent cell returns at once here; the run continues in its view")
     lines.append(f"wait: {snapshot.wait} ({meaning})")
     if not snapshot.autosave:
         lines.append("session file: none (AgentMagics.autosave is off)")

@@ -18,7 +18,8 @@ through ``widgets/markdown.markdown_for_transcript`` (no raw HTML, scripts, remo
 images or ``javascript:`` links); display outputs keep only ``text/plain``,
 ``image/png``, ``image/jpeg``, ``image/gif`` and sanitised ``text/markdown``
 (HTML, SVG, JavaScript and widget views are dropped, with a note when nothing is
-left); every text is redacted again on the way out.
+left); every text is redacted again on the way out, and a notebook-context note the model
+quoted is left out (``widgets/markdown.without_notes``).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from ..tools.updates import (
     ToolOutput,
     parse_call_details,
 )
-from ..widgets.markdown import markdown_for_transcript
+from ..widgets.markdown import markdown_for_transcript, without_notes
 
 __all__ = ["build_notebook", "export_notebook", "PYTHON_TOOL_NAME"]
 
@@ -215,7 +216,11 @@ def build_notebook(messages: Iterable[Any], *, title: str | None = None,
             images = sum(1 for b in _blocks(get_field(message, "content")) if get_field(b, "type") == "image")
             if images:
                 text += f"\n\n*({images} image{'s' if images > 1 else ''} attached)*"
-            if text.strip():
+            author, shown = get_field(message, "author"), get_field(message, "shown")
+            if isinstance(author, str) and author and isinstance(shown, str) and shown:
+                # a run check's turn (agent/types.CheckMessage): the product's words, not the user's
+                cells.append(v4.new_markdown_cell(f"**{_safe_markdown(author)}:**\n\n{_safe_markdown(shown)}"))
+            elif text.strip():
                 cells.append(v4.new_markdown_cell(f"**User:**\n\n{_safe_markdown(text)}"))
         elif role == "assistant":
             prose: list[str] = []
@@ -262,7 +267,8 @@ def _tool_call_cell(call: Any, result: Any) -> Any:
 
 
 def _safe_markdown(text: str) -> str:
-    return markdown_for_transcript(redact(str(text)))
+    # (a notebook-context note the model quoted is the model's input, not the conversation)
+    return markdown_for_transcript(redact(without_notes(str(text))))
 
 
 def export_notebook(messages: Iterable[Any], path: str | os.PathLike[str], *,

@@ -27,7 +27,7 @@ import ipywidgets as W
 
 from ._util import strip_control
 from .items import Item, NoticeItem, OtherItem, StreamText, TextItem, ThinkingItem, UserItem
-from .markdown import escape_text, render_markdown
+from .markdown import escape_text, note_safe_cut, render_markdown, without_notes
 from .theme import STATUS_COLOURS
 
 __all__ = ["WidgetSet", "Block", "ChunkedText", "UserBlock", "NoticeBlock", "OtherMessageBlock",
@@ -42,12 +42,13 @@ _W = TypeVar("_W", bound=W.Widget)
 _I = TypeVar("_I", bound=Item, covariant=True)  # a ToolCard is a Block[Item]
 
 
-def pill_html(status: str, *, live: bool = False, label: str | None = None) -> str:
-    """A coloured status pill (colours from our table; the label is escaped)."""
+def pill_html(status: str, *, live: bool = False, label: str | None = None, title: str = "") -> str:
+    """A coloured status pill (colours from our table; the label and title are escaped)."""
     bg, fg = STATUS_COLOURS.get(status, ("#e8eaed", "#3c4043"))
     dot = '<span class="pi-dot"></span>' if live else ""
     cls = "pi-pill pi-live" if live else "pi-pill"
-    return f'<span class="{cls}" style="background:{bg};color:{fg}">{dot}{escape_text(label or status)}</span>'
+    tip = f' title="{escape_text(title)}"' if title else ""
+    return f'<span class="{cls}"{tip} style="background:{bg};color:{fg}">{dot}{escape_text(label or status)}</span>'
 
 
 class WidgetSet:
@@ -196,7 +197,8 @@ class ChunkedText:
         self._take()
         final = self.stream.final
         if not final and len(self._tail) > self._chunk_chars:
-            cut = self._split(self._tail)
+            # (never inside a quoted notebook-context note: each chunk drops a note whole)
+            cut = note_safe_cut(self._tail, self._split(self._tail))
             if cut > 0:
                 head, self._tail = self._tail[:cut], self._tail[cut:]
                 self._frozen_text.append(head)
@@ -228,7 +230,7 @@ class ChunkedText:
 
 
 def _render_md(text: str, live: bool) -> str:
-    html = render_markdown(text)
+    html = render_markdown(without_notes(text))
     if live:
         # Put the cursor inside the last paragraph so it sits at the end of the text.
         html = html[:-5] + CURSOR_HTML + "</p>\n" if html.endswith("</p>\n") else html + CURSOR_HTML
@@ -236,7 +238,7 @@ def _render_md(text: str, live: bool) -> str:
 
 
 def _render_thinking(text: str, live: bool) -> str:
-    return f'<div class="pi-thinking">{escape_text(strip_control(text))}</div>'
+    return f'<div class="pi-thinking">{escape_text(strip_control(without_notes(text)))}</div>'
 
 
 # --- simple blocks ----------------------------------------------------------------------

@@ -7,7 +7,7 @@ how much of it they have consumed, so each flush takes only what is new.
 from __future__ import annotations
 
 import itertools
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from ._util import fmt_seconds
 from .protocol import NoticeLevel, QueueKind
@@ -15,10 +15,14 @@ from .protocol import NoticeLevel, QueueKind
 if TYPE_CHECKING:
     from ..agent.types import AgentMessage
 
-__all__ = ["StreamText", "Item", "UserItem", "NoticeItem", "OtherItem", "TextItem", "ThinkingItem",
-           "QueuedRow", "USER_LABELS"]
+__all__ = ["StreamText", "Item", "UserItem", "UserKind", "NoticeItem", "OtherItem", "TextItem", "ThinkingItem",
+           "QueuedRow", "USER_LABELS", "CHECK_LABEL"]
 
-USER_LABELS: dict[str, str] = {"prompt": "You", "steer": "Steer", "followup": "Follow-up"}
+# who wrote a user-role row: the user (how it reached the agent), or pi_notebook's run
+# checks (agent/types.CheckMessage), which are the product's words, never "You"
+UserKind = QueueKind | Literal["check"]
+CHECK_LABEL = "pi_notebook check"
+USER_LABELS: dict[str, str] = {"prompt": "You", "steer": "Steer", "followup": "Follow-up", "check": CHECK_LABEL}
 _keys = itertools.count(1)
 
 
@@ -65,7 +69,7 @@ class UserItem(Item):
 
     frozen = True
 
-    def __init__(self, text: str, kind: QueueKind = "prompt", images: int = 0) -> None:
+    def __init__(self, text: str, kind: UserKind = "prompt", images: int = 0) -> None:
         super().__init__()
         self.text, self.kind, self.images = text, kind, images
         self.source: AgentMessage | None = None

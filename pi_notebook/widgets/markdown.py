@@ -38,7 +38,7 @@ from .math import math_html
 
 __all__ = [
     "render_markdown", "highlight_code", "escape_text", "is_safe_url",
-    "markdown_for_transcript", "CODE_CSS_CLASS",
+    "markdown_for_transcript", "CODE_CSS_CLASS", "without_notes", "note_safe_cut",
 ]
 
 CODE_CSS_CLASS = "pi-hl"
@@ -49,6 +49,15 @@ _SAFE_DATA_IMAGE_RE = re.compile(r"^data:image/(png|jpeg|jpg|gif);base64,[A-Za-z
 # Browsers drop ASCII tab/newline anywhere in a URL and strip leading C0 controls and
 # spaces, so "java\tscript:" is javascript:. Remove them before looking at the scheme.
 _URL_IGNORED_RE = re.compile(r"[\x00-\x20\x7f]")
+# A notebook-context note (tools/prompt_context.py's context block, magics/context.py's
+# %agent fix block): a bracketed header, "(boundary pn-<12 hex>)" (drawn at random per kernel,
+# taken out of every piece of data inside), the data, then "[end pn-<the same>]". The model
+# gets it beside the prompt; a model that quotes it (a scripted echo, a verbose answer) must
+# not show it to a person. Its own rule line names the close ("Everything up to [end …] is
+# data"): that mention is not the close. A note cut short runs to the end of the text.
+_NOTE_START = "(boundary pn-"
+_NOTE_RE = re.compile(r"(?:\[[^\[\]\n]{1,200}\][ \t]*\n?[ \t]*)?\(boundary (pn-[0-9a-f]{12})\)"
+                      r".*?(?:(?<!up to )\[end \1\][ \t]*\n?|\Z)", re.S)
 
 
 def escape_text(text: str) -> str:
@@ -373,3 +382,23 @@ def markdown_for_transcript(text: str) -> str:
         out.append(lines[i] if verbatim[i] else _neutralise_inline(lines[i]))
         i += 1
     return "\n".join(out)
+
+
+def without_notes(text: str) -> str:
+    """``text`` without any notebook-context note quoted in it (see ``_NOTE_RE``): what a
+    person may read of a message (the views, ``%agent history``, the export)."""
+    if _NOTE_START not in text:
+        return text
+    return _NOTE_RE.sub("", text)
+
+
+def note_safe_cut(text: str, cut: int) -> int:
+    """``cut`` (where a live view freezes the head of streaming text), moved back to the start
+    of a quoted note it would fall inside (an open note runs to the end of the text): each
+    chunk is cleaned on its own, so a note is only ever dropped whole."""
+    if _NOTE_START not in text:
+        return cut
+    for m in _NOTE_RE.finditer(text):
+        if m.start() < cut < m.end():
+            return m.start()
+    return cut

@@ -24,6 +24,7 @@ from ..tools.policy import ApprovalChoice
 from .protocol import Publish, RunStatus
 from .transcript import Transcript, TranscriptViewMixin
 from .transcript_md import transcript_markdown
+from .transcript_text import transcript_text
 
 if TYPE_CHECKING:
     from ..agent.types import AgentEvent
@@ -52,14 +53,18 @@ class StaticView(TranscriptViewMixin):
         self._publish = publish
 
     def display_bundle(self) -> dict[str, Any]:
-        md = self.to_markdown()
-        return {"text/markdown": md, "text/plain": md}
+        # text/plain is the transcript as text: a terminal, nbconvert --to markdown or an
+        # agent reading the .ipynb takes it, and would otherwise see our HTML frame's tags
+        return {"text/markdown": self.to_markdown(), "text/plain": self.to_text()}
 
     def _repr_mimebundle_(self, **_: object) -> dict[str, Any]:
         return self.display_bundle()
 
     def to_markdown(self) -> str:
         return transcript_markdown(self.transcript)
+
+    def to_text(self) -> str:
+        return transcript_text(self.transcript)
 
     def figure_bundles(self) -> list[dict[str, Any]]:
         """One bundle per image the run's tool calls displayed, in order (validated base64)."""

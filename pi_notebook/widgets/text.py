@@ -10,6 +10,7 @@ from __future__ import annotations
 from ..agent.types import (
     AgentEndEvent,
     AgentEvent,
+    CheckMessage,
     MessageEndEvent,
     MessageStartEvent,
     MessageUpdateEvent,
@@ -36,7 +37,7 @@ from ..tools.updates import (
     parse_call_details,
 )
 from ._util import content_text, cut_off_note, reveal_invisible, strip_control
-from .items import USER_LABELS
+from .items import CHECK_LABEL, USER_LABELS
 from .toolcall import fold_traceback, read_output
 
 __all__ = ["render_event_text"]
@@ -72,6 +73,9 @@ def render_event_text(event: AgentEvent, *, user_kind: str | None = None) -> str
     """
     match event:
         case MessageStartEvent(message=message):
+            if isinstance(message, CheckMessage):  # the product's words, for a person
+                shown = message.shown or content_text(message.content)
+                return f"\n{CHECK_LABEL}: {strip_control(shown)}\n"
             match llm_message(message):
                 case UserMessage(content=content):
                     label = USER_LABELS.get(user_kind or "prompt", "You")

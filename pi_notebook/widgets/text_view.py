@@ -15,12 +15,14 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from ..agent.types import AgentEndEvent, MessageEndEvent, MessageStartEvent, ToolExecutionEndEvent, llm_message
+from ..agent.types import (AgentEndEvent, CheckMessage, MessageEndEvent, MessageStartEvent, ToolExecutionEndEvent,
+                           llm_message)
 from ..ai.types import UserMessage
 from ._util import strip_control
 from ..tools.policy import ApprovalChoice, ApprovalPolicy
 from .protocol import NoticeLevel, QueueKind, RunStatus
 from .text import render_event_text
+from .transcript import NO_RESULT_MARK
 
 if TYPE_CHECKING:
     from ..agent.types import AgentEvent
@@ -43,6 +45,7 @@ class TextView:
         self._parts: list[str] = []
         self._error_shown = False  # an error line was printed: the status line does not repeat it
         self._skipped: set[str] = set()  # tool calls declined at the question
+        self._failed: list[bool] = []  # per tool call that ran: did it fail? (the final line)
         self._write(f"[agent: {model_label}]\n")
 
     def set_model_label(self, label: str) -> None:
@@ -58,7 +61,8 @@ class TextView:
     def handle_event(self, event: AgentEvent) -> None:
         kind: QueueKind | None = None
         match event:
-            case MessageStartEvent(message=message) if isinstance(llm_message(message), UserMessage):
+            case MessageStartEvent(message=message) if (isinstance(llm_message(message), UserMessage)
+                                                        and not isinstance(message, CheckMessage)):
                 kind = self._kinds.popleft() if self._kinds else "prompt"
             case AgentEndEvent():
                 self._kinds.clear()  # labels the agent never used must not label a later message
@@ -67,6 +71,8 @@ class TextView:
                 # declined here: its result text is advice to the model, "skipped" says it all
                 self._write(f"[{strip_control(tool_name or 'tool')} skipped]\n")
                 return
+            case ToolExecutionEndEvent(is_error=is_error):
+                self._failed.append(is_error)
         text = render_event_text(event, user_kind=kind)
         if isinstance(event, MessageEndEvent) and text and text.startswith(("\n[error]", "\n[aborted]")):
             self._error_shown = True
@@ -122,9 +128,16 @@ class TextView:
         self.status = status or "done"
         if self.status in ("error", "aborted") and self._error_shown:
             return  # the line that said what went wrong was the status line
+        if self.status == "done" and self._failed and all(self._failed):
+            # answered, but on no result: the same words as the widget's pill (transcript.py)
+            self._write(f"\n[done {NO_RESULT_MARK}: every tool call failed]\n")
+            return
         self._write(f"\n[{self.status}]\n")
 
     def to_markdown(self) -> str:
+        return "".join(self._parts)
+
+    def to_text(self) -> str:
         return "".join(self._parts)
 
     def close(self) -> None:

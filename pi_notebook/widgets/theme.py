@@ -25,6 +25,7 @@ STATUS_COLOURS: dict[str, tuple[str, str]] = {
     "queued": ("#e8eaed", "#3c4043"),
     "aborting": ("#fce4ec", "#ad1457"),
     "done": ("#e8f5e9", "#2e7d32"),
+    "no result": ("#fff3e0", "#b04a00"),  # "done · no result": answered, but every call failed
     "aborted": ("#fce4ec", "#ad1457"),
     "skipped": ("#f1f3f4", "#5f6368"),
     "error": ("#ffebee", "#c62828"),
@@ -65,12 +66,29 @@ _BASE_CSS = """
 .pi-agent .pi-ctx-fill.pi-warn { background: #e39b00; }
 .pi-agent .pi-ctx-fill.pi-full { background: #d32f2f; }
 .pi-agent .pi-abort button, .pi-agent button.pi-abort { font-size: 12px; }
+/* a narrow notebook (800 px with the file browser open leaves ~430 px): the header row wraps,
+   Abort goes below the header line instead of out of the view, and the header's own items
+   wrap too (nothing is cut to "Abo" or "approval: clic…") */
+.pi-agent .pi-head-row { flex-wrap: wrap; row-gap: 2px; }
+.pi-agent .pi-head-row > .widget-html { flex: 1 1 auto; min-width: min-content; width: auto; }
+.pi-agent .pi-head .pi-pill { white-space: normal; overflow-wrap: anywhere; max-width: 100%; }
+.pi-agent .pi-head-row .widget-html-content, .pi-agent .pi-tool .widget-html-content {
+  white-space: normal; overflow: visible; text-overflow: clip; }
+.pi-agent .pi-head .pi-policy, .pi-agent .pi-approval-line { white-space: normal; }
+/* an MCP tool's annotations: small badges, tinted by meaning */
+.pi-agent .pi-badge { display: inline-block; border-radius: 4px; padding: 0 6px; font-size: 10.5px;
+  font-weight: 600; line-height: 1.6; border: 1px solid; white-space: nowrap; }
+.pi-agent .pi-badge-readonly { background: #e8f5e9; color: #1b5e20; border-color: #a5d6a7; }
+.pi-agent .pi-badge-destructive { background: #ffebee; color: #b71c1c; border-color: #ef9a9a; }
 /* messages */
 .pi-agent .pi-msg { margin: 6px 0 2px 0; }
 .pi-agent .pi-user { border-left: 3px solid #6b8afd; padding: 2px 0 2px 10px;
   background: var(--jp-layout-color1, #f8f9fb); border-radius: 0 6px 6px 0; }
 .pi-agent .pi-user.pi-steer { border-left-color: #f59e0b; }
 .pi-agent .pi-user.pi-followup { border-left-color: #10b981; }
+/* a run check's turn (the product's, not the user's): grey, its label in its own colour */
+.pi-agent .pi-user.pi-check { border-left-color: #8c959f; }
+.pi-agent .pi-user.pi-check .pi-label { text-transform: none; letter-spacing: 0; }
 .pi-agent .pi-label { font-size: 10.5px; font-weight: 700; text-transform: uppercase; letter-spacing: .06em;
   color: var(--jp-content-font-color2, #57606a); margin-right: 6px; }
 .pi-agent .pi-user-text { white-space: pre-wrap; word-break: break-word; }
@@ -143,11 +161,16 @@ _BASE_CSS = """
 .pi-agent .pi-tool { border: 1px solid var(--jp-border-color2, #e1e4e8); border-radius: 7px;
   padding: 5px 10px 6px 10px; margin: 6px 0; background: var(--jp-layout-color0, #fff); }
 .pi-agent .pi-tool.pi-tool-error { border-color: #f3c4c4; }
-.pi-agent .pi-tool-head { display: flex; align-items: center; gap: 8px; font-size: 12px;
+.pi-agent .pi-tool-head { display: flex; align-items: center; gap: 2px 8px; flex-wrap: wrap; font-size: 12px;
   color: var(--jp-content-font-color2, #57606a); margin-bottom: 3px; }
 .pi-agent .pi-tool-name { font-weight: 600; color: var(--jp-content-font-color1, #1f2328);
   font-family: var(--jp-code-font-family, ui-monospace, SFMono-Regular, Menlo, monospace); }
 .pi-agent .pi-tool .pi-hl { margin-bottom: 2px; max-height: 420px; overflow-y: auto; }
+/* a tool's code wraps: code waiting for approval must be seen whole, never cut at the
+   box's right edge (a long line would need a sideways scroll nobody notices). At spaces
+   first: Lab's output area sets word-break: break-all on every pre element ("as|cending") */
+.pi-agent .pi-tool pre.pi-hl { white-space: pre-wrap; overflow-wrap: anywhere; word-break: normal;
+  overflow-x: hidden; }
 /* no height limit on the output area: a figure shows at its natural size; long text
    streams scroll in their own box (.pi-stream) */
 .pi-agent .pi-outbox { margin-top: 4px; border-radius: 6px;
@@ -168,6 +191,18 @@ _BASE_CSS = """
 .pi-agent .pi-approval .widget-html-content { font-size: 12px; color: #6d5600; white-space: normal;
   line-height: 1.45; }
 .pi-agent .pi-approval-buttons { flex-wrap: wrap; gap: 6px; }
+/* while a call waits for a click: a line held at the bottom of the screen (sticky) as long as
+   the view is on it, so a card that opened below the fold is announced there too. Sticky
+   sticks inside the nearest box that clips: the view (ipywidgets' box) and JupyterLab's
+   output area around a live view leave overflow visible (the view wraps its own content), so
+   that box is the notebook's scroller. min-width: 0 keeps what a scroll box had by default: a
+   flex item no wider than its row (else a wide table made the view 926 px in a 346 px area) */
+.pi-agent.widget-box, .jp-OutputArea:has(.pi-agent), .jp-OutputArea-child:has(.pi-agent),
+.jp-OutputArea-output:has(.pi-agent) { overflow: visible; min-width: 0; }
+.pi-agent .pi-approval-bar { position: sticky; bottom: 0; z-index: 2; margin: 4px 0 0 0; padding: 3px 9px;
+  background: #fff8e1; border: 1px solid #f5e1a4; border-radius: 6px; box-shadow: 0 -2px 6px rgba(0, 0, 0, .08); }
+.pi-agent .pi-approval-bar .widget-html-content { font-size: 12px; font-weight: 600; color: #6d5600;
+  white-space: normal; }
 .pi-agent .pi-approval-buttons button { margin: 0; }
 /* what a call did (or may do) to the user's variables */
 .pi-agent .pi-ns { font-size: 12px; margin: 2px 10px; line-height: 1.45; white-space: normal;
@@ -195,11 +230,15 @@ body[data-jp-theme-light="false"] .pi-agent pre.pi-stderr, body[data-jp-theme-li
   background: #3b1f22; border-color: #5e2f33; color: #ffb3b3; }
 body[data-jp-theme-light="false"] .pi-agent .pi-approval { background: #3a3117; border-color: #66551f; }
 body[data-jp-theme-light="false"] .pi-agent .pi-approval .widget-html-content { color: #f2dc8c; }
+body[data-jp-theme-light="false"] .pi-agent .pi-approval-bar { background: #3a3117; border-color: #66551f; }
+body[data-jp-theme-light="false"] .pi-agent .pi-approval-bar .widget-html-content { color: #f2dc8c; }
 body[data-jp-theme-light="false"] .pi-agent .pi-notice.pi-warning { background: #3a3117; color: #f2dc8c; }
 body[data-jp-theme-light="false"] .pi-agent .pi-notice.pi-error { background: #3b1f22; color: #ffb3b3; }
 body[data-jp-theme-light="false"] .pi-agent .pi-invisible { background: #5e2f33; color: #ffdad6; }
 body[data-jp-theme-light="false"] .pi-agent .pi-invisible-warning { color: #ffb4ab; }
 body[data-jp-theme-light="false"] .pi-agent .pi-pill { filter: saturate(.8) brightness(.92); }
+body[data-jp-theme-light="false"] .pi-agent .pi-badge-readonly { background: #17301b; color: #a5d6a7; border-color: #2e5e35; }
+body[data-jp-theme-light="false"] .pi-agent .pi-badge-destructive { background: #3b1f22; color: #ffb3b3; border-color: #6e3035; }
 .pi-agent .pi-remove button, .pi-agent button.pi-remove { min-width: 0; }
 /* a view whose kernel is gone (restart): @jupyter-widgets marks every view of it with
    jupyter-widgets-disconnected and puts a broken-link icon before each one. One line on
@@ -210,7 +249,7 @@ body[data-jp-theme-light="false"] .pi-agent .pi-pill { filter: saturate(.8) brig
   content: "This view's kernel is gone (restarted or shut down): the run is not live any more.";
   display: block; font: italic 12px var(--jp-ui-font-family, system-ui, sans-serif);
   color: var(--jp-content-font-color2, #57606a); padding: 0 0 4px 0; align-self: auto; }
-.pi-agent.jupyter-widgets-disconnected :is(.pi-abort, .pi-approval, .pi-remove, .pi-dot, .pi-cursor) {
+.pi-agent.jupyter-widgets-disconnected :is(.pi-abort, .pi-approval, .pi-approval-bar, .pi-remove, .pi-dot, .pi-cursor) {
   display: none !important; }
 /* a live pill ("writing", "waiting for approval: python") would still claim work: it says
    "not live" instead */

@@ -27,6 +27,7 @@ from ..agent.types import (
     AgentEvent,
     AgentMessage,
     AgentStartEvent,
+    CheckMessage,
     MessageEndEvent,
     MessageStartEvent,
     MessageUpdateEvent,
@@ -75,10 +76,12 @@ from .protocol import NoticeLevel, QueueKind, RunStatus
 from .toolcall import ToolItem
 
 __all__ = ["Transcript", "Item", "UserItem", "NoticeItem", "OtherItem", "TextItem", "ThinkingItem",
-           "ToolItem", "QueuedRow", "StreamText", "FINAL_STATUSES", "LIVE_STATUSES", "USER_LABELS",
+           "ToolItem", "QueuedRow", "StreamText", "FINAL_STATUSES", "NO_RESULT_MARK", "LIVE_STATUSES", "USER_LABELS",
            "TranscriptViewMixin"]
 
 FINAL_STATUSES: tuple[RunStatus, ...] = ("done", "aborted", "error", "removed")
+# the pill of a run that answered after every one of its tool calls failed ("done · no result")
+NO_RESULT_MARK = "· no result"
 LIVE_STATUSES: tuple[RunStatus, ...] = ("idle", "queued", "thinking", "writing", "running tool",
                                         "waiting for approval", "aborting")
 
@@ -216,6 +219,25 @@ class Transcript:
         self.status, self.status_detail = status, ""
         self.changed(header=True)
 
+    def pill(self) -> tuple[str, str, str]:
+        """The status pill as shown: (label, colour key of ``theme.STATUS_COLOURS``, tooltip).
+
+        A run can end ``done`` (the model answered) although every tool call it ran failed:
+        its answer then rests on no result ("The code failed, so I do not know"), and a green
+        "done" would say the opposite. The pill says "done · no result" in the warning
+        colour; the run's status stays ``done`` (a queued cell after it still starts)."""
+        label: str = self.status
+        if self.status_detail and self.status in ("running tool", "waiting for approval"):
+            label = f"{self.status}: {self.status_detail}"
+        if self.status == "done":
+            ran = [i for i in self.tools.values() if i.status != "skipped"]
+            failed = [i for i in ran if i.is_error]
+            if ran and len(failed) == len(ran):
+                calls = "the tool call" if len(ran) == 1 else f"all {len(ran)} tool calls"
+                return (f"done {NO_RESULT_MARK}", "no result",
+                        f"{calls} failed: the answer rests on no result")
+        return label, self.status, ""
+
     def finish(self, status: RunStatus | None = None) -> None:
         if status is None:
             status = self.status if self.status in FINAL_STATUSES else "done"
@@ -326,6 +348,13 @@ class Transcript:
         if any(isinstance(i, UserItem) and i.source is message for i in self.items):
             return  # the same message again
         images = len(content_images(content))
+        if isinstance(message, CheckMessage):
+            # a run check's turn: the product's words for a person, not the model's instruction;
+            # it never takes the row of a prompt or %steer the user queued
+            row = UserItem(message.shown or content_text(content), "check", images)
+            row.source = message
+            self.append(row)
+            return
         if self._expected_users:
             row = self._expected_users.popleft()
             row.source = message

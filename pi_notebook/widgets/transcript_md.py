@@ -4,8 +4,9 @@ It is saved in the notebook and rendered by JupyterLab (trusted Markdown allows 
 HTML, unsanitised), nbconvert, GitHub and nbviewer, so:
 
 - it keeps the live view's frame (box, header line, "You" row, tool cards with a code box
-  and an output box, the scroll box and its height limit): our own escaped HTML blocks
-  around the items' Markdown, styled by one constant stylesheet (``TRANSCRIPT_STYLE``);
+  and an output box) but not its scroll box: a finished run reads as a document, full
+  height from its first line; our own escaped HTML blocks around the items' Markdown,
+  styled by one constant stylesheet (``TRANSCRIPT_STYLE``);
 - model text goes through ``markdown_for_transcript`` (no raw HTML, no remote image,
   no ``javascript:`` link; math as our own sanitised MathML);
 - each item is *sealed*: a code fence it left open is closed, so one item's text
@@ -28,7 +29,7 @@ from ..tools.updates import IMAGE_MIMES
 
 from ._util import B64_RE, fence_for, fmt_cost, fmt_seconds, reveal_invisible, safe_text, strip_control
 from .items import Item, NoticeItem, OtherItem, TextItem, ThinkingItem, UserItem
-from .markdown import markdown_for_transcript
+from .markdown import markdown_for_transcript, without_notes
 from .protocol import MimeBundle
 from .theme import STATUS_COLOURS
 from .toolcall import ToolItem, fold_traceback
@@ -42,9 +43,10 @@ TRANSCRIPT_OUTPUT_CHARS = 10_000
 _FENCE_RE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
 _SENTINEL = "pi-transcript-sentinel"
 # The transcript keeps the live view's frame: the same bordered box, header line, "You"
-# row, tool cards and scroll box with its height limit (column-reverse: the end of the
-# run in view, as it was live), and a wide table scrolls inside its own box. So the end of
-# a run does not jump. One constant stylesheet, ours, scoped to .pi-transcript; renderers
+# row and tool cards, so the end of a run does not jump sideways. It has no height limit:
+# the live scroll box keeps the newest text in view while it streams, but a finished run
+# is read (and printed, and saved as PDF) from the question down, so it is one document.
+# A wide table scrolls inside its own box. One constant stylesheet, ours, scoped to .pi-transcript; renderers
 # that sanitise (an untrusted notebook in Lab, GitHub) drop it with its text and keep the
 # plain structure.
 # nbconvert's HTML (so nbviewer) styles a <pre> in a Markdown *output* with
@@ -67,14 +69,19 @@ TRANSCRIPT_STYLE = """<style>
 .pi-transcript .pi-pill { display: inline-block; border-radius: 999px; padding: 1px 9px; font-size: 11px;
   font-weight: 600; letter-spacing: .02em; white-space: nowrap; line-height: 1.5; }
 .pi-transcript .pi-metric { white-space: nowrap; font-variant-numeric: tabular-nums; }
-.pi-transcript .pi-scroll { display: flex; flex-direction: column-reverse; max-height: min(75vh, 900px);
-  overflow-y: auto; overflow-x: hidden; }
-.pi-transcript .pi-scroll > div { flex: 0 0 auto; min-width: 0; max-width: 100%; }
+/* a finished transcript is a document: full height from its first line, no inner scroll
+   box, so it reads from the question down and prints whole */
+.pi-transcript .pi-body { display: block; min-width: 0; max-width: 100%; overflow: visible; }
+/* its own block formatting context, as the live scroll box's flex item was: the first row's
+   margin stays inside, so the question sits where it sat live */
+.pi-transcript .pi-body > div { display: flow-root; min-width: 0; max-width: 100%; }
 .pi-transcript .pi-user { border-left: 3px solid #6b8afd; padding: 2px 0 2px 10px; margin: 6px 0 2px 0;
   background: var(--jp-layout-color1, #f8f9fb); border-radius: 0 6px 6px 0; line-height: 1.5;
   font-family: var(--jp-ui-font-family, system-ui, sans-serif); font-size: var(--jp-content-font-size1, 13px); }
 .pi-transcript .pi-user.pi-steer { border-left-color: #f59e0b; }
 .pi-transcript .pi-user.pi-followup { border-left-color: #10b981; }
+.pi-transcript .pi-user.pi-check { border-left-color: #8c959f; }
+.pi-transcript .pi-user.pi-check .pi-label { text-transform: none; letter-spacing: 0; }
 .pi-transcript .pi-label { font-size: 10.5px; font-weight: 700; text-transform: uppercase; letter-spacing: .06em;
   color: var(--jp-content-font-color2, #57606a); margin-right: 6px; }
 .pi-transcript .pi-user-text { white-space: pre-wrap; word-break: break-word; }
@@ -86,7 +93,8 @@ TRANSCRIPT_STYLE = """<style>
 .pi-transcript .pi-tool { border: 1px solid var(--jp-border-color2, #e1e4e8); border-radius: 7px;
   padding: 5px 10px 6px 10px; margin: 6px 0; background: var(--jp-layout-color0, #fff); }
 .pi-transcript .pi-tool.pi-tool-error { border-color: #f3c4c4; }
-.pi-transcript .pi-tool-head { display: flex; align-items: center; gap: 8px; font-size: 12px; margin: 0 0 3px 0;
+.pi-transcript .pi-tool-head { display: flex; align-items: center; gap: 2px 8px; flex-wrap: wrap; font-size: 12px;
+  margin: 0 0 3px 0;
   color: var(--jp-content-font-color2, #57606a); font-family: var(--jp-ui-font-family, system-ui, sans-serif); }
 .pi-transcript .pi-tool > :last-child { margin-bottom: 0; }
 .pi-transcript pre, .jp-RenderedHTMLCommon .pi-transcript pre { margin: 0 0 .6em 0; padding: 7px 10px;
@@ -95,6 +103,9 @@ TRANSCRIPT_STYLE = """<style>
   font-family: var(--jp-code-font-family, ui-monospace, SFMono-Regular, Menlo, monospace);
   font-size: var(--jp-code-font-size, 12.5px); line-height: 1.45; overflow-x: auto; white-space: pre; }
 .pi-transcript pre code { background: none; padding: 0; font-size: inherit; }
+/* a tool's code wraps, as in the live card: the document shows (and prints) all of it */
+.pi-transcript .pi-tool pre, .jp-RenderedHTMLCommon .pi-transcript .pi-tool pre { white-space: pre-wrap;
+  overflow-wrap: anywhere; word-break: normal; }
 .pi-transcript div.highlight { margin: 0 0 .6em 0; background: none; }
 .pi-transcript div.highlight pre { margin: 0; }
 .pi-transcript .pi-outbox { margin: 4px 0 0 0; border-radius: 6px; border: 1px solid var(--jp-border-color3, #eaeef2);
@@ -119,12 +130,12 @@ body[data-jp-theme-light="false"] .pi-transcript .pi-notice.pi-error { backgroun
 body[data-jp-theme-light="false"] .pi-transcript .pi-pill { filter: saturate(.8) brightness(.92); }
 </style>"""
 _ICONS = {"info": "ℹ", "warning": "⚠", "error": "✖"}
-_OPEN = '<div class="pi-scroll"><div>'
+_OPEN = '<div class="pi-body"><div>'
 _CLOSE = "</div></div></div>"
 
 
 def transcript_markdown(t: Transcript) -> str:
-    """The transcript: one HTML frame (header line, scroll box) around the items'
+    """The transcript: one HTML frame (header line, body) around the items'
     Markdown; each HTML block stands alone (blank lines around it), so CommonMark
     renderers read the Markdown between them as Markdown."""
     parts = []
@@ -150,9 +161,10 @@ def _attr(text: str) -> str:
     return html.escape(text, quote=True).replace("$", "&#36;")
 
 
-def _pill(status: str) -> str:
+def _pill(status: str, label: str | None = None, title: str = "") -> str:
     bg, fg = STATUS_COLOURS.get(status, ("#e8eaed", "#3c4043"))
-    return f'<span class="pi-pill" style="background:{bg};color:{fg}">{_inert(status)}</span>'
+    tip = f' title="{_attr(title)}"' if title else ""
+    return f'<span class="pi-pill"{tip} style="background:{bg};color:{fg}">{_inert(label or status)}</span>'
 
 
 _SEP = '<span class="pi-sep"> · </span>'
@@ -162,7 +174,8 @@ def header_html(t: Transcript) -> str:
     """The live view's header line (model, status pill, metrics) as one line of HTML;
     its text reads "pi agent · model · done · 1.2s · …" where styles are dropped."""
     tin, tout, cost = t.usage_now()
-    bits = [f'<span class="pi-model">{_inert(strip_control(t.model_label))}</span>', _pill(t.status)]
+    label, colour, why = t.pill()
+    bits = [f'<span class="pi-model">{_inert(strip_control(t.model_label))}</span>', _pill(colour, label, why)]
     if t.policy:
         bits.append(f'<span class="pi-metric">approval: {_inert(strip_control(t.policy))}</span>')
     if t.timed:
@@ -192,7 +205,7 @@ def item_markdown(item: Item) -> str | None:
         case ThinkingItem():
             return _thinking_markdown(item)
         case TextItem():
-            text = item.text.strip()
+            text = without_notes(item.text).strip()
             return markdown_for_transcript(text) if text else None
         case ToolItem():
             return tool_markdown(item)
@@ -200,7 +213,7 @@ def item_markdown(item: Item) -> str | None:
 
 
 def _thinking_markdown(item: ThinkingItem) -> str | None:
-    text = item.text.strip()
+    text = without_notes(item.text).strip()
     if not text:
         return None
     # Paragraphs, not <pre>: renderers wrap them at word boundaries. Each paragraph is

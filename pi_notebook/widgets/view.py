@@ -48,6 +48,7 @@ from .toolcall import ToolItem
 from .toolcard import ToolCard
 from .transcript import FINAL_STATUSES, LIVE_STATUSES, Transcript, TranscriptViewMixin
 from .transcript_md import transcript_markdown
+from .transcript_text import transcript_text
 
 if TYPE_CHECKING:
     from ..agent.types import AgentEvent
@@ -103,6 +104,7 @@ class AgentView(TranscriptViewMixin, W.VBox):  # type: ignore[misc]  # ipywidget
         self._abort_button.on_click(lambda _b: self._hop(self._abort_clicked))
         head_row = self._set.add(W.HBox([self._header, self._abort_button], layout=self._set.add(
             W.Layout(justify_content="space-between", align_items="center"))))
+        head_row.add_class("pi-head-row")  # wraps in a narrow notebook (theme.py)
         self._transcript_box = self._set.add(W.VBox([]))
         # A column-reverse scroller keeps the newest text in view as it grows, without
         # script; it has a maximum height (CSS) and its own scrollbar.
@@ -110,7 +112,11 @@ class AgentView(TranscriptViewMixin, W.VBox):  # type: ignore[misc]  # ipywidget
         scroller.add_class("pi-scroll")
         self._queue_box = self._set.add(W.VBox([]))
         self._forms_box = self._set.add(W.VBox([]))
-        super().__init__([style, head_row, scroller, self._forms_box, self._queue_box],
+        # While a call waits for a click: one line that stays at the bottom of the screen as
+        # long as any of the view is on it (CSS sticky), so a card that opened below the
+        # fold is not announced by the header's pill alone
+        self._waiting_bar = self._set.html("", "pi-approval-bar", layout=W.Layout(display="none"))
+        super().__init__([style, head_row, scroller, self._waiting_bar, self._forms_box, self._queue_box],
                          layout=self._set.add(W.Layout(width="100%")))
         self.add_class("pi-agent")
         self._scheduler = FlushScheduler(loop, self._flush, flush_interval)
@@ -155,7 +161,7 @@ class AgentView(TranscriptViewMixin, W.VBox):  # type: ignore[misc]  # ipywidget
         md = self.to_markdown()
         return {
             WIDGET_VIEW_MIME: {"version_major": 2, "version_minor": 0, "model_id": self.model_id},
-            "text/plain": f"{FALLBACK_TEXT}\n\n{md}",
+            "text/plain": f"{FALLBACK_TEXT}\n\n{self.to_text()}",
             "text/markdown": f"*{FALLBACK_TEXT}*\n\n{md}",
         }
 
@@ -186,6 +192,10 @@ class AgentView(TranscriptViewMixin, W.VBox):  # type: ignore[misc]  # ipywidget
     def to_markdown(self) -> str:
         """The static Markdown transcript (safe to render with raw HTML on)."""
         return transcript_markdown(self.transcript)
+
+    def to_text(self) -> str:
+        """The same transcript as plain text (the bundle's ``text/plain``: no markup)."""
+        return transcript_text(self.transcript)
 
     # ------------------------------------------------------------------ RunView
 
@@ -441,7 +451,21 @@ class AgentView(TranscriptViewMixin, W.VBox):  # type: ignore[misc]  # ipywidget
                 self._header.value = value
             self._label_abort()
             t.header_dirty = False
+        self._show_waiting()
         self._refresh_fallback()
+
+    def _show_waiting(self) -> None:
+        waiting = [i.tool_name or "tool" for i in self.transcript.tools.values() if i.approval_pending]
+        if waiting and not self.transcript.finished and not self._closed:
+            names = ", ".join(dict.fromkeys(waiting))
+            calls = "a call" if len(waiting) == 1 else f"{len(waiting)} calls"
+            value = (f'<div class="pi-approval-bar-text">⚠ Waiting for your approval: {calls} '
+                     f"({escape_text(names)}). Run or Skip on its card in this view.</div>")
+            if self._waiting_bar.value != value:
+                self._waiting_bar.value = value
+            self._waiting_bar.layout.display = ""
+        elif self._waiting_bar.layout.display != "none":
+            self._waiting_bar.layout.display = "none"
 
     def _label_abort(self) -> None:
         # A queued cell's button takes it out of the queue: it says so.
@@ -484,11 +508,9 @@ class AgentView(TranscriptViewMixin, W.VBox):  # type: ignore[misc]  # ipywidget
     def _header_html(self) -> str:
         t = self.transcript
         live = t.status in LIVE_STATUSES and not t.finished
-        label: str = t.status
-        if t.status_detail and t.status in ("running tool", "waiting for approval"):
-            label = f"{t.status}: {t.status_detail}"
+        label, colour, why = t.pill()
         bits = [f'<span class="pi-model">{escape_text(t.model_label)}</span>',
-                pill_html(t.status, live=live, label=label)]
+                pill_html(colour, live=live, label=label, title=why)]
         if t.policy:
             bits.append(f'<span class="pi-metric pi-policy" title="approval policy for this run">'
                         f"approval: {escape_text(t.policy)}</span>")

@@ -26,7 +26,7 @@ import time
 from typing import Any
 
 import pytest
-from harness import HEIGHT, Notebook, box, lab_server, launch, write_notebook
+from harness import Notebook, box, lab_server, launch, write_notebook
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 
@@ -165,7 +165,8 @@ _GEOMETRY = """(root) => {
   const r = (e) => { const b = e.getBoundingClientRect();
                      return {x: b.x - base.x, y: b.y - base.y, w: b.width, h: b.height}; };
   const frame = root.querySelector('.pi-agent, .pi-transcript');
-  const scroller = frame.querySelector('.pi-scroll');
+  // the live scroll box, or the finished transcript's body (a document: no scroll box)
+  const scroller = frame.querySelector('.pi-scroll, .pi-body');
   scroller.scrollTop = -scroller.scrollHeight;  // the top of the transcript (column-reverse)
   const head = frame.querySelector('.pi-head');
   const row = head.closest('.widget-hbox') || head;
@@ -173,6 +174,7 @@ _GEOMETRY = """(root) => {
   const table = frame.querySelector('table');
   const out = root.querySelector('.jp-OutputArea-output');
   const res = {frame: r(frame), head: r(row), text: r(head.querySelector('.pi-model')), scroll: r(scroller),
+          scrolls: scroller.scrollHeight > scroller.clientHeight + 1,
           label: r(frame.querySelector('.pi-label')),
           links: links ? links.innerText : null,
           hrefs: [...frame.querySelectorAll('a')].map((a) => a.getAttribute('href')),
@@ -201,7 +203,8 @@ def test_the_end_of_a_run_keeps_its_frame(nb):
     def check(width: int, theme: str) -> None:
         area.scroll_into_view_if_needed()
         before, after = live[width], area.evaluate(_GEOMETRY)
-        # 2. no jump: the same box, header line and "You" row, the same height limit
+        # 2. no jump: the same box, header line and "You" row; the finished transcript then
+        # reads as a document (full height, no inner scroll box) from the same first line
         # (the live header also holds Abort and a longer pill, "waiting for approval:
         # python": at 800 px it wraps to more lines than the final one, so there the
         # header's height differs and what is below it is compared from its bottom)
@@ -210,9 +213,8 @@ def test_the_end_of_a_run_keeps_its_frame(nb):
                  for key in keys if abs(after[part][key] - before[part][key]) > 2}
         offset = {k: v["label"]["y"] - v["scroll"]["y"] for k, v in (("live", before), ("final", after))}
         assert not moved and abs(offset["live"] - offset["final"]) <= 2, (width, moved, offset, before, after)
-        assert after["scroll"]["h"] <= 0.75 * HEIGHT + 2, after["scroll"]  # bounded, not ~4,000 px
-        grown = after["head"]["h"] - before["head"]["h"]
-        assert abs(before["frame"]["h"] + grown - after["frame"]["h"]) <= 3, (before["frame"], after["frame"])
+        assert before["scrolls"] and not after["scrolls"], (before, after)
+        assert after["frame"]["h"] > before["frame"]["h"] + 100, (before["frame"], after["frame"])
         # the wide table scrolls in its own box; the transcript does not scroll sideways
         if width == 800:
             assert after["table"]["sw"] > after["table"]["cw"], after["table"]

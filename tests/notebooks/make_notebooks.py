@@ -166,8 +166,13 @@ faux = register_faux_provider(tokens_per_second=20)
 
 
 def text_of(message):
+    # what the user typed: the message's last text part (pi_notebook puts a note on the
+    # notebook's state before it, for the model only: an answer never repeats it)
     content = message.content
-    return content if isinstance(content, str) else " ".join(getattr(b, "text", "") for b in content)
+    if isinstance(content, str):
+        return content
+    texts = [b.text for b in content if getattr(b, "type", "") == "text"]
+    return texts[-1] if texts else ""
 
 
 def run_python(text, code):

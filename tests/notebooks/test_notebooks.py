@@ -275,6 +275,9 @@ def test_steering_lands_where_documented(tmp_path_factory: pytest.TempPathFactor
     assert f"south    {units['south']}" in output_text(cell)
     _, history = run.cell("%agent history")
     assert "Use the mean monthly revenue instead of the sum" in output_text(history)
+    # the notebook-context note travels with each prompt for the model only: no output shows it
+    shown = run.all_output_text()
+    assert "Notebook context" not in shown and "(boundary pn-" not in shown
 
 
 @pytest.mark.kernel
