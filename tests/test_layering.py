@@ -24,7 +24,9 @@ ALLOWED = {
     "widgets": {"widgets", "ai", "agent", "tools.updates", "tools.approval", "tools.policy",
                 "tools.tracebacks"},
     "mcp": {"mcp", "tools", "agent", "ai"},
-    "magics": {"magics", "widgets", "tools", "session", "mcp", "agent", "ai"},
+    # the kernel served over MCP: the notebook tools behind the SDK's server
+    "serve": {"serve", "tools", "agent", "ai"},
+    "magics": {"magics", "widgets", "tools", "session", "mcp", "serve", "agent", "ai"},
 }
 
 

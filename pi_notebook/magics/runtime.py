@@ -693,6 +693,9 @@ class Runtime:
             self._unsubscribe()
             self._unsubscribe = None
         self.autosave.close()
+        from .serve_command import stop_serving
+
+        stop_serving(self)  # a served kernel stops serving with the extension
         if self._mcp is not None:  # servers stop with the extension (their own tasks leave them)
             link, self._mcp = self._mcp, None
             link.close_soon(self.kernel_loop.loop)
