@@ -48,7 +48,7 @@ from .turns import Turns
 __all__ = ["LOOPBACK", "CallRecord", "CallView", "KernelServer", "ServeHooks", "check_bind"]
 
 LOOPBACK = "127.0.0.1"
-PROGRESS_S = 5.0  # a keep-alive for the client while a call waits for its turn or an answer
+PROGRESS_S = 2.0  # a keep-alive for the client while a call waits for its turn or an answer
 START_TIMEOUT_S = 10.0
 STOP_TIMEOUT_S = 5.0
 
@@ -222,7 +222,9 @@ class KernelServer:
                 if done:
                     return waiting.result()
                 beats += 1
-                note = self.turns.waiting or "running in the kernel"
+                # busy() too: while a cell blocks the kernel loop, the call has not even
+                # reached its turn's own check (busy() reads plain flags, safe from here)
+                note = self.turns.waiting or _safe(self.hooks.busy) or "running in the kernel"
                 with contextlib.suppress(Exception):  # a keep-alive is best effort
                     await ctx.session.report_progress(beats, None, note)
         except asyncio.CancelledError:
@@ -280,6 +282,13 @@ class KernelServer:
         with contextlib.suppress(Exception):
             self.hooks.audit(record)
         return result
+
+
+def _safe(question: Callable[[], str | None]) -> str | None:
+    try:
+        return question()
+    except Exception:
+        return None
 
 
 def _client_name(ctx: Any) -> str:

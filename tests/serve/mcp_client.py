@@ -1,7 +1,7 @@
 """An outside MCP client in its own process, the SDK's own client over streamable HTTP.
 
 ``python mcp_client.py PLAN_JSON`` with ``{"url", "token" (or null), "origin" (or null),
-"steps": [["list"] | ["call", name, arguments] | ["sleep", seconds]]}``; one JSON line per
+"steps": [["list"] | ["call", name, arguments] | ["sleep", seconds] | ["wait", path]]}``; one JSON line per
 step on stdout: ``{"step", "t0", "t1", "tools" | "text", "is_error", "progress"}`` (monotonic
 times of this process around the step). A connection that is refused prints
 ``{"error": "<exception type>", "status": <HTTP status or null>}`` and exits 0.
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 import time
 from typing import Any
@@ -57,6 +58,9 @@ async def main(plan: dict[str, Any]) -> None:
                            "kinds": [getattr(c, "type", "?") for c in result.content], "progress": progress})
                 elif step[0] == "sleep":
                     await asyncio.sleep(step[1])
+                elif step[0] == "wait":  # until a file exists (the test's go signal)
+                    while not os.path.exists(step[1]):
+                        await asyncio.sleep(0.02)
     except BaseException as exc:  # the refusals are what some tests want to see
         status = None
         seen: list[BaseException] = [exc]

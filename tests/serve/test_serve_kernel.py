@@ -1,0 +1,179 @@
+"""``%agent serve`` in a real kernel, driven by the SDK's client in other processes.
+
+One kernel for the module (the last test SIGKILLs it); each test sets the approval policy
+it needs. The secret canary sits in the kernel's environment from the start.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import signal
+import socket
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "kernel"))
+from kernel_helpers import Kernel  # noqa: E402
+from serve_helpers import calls, finish, run_client, serve, start_client  # noqa: E402
+
+pytestmark = pytest.mark.kernel
+
+CANARY = "sk-servecanary-7Qx9Lm2Pz8Kw4Rt6Yv1N"
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    serve_dir = tmp_path_factory.mktemp("serve")
+    log = tmp_path_factory.mktemp("log") / "kernel.log"
+    kernel = Kernel(env={"PI_NOTEBOOK_SERVE_DIR": str(serve_dir), "PI_NOTEBOOK_APPROVAL": "auto",
+                         "SERVE_CANARY_TOKEN": CANARY}, log_path=log)
+    try:
+        kernel.ok("%load_ext pi_notebook")
+        url, token, text = serve(kernel)
+        yield {"kernel": kernel, "url": url, "token": token, "text": text, "dir": serve_dir, "log": log}
+    finally:
+        kernel.shutdown()
+
+
+def _policy(kernel, policy: str) -> None:
+    kernel.ok(f"%config AgentMagics.approval = {policy!r}")
+
+
+def test_token_is_private_and_never_printed(served):
+    assert served["token"] and served["token"] not in served["text"]
+    folder = served["dir"]
+    assert (folder.stat().st_mode & 0o777) == 0o700
+    files = sorted(folder.iterdir())
+    assert {p.suffix for p in files} == {".token", ".json"}
+    assert all((p.stat().st_mode & 0o777) == 0o600 for p in files)
+    entry = json.loads(next(p for p in files if p.name.endswith(".mcp.json")).read_text())
+    assert entry["mcpServers"]["pi-notebook"]["headers"]["Authorization"] == f"Bearer {served['token']}"
+
+
+def test_no_token_wrong_token_and_foreign_origin_are_refused(served):
+    url, token = served["url"], served["token"]
+    for plan in ({"token": None}, {"token": token[:-2] + "xx"}, {"token": token, "origin": "http://evil.example"}):
+        lines = run_client({"url": url, "steps": [["list"]], **plan})
+        assert "error" in lines[-1] and not any(line.get("connected") for line in lines), (plan, lines)
+        assert lines[-1]["status"] in (401, 403, None), lines
+    host, port = url.split("//")[1].split("/")[0].split(":")
+    for headers, status in (({"Host": f"evil.example:{port}"}, 421),
+                            ({"Host": f"{host}:{port}", "Origin": "http://evil.example"}, 403),
+                            ({"Host": f"{host}:{port}", "Authorization": "Bearer nope"}, 401)):
+        connection = http.client.HTTPConnection(host, int(port), timeout=10)
+        connection.request("POST", "/mcp", body=b"{}", headers={"Content-Type": "application/json", **headers})
+        response = connection.getresponse()
+        assert response.status == status, (headers, response.status)
+        assert b"nope" not in response.read()
+    # the right token with the server's own loopback origin is let in
+    ok = run_client({"url": url, "token": token, "origin": f"http://127.0.0.1:{port}", "steps": [["list"]]})
+    assert ok[-1]["tools"]["execute"] == {"read_only": False, "destructive": True}
+    assert ok[-1]["tools"]["list_variables"]["read_only"] is True
+
+
+def test_non_loopback_bind_is_refused(served):
+    kernel = served["kernel"]
+    reply = kernel.execute("%agent serve stop --host 0.0.0.0")
+    assert reply["status"] == "ok"  # stop ignores the host: it has nothing to bind
+    reply = kernel.execute("%agent serve --host 0.0.0.0")
+    assert reply["status"] == "error" and "only 127.0.0.1" in reply["evalue"], reply
+    served["url"], served["token"], served["text"] = serve(kernel)  # serving again for the rest
+
+
+def test_deny_refuses_and_ask_without_a_frontend_refuses(served):
+    kernel = served["kernel"]
+    try:
+        for policy, words in (("deny", "policy is 'deny'"), ("ask", "not interactive")):
+            _policy(kernel, policy)
+            lines = run_client({"url": served["url"], "token": served["token"],
+                                "steps": [["call", "execute", {"code": f"ran_{policy} = True"}],
+                                          ["call", "list_variables", {}]]})
+            execute, listed = calls(lines)
+            assert execute["is_error"] and words in execute["text"], execute
+            assert f"ran_{policy}" not in listed["text"]
+            assert not listed["is_error"]  # read-only tools are not gated
+    finally:
+        _policy(kernel, "auto")
+    audit = [json.loads(line) for p in (kernel.cwd / ".pi_notebook" / "sessions").glob("*.serve.jsonl")
+             for line in p.read_text().splitlines()]
+    decisions = [a["approval"]["decision"] for a in audit if a["tool"] == "execute" and a["approval"]]
+    assert "deny" in decisions and "headless" in decisions, audit
+
+
+def test_a_call_during_a_running_cell_waits_its_turn_and_tools_list_answers(served, tmp_path):
+    kernel = served["kernel"]
+    go = tmp_path / "cell-started"
+    client = start_client({"url": served["url"], "token": served["token"], "steps": [
+        ["wait", str(go)], ["list"], ["call", "execute", {"code": "turns.append('outside'); turns"}]]})
+    assert client.stdout is not None and "connected" in client.stdout.readline()
+    started = time.monotonic()
+    cell = kernel.start(f"import time\nturns = ['cell starts']\nopen({str(go)!r}, 'w').close()\n"
+                        "time.sleep(8)\nturns.append('cell ends')")
+    lines = finish(client)
+    kernel.wait_reply(cell)
+    listed = next(line for line in lines if line.get("step") == "list")
+    execute = calls(lines)[0]
+    list_s = listed["t1"] - listed["t0"]
+    print(f"tools/list while a cell sleeps: {list_s * 1000:.0f} ms; execute answered "
+          f"{execute['t1'] - started:.1f} s after the cell started")
+    assert listed["t1"] < execute["t1"]
+    assert list_s < 5.0  # answered while the cell still runs (it sleeps 8 s)
+    assert "['cell starts', 'cell ends', 'outside']" in execute["text"], execute
+    assert any("a notebook cell is running" in note for note in execute["progress"]), execute
+
+
+def test_two_clients_calls_are_serialized_and_none_is_lost(served):
+    kernel = served["kernel"]
+    kernel.ok("seq = []")
+    plans = [{"url": served["url"], "token": served["token"], "name": name,
+              "steps": [["call", "execute", {"code": f"seq.append(({name!r}, {i}))"}] for i in range(25)]}
+             for name in ("A", "B")]
+    processes = [start_client(plan) for plan in plans]
+    results = [finish(p) for p in processes]
+    assert all(len(calls(lines)) == 25 and not any(c["is_error"] for c in calls(lines)) for lines in results)
+    seq = kernel.ev("seq")
+    assert len(seq) == 50
+    for name in ("A", "B"):
+        assert [i for who, i in seq if who == name] == list(range(25))
+
+
+def test_the_secret_canary_never_leaves(served):
+    kernel = served["kernel"]
+    kernel.ok("import os\napi_token = os.environ['SERVE_CANARY_TOKEN']")
+    lines = run_client({"url": served["url"], "token": served["token"], "steps": [
+        ["call", "execute", {"code": "print(os.environ['SERVE_CANARY_TOKEN'])"}],
+        ["call", "execute", {"code": "raise ValueError(api_token)"}],
+        ["call", "execute", {"code": "api_token[:12], api_token"}],
+        ["call", "list_variables", {}],
+        ["call", "inspect_variable", {"name": "api_token"}],
+        ["call", "execute", {"code": f"'{CANARY[:20]}' + '{CANARY[20:]}'"}],
+        ["call", "no_such_tool", {"x": CANARY}]]})
+    assert len(calls(lines)) == 7
+    everything = json.dumps(lines)
+    assert CANARY not in everything and CANARY[8:24] not in everything, everything
+    audit = "".join(p.read_text() for p in (kernel.cwd / ".pi_notebook" / "sessions").glob("*.serve.jsonl"))
+    assert "api_token" in audit and CANARY not in audit
+    assert CANARY not in served["log"].read_text()
+
+
+def test_sigkill_of_the_kernel_ends_the_server(served):
+    kernel = served["kernel"]
+    port = int(served["url"].split(":")[2].split("/")[0])
+    pid = kernel.ev("__import__('os').getpid()")
+    with socket.create_connection(("127.0.0.1", port), timeout=5):
+        pass  # serving
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 15
+    while True:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                pass
+        except OSError:
+            break
+        assert time.monotonic() < deadline, "the port still accepts connections after SIGKILL"
+        time.sleep(0.1)
