@@ -48,8 +48,9 @@ async def main(plan: dict[str, Any]) -> None:
                 elif step[0] == "call":
                     progress: list[str] = []
 
-                    async def on_progress(done: float, total: float | None, message: str | None) -> None:
-                        progress.append(message or "")
+                    async def on_progress(done: float, total: float | None, message: str | None,
+                                          notes: list[str] = progress) -> None:
+                        notes.append(message or "")
 
                     result = await client.call_tool(step[1], step[2], progress_callback=on_progress)
                     texts = [getattr(c, "text", None) or f"<{getattr(c, 'type', '?')}>" for c in result.content]

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "kernel"))
-from kernel_helpers import Kernel  # noqa: E402
-from serve_helpers import calls, finish, run_client, serve, start_client  # noqa: E402
+from kernel_helpers import Kernel
+from serve_helpers import calls, finish, run_client, serve, start_client
 
 pytestmark = pytest.mark.kernel
 
