@@ -16,6 +16,7 @@ client's name, the redacted arguments, the approval decision, the outcome).
 
 from __future__ import annotations
 
+import contextvars
 import json
 import os
 import weakref
@@ -73,6 +74,7 @@ def _start(runtime: Runtime, host: str) -> str:
     from ..tools import make_notebook_tools
     from ..tools.prompt_context import make_context_tools
     from .frontend import has_widget_frontend
+    from .serve_view import ServeViews
     from .settings import python_tool_settings
 
     try:
@@ -93,11 +95,15 @@ def _start(runtime: Runtime, host: str) -> str:
             return "waiting for its turn: a %%agent run is active"
         return None
 
-    gate = ServeGate(lambda: runtime.settings_now().approval, None, lambda: has_widget_frontend(shell))
+    servers: list[KernelServer] = []  # the server, once made (the views find calls' aborts there)
+    views = ServeViews(runtime, lambda call_id: servers[0].abort_for(call_id) if servers else None)
+    gate = ServeGate(lambda: runtime.settings_now().approval, views.ask, lambda: has_widget_frontend(shell))
     audit = _Audit(runtime)
     hooks = ServeHooks(tools={t.name: t for t in tools}, kernel_loop=loop, busy=busy, gate=gate,
-                       audit=audit.write, on_log=runtime.host.log_warning)
+                       context=contextvars.copy_context(), audit=audit.write, view=views.view,
+                       on_log=runtime.host.log_warning)
     server = KernelServer(hooks, host=host)
+    servers.append(server)
     try:
         server.start()
     except (OSError, RuntimeError) as exc:

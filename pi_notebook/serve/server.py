@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import contextvars
 import itertools
 import socket
 import threading
@@ -92,6 +93,7 @@ class ServeHooks:
     kernel_loop: asyncio.AbstractEventLoop
     busy: Callable[[], str | None]  # why a call must wait for its turn, or None
     gate: ServeGate
+    context: contextvars.Context | None = None  # the calls' tasks start in a copy (turns.py)
     audit: Callable[[CallRecord], None] = lambda record: None
     view: Callable[[CallRecord], CallView] = lambda record: CallView()
     on_log: Callable[[str], None] = lambda text: None
@@ -102,14 +104,14 @@ class KernelServer:
         self.host = check_bind(host)
         self.hooks = hooks
         self.files = files or ServeFiles()
-        self.turns = Turns(hooks.kernel_loop, hooks.busy)
+        self.turns = Turns(hooks.kernel_loop, hooks.busy, hooks.context)
         self.port = 0
         self.calls = 0  # tools/call requests answered or running
         self.refused = 0  # HTTP requests the guard turned away
         self._token = ""
         self._ids = itertools.count(1)
         self._served = {s.name: s for s in SERVED_TOOLS if s.serves in hooks.tools}
-        self._aborts: set[AbortController] = set()
+        self._aborts: dict[str, AbortController] = {}  # the calls in flight
         self._lowlevel: Server[Any] | None = None
         self._uvicorn: Any = None
         self._thread: threading.Thread | None = None
@@ -169,8 +171,8 @@ class KernelServer:
             loop.close()
 
     def stop(self) -> None:
-        for controller in list(self._aborts):
-            controller.abort()
+        for controller in list(self._aborts.values()):
+            controller.abort("the server stopped")
         if self._uvicorn is not None:
             self._uvicorn.should_exit = True
         thread = self._thread
@@ -182,6 +184,10 @@ class KernelServer:
         """A new token; the old one stops working with the next request."""
         self._token = new_token()
         self.files.write(self._token, client_entries(self.url, self._token))
+
+    def abort_for(self, call_id: str) -> AbortController | None:
+        """The controller of a call in flight (the notebook's Abort of its view)."""
+        return self._aborts.get(call_id)
 
     def clients(self) -> int:
         manager = getattr(self._lowlevel, "_session_manager", None)
@@ -203,14 +209,14 @@ class KernelServer:
         arguments = dict(params.arguments or {})
         record = CallRecord(f"serve-{next(self._ids)}", served.name, _client_name(ctx), arguments)
         controller = AbortController()
-        self._aborts.add(controller)
+        self._aborts[record.call_id] = controller
         try:
             if not served.on_kernel:
                 return await self._run(served, record, controller)
             future = self.turns.submit(lambda: self._run(served, record, controller))
             return await self._with_progress(ctx, future, controller)
         finally:
-            self._aborts.discard(controller)
+            self._aborts.pop(record.call_id, None)
 
     async def _with_progress(self, ctx: Any, future: concurrent.futures.Future[types.CallToolResult],
                              controller: AbortController) -> types.CallToolResult:
@@ -220,6 +226,8 @@ class KernelServer:
             while True:
                 done, _ = await asyncio.wait({waiting}, timeout=PROGRESS_S)
                 if done:
+                    if waiting.cancelled():  # cancelled on the kernel side (stop, unload)
+                        return error_result("The call was cancelled in the kernel.")
                     return waiting.result()
                 beats += 1
                 # busy() too: while a cell blocks the kernel loop, the call has not even
@@ -231,8 +239,6 @@ class KernelServer:
             controller.abort("the client went away")
             waiting.cancel()
             raise
-        except concurrent.futures.CancelledError:
-            return error_result("The call was cancelled before it ran (the server stopped).")
 
     async def _run(self, served: ServedTool, record: CallRecord, controller: AbortController) -> types.CallToolResult:
         """The call itself (on the kernel loop for kernel tools)."""

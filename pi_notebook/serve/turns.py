@@ -2,8 +2,8 @@
 
 The HTTP server runs on its own thread and loop (server.py) so ``initialize``, ``ping`` and
 ``tools/list`` are answered while a cell runs. A call that touches the namespace is handed to
-the kernel loop with ``run_coroutine_threadsafe``, the same hop the views' Abort uses
-(magics/loop.py), and there:
+the kernel loop with ``call_soon_threadsafe``, the same hop the views' Abort uses
+(magics/loop.py), as a task started in a copy of the ``%agent serve`` cell's context, and there:
 
 - it cannot start while a user cell runs synchronous code: the kernel loop is blocked and
   the handed-over coroutine simply waits in the loop's queue;
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextvars
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -59,9 +60,13 @@ class CellWatch:
 
 
 class Turns:
-    def __init__(self, loop: asyncio.AbstractEventLoop, busy: Callable[[], str | None]) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, busy: Callable[[], str | None],
+                 context: contextvars.Context | None = None) -> None:
         self.loop = loop
         self._busy = busy
+        # each call's task starts in a copy of this context: the ``%agent serve`` cell's, so
+        # what a call displays goes to that cell (ipykernel 7 keeps the parent there)
+        self._context = context
         self._lock: asyncio.Lock | None = None  # made on the kernel loop, at the first call
         # handed over (counted on the calling thread) and finished (on the kernel loop): each
         # counter has one writer, so no lock is needed to read their difference anywhere
@@ -72,7 +77,33 @@ class Turns:
     def submit(self, work: Callable[[], Awaitable[T]]) -> concurrent.futures.Future[T]:
         """Run ``work()`` on the kernel loop in its turn (callable from any thread)."""
         self.submitted += 1
-        return asyncio.run_coroutine_threadsafe(self._turn(work), self.loop)
+        future: concurrent.futures.Future[T] = concurrent.futures.Future()
+        self.loop.call_soon_threadsafe(self._start, work, future)
+        return future
+
+    def _start(self, work: Callable[[], Awaitable[T]], future: concurrent.futures.Future[T]) -> None:
+        if future.cancelled():  # given up before it reached the loop
+            self.finished += 1
+            return
+        context = self._context.copy() if self._context is not None else contextvars.copy_context()
+        task = context.run(self.loop.create_task, self._turn(work))
+
+        def settle(done: asyncio.Task[T]) -> None:
+            if future.done():
+                return
+            if done.cancelled():
+                future.cancel()
+            elif (error := done.exception()) is not None:
+                future.set_exception(error)
+            else:
+                future.set_result(done.result())
+
+        def given_up(gone: concurrent.futures.Future[T]) -> None:
+            if gone.cancelled() and not self.loop.is_closed():
+                self.loop.call_soon_threadsafe(task.cancel)
+
+        task.add_done_callback(settle)
+        future.add_done_callback(given_up)
 
     async def _turn(self, work: Callable[[], Awaitable[T]]) -> T:
         try:

@@ -12,15 +12,15 @@ from typing import Any
 CLIENT = Path(__file__).resolve().parent / "mcp_client.py"
 
 
-def serve(kernel: Any) -> tuple[str, str, str]:
-    """``%agent serve`` in ``kernel``: (url, token, the cell's printed text)."""
+def serve(kernel: Any) -> tuple[str, str, str, str]:
+    """``%agent serve`` in ``kernel``: (url, token, the cell's printed text, its msg_id)."""
     mid = kernel.start("%agent serve")
     kernel.wait_reply(mid, timeout=120)
     text = kernel.text_of(mid)
     url = re.search(r"at (http://127\.0\.0\.1:\d+/mcp)", text)
     path = re.search(r"The bearer token is in (\S+) ", text)
     assert url and path, text
-    return url.group(1), Path(path.group(1)).read_text().strip(), text
+    return url.group(1), Path(path.group(1)).read_text().strip(), text, mid
 
 
 def client_command(plan: dict[str, Any]) -> list[str]:

@@ -34,8 +34,9 @@ def served(tmp_path_factory):
                          "SERVE_CANARY_TOKEN": CANARY}, log_path=log)
     try:
         kernel.ok("%load_ext pi_notebook")
-        url, token, text = serve(kernel)
-        yield {"kernel": kernel, "url": url, "token": token, "text": text, "dir": serve_dir, "log": log}
+        url, token, text, cell = serve(kernel)
+        yield {"kernel": kernel, "url": url, "token": token, "text": text, "cell": cell, "dir": serve_dir,
+               "log": log}
     finally:
         kernel.shutdown()
 
@@ -82,7 +83,7 @@ def test_non_loopback_bind_is_refused(served):
     assert reply["status"] == "ok"  # stop ignores the host: it has nothing to bind
     reply = kernel.execute("%agent serve --host 0.0.0.0")
     assert reply["status"] == "error" and "only 127.0.0.1" in reply["evalue"], reply
-    served["url"], served["token"], served["text"] = serve(kernel)  # serving again for the rest
+    served["url"], served["token"], served["text"], served["cell"] = serve(kernel)  # serving again for the rest
 
 
 def test_deny_refuses_and_ask_without_a_frontend_refuses(served):
@@ -159,6 +160,48 @@ def test_the_secret_canary_never_leaves(served):
     audit = "".join(p.read_text() for p in (kernel.cwd / ".pi_notebook" / "sessions").glob("*.serve.jsonl"))
     assert "api_token" in audit and CANARY not in audit
     assert CANARY not in served["log"].read_text()
+
+
+def _wait_buttons(kernel, description: str, count: int) -> list[str]:
+    deadline = time.monotonic() + 30
+    while len(kernel.buttons(description)) < count:
+        assert time.monotonic() < deadline, f"no {count} {description!r} buttons"
+        time.sleep(0.05)
+    return kernel.buttons(description)
+
+
+def test_ask_shows_the_call_in_the_serve_cell_and_waits_for_run_or_skip(served):
+    # (after the headless tests: a frontend, once seen, is the kernel's for good)
+    kernel = served["kernel"]
+    kernel.ok("import ipywidgets, os")
+    kernel.open_widget_control_comm()
+    kernel.wait_for("__import__('ipywidgets').widgets.widget.Widget._control_comm is not None")
+    _policy(kernel, "ask")
+    since = time.monotonic()
+    try:
+        client = start_client({"url": served["url"], "token": served["token"], "name": "outside-agent", "steps": [
+            ["call", "execute", {"code": "asked = 6 * 7\nprint(os.environ['SERVE_CANARY_TOKEN'])\nasked"}],
+            ["call", "execute", {"code": "skipped = 1"}]]})
+        run = _wait_buttons(kernel, "Run", 1)
+        assert kernel.ev("'asked' in dir()") is False  # the outside agent waits for the click
+        kernel.click(run[-1])
+        _wait_buttons(kernel, "Run", 2)
+        kernel.click(_wait_buttons(kernel, "Skip", 2)[-1])
+        lines = finish(client)
+    finally:
+        _policy(kernel, "auto")
+    first, second = calls(lines)
+    assert not first["is_error"] and "42" in first["text"] and "[redacted]" in first["text"], first
+    assert second["is_error"] and "declined" in second["text"], second
+    assert kernel.ev("'skipped' in dir()") is False
+    shown = [m for m in kernel.messages(since) if m["msg_type"] in ("display_data", "update_display_data")]
+    assert shown and all(m["parent_header"].get("msg_id") == served["cell"] for m in shown), \
+        [m["parent_header"].get("msg_id") for m in shown]
+    transcript = json.dumps([m["content"] for m in shown])
+    assert "outside-agent" in transcript and "asked = 6 * 7" in transcript
+    assert CANARY not in json.dumps([m["content"] for m in kernel.messages(since)])
+    audit = "".join(p.read_text() for p in (kernel.cwd / ".pi_notebook" / "sessions").glob("*.serve.jsonl"))
+    assert '"decision": "clicked_run"' in audit and '"decision": "skipped"' in audit
 
 
 def test_sigkill_of_the_kernel_ends_the_server(served):
