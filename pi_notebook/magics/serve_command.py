@@ -36,6 +36,7 @@ SERVE_HELP = __doc__.split("::", 1)[1].split("\n\n", 2)[1] if __doc__ else ""
 
 # one server per kernel runtime, with its cell watch (a weak key: an unloaded runtime goes)
 _served: weakref.WeakKeyDictionary[Runtime, tuple[KernelServer, CellWatch]] = weakref.WeakKeyDictionary()
+_stops_with_runtime: weakref.WeakSet[Runtime] = weakref.WeakSet()
 
 
 def serve_command(runtime: Runtime, words: list[str]) -> str:
@@ -110,6 +111,9 @@ def _start(runtime: Runtime, host: str) -> str:
         watch.close()
         raise UsageError(f"%agent serve: could not start: {exc}") from None
     _served[runtime] = (server, watch)
+    if runtime not in _stops_with_runtime:  # the server stops with the extension (%unload_ext)
+        _stops_with_runtime.add(runtime)
+        runtime.on_close.append(lambda: stop_serving(runtime))
     return setup_text(server.url, server.files)
 
 
