@@ -17,7 +17,8 @@ from mcp.client.streamable_http import streamable_http_client
 
 
 async def main(entry_path: str) -> None:
-    entry = json.load(open(entry_path))["mcpServers"]["pi-notebook"]
+    with open(entry_path) as handle:
+        entry = json.load(handle)["mcpServers"]["pi-notebook"]
     http = httpx2.AsyncClient(headers=entry["headers"], timeout=httpx2.Timeout(30, read=300))
     async with Client(streamable_http_client(entry["url"], http_client=http), mode="legacy",
                       client_info={"name": "serve_client.py", "version": "1"}) as client:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "notebooks"))
-from test_notebooks import executed, output_text  # noqa: E402
+from test_notebooks import executed, output_text
 
 
 @pytest.mark.kernel
