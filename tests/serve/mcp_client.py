@@ -1,7 +1,8 @@
 """An outside MCP client in its own process, the SDK's own client over streamable HTTP.
 
 ``python mcp_client.py PLAN_JSON`` with ``{"url", "token" (or null), "origin" (or null),
-"steps": [["list"] | ["call", name, arguments] | ["sleep", seconds] | ["wait", path]]}``; one JSON line per
+"steps": [["list"] | ["call", name, arguments] | ["sleep", seconds] | ["wait", path] |
+["touch", path]]}`` (or ``{"sessions": [plan, ...]}``, one connection after the other); one JSON line per
 step on stdout: ``{"step", "t0", "t1", "tools" | "text", "is_error", "progress"}`` (monotonic
 times of this process around the step). A connection that is refused prints
 ``{"error": "<exception type>", "status": <HTTP status or null>}`` and exits 0.
@@ -26,6 +27,13 @@ def _emit(line: dict[str, Any]) -> None:
 
 
 async def main(plan: dict[str, Any]) -> None:
+    """One connection per entry of ``plan["sessions"]`` (one process pays the imports once),
+    or the plan itself as the one session."""
+    for session in plan.get("sessions") or [plan]:
+        await connect(session)
+
+
+async def connect(plan: dict[str, Any]) -> None:
     headers = {}
     if plan.get("token"):
         headers["Authorization"] = f"Bearer {plan['token']}"
@@ -59,6 +67,8 @@ async def main(plan: dict[str, Any]) -> None:
                            "kinds": [getattr(c, "type", "?") for c in result.content], "progress": progress})
                 elif step[0] == "sleep":
                     await asyncio.sleep(step[1])
+                elif step[0] == "touch":  # tell the test this point was reached
+                    open(step[1], "w").close()
                 elif step[0] == "wait":  # until a file exists (the test's go signal)
                     while not os.path.exists(step[1]):
                         await asyncio.sleep(0.02)

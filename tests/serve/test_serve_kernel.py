@@ -58,11 +58,18 @@ def test_token_is_private_and_never_printed(served):
 
 def test_no_token_wrong_token_and_foreign_origin_are_refused(served):
     url, token = served["url"], served["token"]
-    for plan in ({"token": None}, {"token": token[:-2] + "xx"}, {"token": token, "origin": "http://evil.example"}):
-        lines = run_client({"url": url, "steps": [["list"]], **plan})
-        assert "error" in lines[-1] and not any(line.get("connected") for line in lines), (plan, lines)
-        assert lines[-1]["status"] in (401, 403, None), lines
-    host, port = url.split("//")[1].split("/")[0].split(":")
+    port = url.split(":")[2].split("/")[0]
+    refused = ({"token": None}, {"token": token[:-2] + "xx"}, {"token": token, "origin": "http://evil.example"})
+    lines = run_client({"sessions": [{"url": url, "steps": [["list"]], **plan} for plan in refused]
+                        + [{"url": url, "token": token, "origin": f"http://127.0.0.1:{port}", "steps": [["list"]]}]})
+    errors = [line for line in lines if "error" in line]
+    assert len(errors) == 3 and all(e["status"] in (401, 403, None) for e in errors), lines
+    assert sum(1 for line in lines if line.get("connected")) == 1
+    # the right token with the server's own loopback origin is let in
+    ok = lines[-1]
+    assert ok["tools"]["execute"] == {"read_only": False, "destructive": True}
+    assert ok["tools"]["list_variables"]["read_only"] is True
+    host = "127.0.0.1"
     for headers, status in (({"Host": f"evil.example:{port}"}, 421),
                             ({"Host": f"{host}:{port}", "Origin": "http://evil.example"}, 403),
                             ({"Host": f"{host}:{port}", "Authorization": "Bearer nope"}, 401)):
@@ -71,10 +78,6 @@ def test_no_token_wrong_token_and_foreign_origin_are_refused(served):
         response = connection.getresponse()
         assert response.status == status, (headers, response.status)
         assert b"nope" not in response.read()
-    # the right token with the server's own loopback origin is let in
-    ok = run_client({"url": url, "token": token, "origin": f"http://127.0.0.1:{port}", "steps": [["list"]]})
-    assert ok[-1]["tools"]["execute"] == {"read_only": False, "destructive": True}
-    assert ok[-1]["tools"]["list_variables"]["read_only"] is True
 
 
 def test_non_loopback_bind_is_refused(served):
@@ -86,20 +89,32 @@ def test_non_loopback_bind_is_refused(served):
     served["url"], served["token"], served["text"], served["cell"] = serve(kernel)  # serving again for the rest
 
 
-def test_deny_refuses_and_ask_without_a_frontend_refuses(served):
+def test_deny_refuses_and_ask_without_a_frontend_refuses(served, tmp_path):
     kernel = served["kernel"]
+    switched, go = tmp_path / "deny-done", tmp_path / "ask-set"
+
+    def steps(policy: str) -> list:
+        return [["call", "execute", {"code": f"ran_{policy} = True"}], ["call", "list_variables", {}]]
+
     try:
-        for policy, words in (("deny", "policy is 'deny'"), ("ask", "not interactive")):
-            _policy(kernel, policy)
-            lines = run_client({"url": served["url"], "token": served["token"],
-                                "steps": [["call", "execute", {"code": f"ran_{policy} = True"}],
-                                          ["call", "list_variables", {}]]})
-            execute, listed = calls(lines)
-            assert execute["is_error"] and words in execute["text"], execute
-            assert f"ran_{policy}" not in listed["text"]
-            assert not listed["is_error"]  # read-only tools are not gated
+        _policy(kernel, "deny")
+        client = start_client({"url": served["url"], "token": served["token"],
+                               "steps": [*steps("deny"), ["touch", str(switched)], ["wait", str(go)], *steps("ask")]})
+        deadline = time.monotonic() + 120
+        while not switched.exists():
+            assert time.monotonic() < deadline and client.poll() is None, "the client never finished its deny calls"
+            time.sleep(0.05)
+        _policy(kernel, "ask")
+        go.touch()
+        lines = finish(client)
     finally:
         _policy(kernel, "auto")
+    results = calls(lines)
+    for (execute, listed), policy, words in ((results[:2], "deny", "policy is 'deny'"),
+                                             (results[2:], "ask", "not interactive")):
+        assert execute["is_error"] and words in execute["text"], execute
+        assert f"ran_{policy}" not in listed["text"]
+        assert not listed["is_error"]  # read-only tools are not gated
     audit = [json.loads(line) for p in (kernel.cwd / ".pi_notebook" / "sessions").glob("*.serve.jsonl")
              for line in p.read_text().splitlines()]
     decisions = [a["approval"]["decision"] for a in audit if a["tool"] == "execute" and a["approval"]]
@@ -123,7 +138,7 @@ def test_a_call_during_a_running_cell_waits_its_turn_and_tools_list_answers(serv
     print(f"tools/list while a cell sleeps: {list_s * 1000:.0f} ms; execute answered "
           f"{execute['t1'] - started:.1f} s after the cell started")
     assert listed["t1"] < execute["t1"]
-    assert list_s < 5.0  # answered while the cell still runs (it sleeps 8 s)
+    assert list_s < 4.0  # answered while the cell still runs (it sleeps 5 s)
     assert "['cell starts', 'cell ends', 'outside']" in execute["text"], execute
     assert any("a notebook cell is running" in note for note in execute["progress"]), execute
 
