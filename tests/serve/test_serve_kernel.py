@@ -129,7 +129,7 @@ def test_a_call_during_a_running_cell_waits_its_turn_and_tools_list_answers(serv
     assert client.stdout is not None and "connected" in client.stdout.readline()
     started = time.monotonic()
     cell = kernel.start(f"import time\nturns = ['cell starts']\nopen({str(go)!r}, 'w').close()\n"
-                        "time.sleep(8)\nturns.append('cell ends')")
+                        "time.sleep(5)\nturns.append('cell ends')")
     lines = finish(client)
     kernel.wait_reply(cell)
     listed = next(line for line in lines if line.get("step") == "list")
