@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "kernel"))
-from kernel_helpers import Kernel
+from kernel_helpers import Kernel, faux_setup
 from serve_helpers import calls, finish, run_client, serve, start_client
 
 pytestmark = pytest.mark.kernel
@@ -141,6 +141,55 @@ def test_a_call_during_a_running_cell_waits_its_turn_and_tools_list_answers(serv
     assert list_s < 4.0  # answered while the cell still runs (it sleeps 5 s)
     assert "['cell starts', 'cell ends', 'outside']" in execute["text"], execute
     assert any("a notebook cell is running" in note for note in execute["progress"]), execute
+
+
+def test_a_call_waits_for_a_cell_that_awaits(served, tmp_path):
+    # top-level await frees the kernel loop while the cell still runs: the call must wait anyway
+    kernel = served["kernel"]
+    go = tmp_path / "cell-awaits"
+    client = start_client({"url": served["url"], "token": served["token"], "steps": [
+        ["wait", str(go)], ["call", "execute", {"code": "awaited.append('outside'); awaited"}]]})
+    assert client.stdout is not None and "connected" in client.stdout.readline()
+    cell = kernel.start(f"import asyncio\nawaited = []\nopen({str(go)!r}, 'w').close()\n"
+                        "await asyncio.sleep(3)\nawaited.append('cell ends')")
+    execute = calls(finish(client))[0]
+    kernel.wait_reply(cell)
+    assert "['cell ends', 'outside']" in execute["text"], execute
+
+
+def test_a_call_during_an_agent_run_waits_for_the_run(served, tmp_path):
+    kernel = served["kernel"]
+    go = tmp_path / "run-started"
+    kernel.ok(faux_setup(40))
+    kernel.ok("agent_turns = []\n"
+              "faux.set_responses([faux_assistant_message([faux_tool_call('python', {'code': "
+              "'import time; time.sleep(2); agent_turns.append(\"agent\")'})], stop_reason='toolUse'), "
+              "faux_assistant_message('done ' * 20)])")
+    client = start_client({"url": served["url"], "token": served["token"], "steps": [
+        ["wait", str(go)], ["call", "execute", {"code": "agent_turns.append('outside'); agent_turns"}]]})
+    assert client.stdout is not None and "connected" in client.stdout.readline()
+    kernel.ok("%%agent -m faux/faux-1 --no-wait\nwork")
+    go.touch()  # the run is active: its cell returned at once
+    execute = calls(finish(client))[0]
+    assert "['agent', 'outside']" in execute["text"], execute
+
+
+def test_stop_interrupts_a_call_and_a_huge_output_is_budgeted(served, tmp_path):
+    kernel = served["kernel"]
+    running = tmp_path / "running"
+    client = start_client({"url": served["url"], "token": served["token"], "steps": [
+        ["call", "execute", {"code": f"open({str(running)!r}, 'w').close()\nwhile True: pass"}],
+        ["call", "execute", {"code": "print('x' * 50_000_000)"}],
+        ["call", "execute", {"code": "'still serving'"}]]})
+    deadline = time.monotonic() + 120
+    while not running.exists():
+        assert time.monotonic() < deadline and client.poll() is None, "the call never started"
+        time.sleep(0.05)
+    kernel.interrupt()  # the kernel's Stop button
+    stopped, huge, after = calls(finish(client))
+    assert stopped["is_error"] and "KeyboardInterrupt" in stopped["text"], stopped
+    assert len(huge["text"]) < 100_000 and "xxxx" in huge["text"], len(huge["text"])
+    assert "still serving" in after["text"]
 
 
 def test_two_clients_calls_are_serialized_and_none_is_lost(served):
