@@ -82,6 +82,9 @@ def _start(runtime: Runtime, host: str) -> str:
         check_bind(host)
     except ValueError as exc:
         raise UsageError(f"%agent serve: {exc}") from None
+    if not runtime.host.has_kernel:
+        raise UsageError("%agent serve needs a Jupyter kernel (terminal IPython has no loop between "
+                         "prompts to run outside calls on).")
     shell = runtime.shell
     loop = runtime.attach_loop()
     settings = runtime.settings
@@ -98,7 +101,8 @@ def _start(runtime: Runtime, host: str) -> str:
 
     servers: list[KernelServer] = []  # the server, once made (the views find calls' aborts there)
     views = ServeViews(runtime, lambda call_id: servers[0].abort_for(call_id) if servers else None)
-    gate = ServeGate(lambda: runtime.settings_now().approval, views.ask, lambda: has_widget_frontend(shell))
+    gate = ServeGate(lambda: runtime.settings_now().approval, views.ask, lambda: has_widget_frontend(shell),
+                     timeout_s=lambda: runtime.settings_now().approval_timeout or None)
     audit = _Audit(runtime)
     hooks = ServeHooks(tools={t.name: t for t in tools}, kernel_loop=loop, busy=busy, gate=gate,
                        context=contextvars.copy_context(), audit=audit.write, view=views.view,

@@ -35,14 +35,16 @@ class GateAnswer:
 class ServeGate:
     def __init__(self, policy: Callable[[], ApprovalPolicy],
                  ask: Callable[[ApprovalRequest], Awaitable[ApprovalChoice]] | None,
-                 is_interactive: Callable[[], bool]) -> None:
+                 is_interactive: Callable[[], bool], timeout_s: Callable[[], float | None] = lambda: None) -> None:
         self._hook = ApprovalHook(policy, ask, is_interactive, tools=("python",))
+        self._timeout_s = timeout_s  # AgentMagics.approval_timeout, read per call
 
     async def check(self, call_id: str, code: str, signal: AbortSignal | None = None) -> GateAnswer:
         args = {"code": code}
         call = ToolCall(id=call_id, name="python", arguments=args)
         ctx = BeforeToolCallContext(assistant_message=AssistantMessage(), tool_call=call, args=args,
                                     context=AgentContext())
+        self._hook.timeout_s = self._timeout_s()
         blocked = await self._hook(ctx, signal)
         record = self._hook.records.pop(call_id, None)
         if blocked is not None and blocked.block:

@@ -22,6 +22,7 @@ nothing of the magics' runtime.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import concurrent.futures
 import contextlib
 import contextvars
@@ -137,6 +138,7 @@ class KernelServer:
         self.port = sock.getsockname()[1]
         self._token = new_token()
         self.files.write(self._token, client_entries(self.url, self._token))
+        atexit.register(self.files.remove)  # a kernel that shuts down cleanly leaves no token file
         self._lowlevel = Server(SERVER_NAME, version="1", on_list_tools=self._list_tools,
                                 on_call_tool=self._call_tool,
                                 instructions=("The user's live Jupyter kernel. execute runs Python in "
@@ -179,6 +181,7 @@ class KernelServer:
         if thread is not None and thread is not threading.current_thread():
             thread.join(STOP_TIMEOUT_S)
         self.files.remove()
+        atexit.unregister(self.files.remove)
 
     def rotate(self) -> None:
         """A new token; the old one stops working with the next request."""
