@@ -174,22 +174,25 @@ def test_a_call_during_an_agent_run_waits_for_the_run(served, tmp_path):
     assert "['agent', 'outside']" in execute["text"], execute
 
 
-def test_stop_interrupts_a_call_and_a_huge_output_is_budgeted(served, tmp_path):
+def test_stop_interrupts_a_call_a_huge_output_is_budgeted_and_a_figure_is_an_image(served, tmp_path):
     kernel = served["kernel"]
     running = tmp_path / "running"
     client = start_client({"url": served["url"], "token": served["token"], "steps": [
         ["call", "execute", {"code": f"open({str(running)!r}, 'w').close()\nwhile True: pass"}],
         ["call", "execute", {"code": "print('x' * 50_000_000)"}],
-        ["call", "execute", {"code": "'still serving'"}]]})
+        ["call", "execute", {"code": "'still serving'"}],
+        ["call", "execute", {"code": "import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\n"
+                                     "plt.plot([1, 3, 2]);"}]]})
     deadline = time.monotonic() + 120
     while not running.exists():
         assert time.monotonic() < deadline and client.poll() is None, "the call never started"
         time.sleep(0.05)
     kernel.interrupt()  # the kernel's Stop button
-    stopped, huge, after = calls(finish(client))
+    stopped, huge, after, figure = calls(finish(client))
     assert stopped["is_error"] and "KeyboardInterrupt" in stopped["text"], stopped
     assert len(huge["text"]) < 100_000 and "xxxx" in huge["text"], len(huge["text"])
     assert "still serving" in after["text"]
+    assert "image" in figure["kinds"], figure  # a figure comes back as an image
 
 
 def test_two_clients_calls_are_serialized_and_none_is_lost(served):
