@@ -74,7 +74,7 @@ def _start(runtime: Runtime, host: str) -> str:
     from ..serve.turns import CellWatch
     from ..tools import make_notebook_tools
     from ..tools.prompt_context import make_context_tools
-    from .frontend import has_widget_frontend
+    from .frontend import has_widget_frontend, is_headless
     from .serve_view import ServeViews
     from .settings import python_tool_settings
 
@@ -99,9 +99,19 @@ def _start(runtime: Runtime, host: str) -> str:
             return "waiting for its turn: a %%agent run is active"
         return None
 
+    # Someone sits at the notebook: a widget frontend was seen, or the %agent serve cell came
+    # from a client that can answer input() (Lab, Notebook 7, VS Code; not nbclient/papermill).
+    # The first outside call's view is often the kernel's first widget, so waiting for
+    # widget evidence alone would refuse it.
+    asked_from_a_frontend = not is_headless(shell)
+
+    def interactive() -> bool:
+        return asked_from_a_frontend or has_widget_frontend(shell)
+
     servers: list[KernelServer] = []  # the server, once made (the views find calls' aborts there)
-    views = ServeViews(runtime, lambda call_id: servers[0].abort_for(call_id) if servers else None)
-    gate = ServeGate(lambda: runtime.settings_now().approval, views.ask, lambda: has_widget_frontend(shell),
+    views = ServeViews(runtime, lambda call_id: servers[0].abort_for(call_id) if servers else None,
+                       interactive)
+    gate = ServeGate(lambda: runtime.settings_now().approval, views.ask, interactive,
                      timeout_s=lambda: runtime.settings_now().approval_timeout or None)
     audit = _Audit(runtime)
     hooks = ServeHooks(tools={t.name: t for t in tools}, kernel_loop=loop, busy=busy, gate=gate,

@@ -8,8 +8,9 @@ and under ``ask`` the Run / Skip / Always panel the outside agent waits for. Its
 cancels the call (the client gets a result saying so). When the call ends, the view is
 frozen to its Markdown transcript, as a run's is.
 
-Only with a widget frontend: a headless kernel shows nothing (nobody looks, and nbclient
-would save every widget model); the audit line records the call either way.
+Only when someone sits at the notebook (serve_command.py decides): a headless kernel shows
+nothing (nobody looks, and nbclient would save every widget model); the audit line records
+the call either way.
 """
 
 from __future__ import annotations
@@ -72,15 +73,15 @@ class NotebookCallView(CallView):
 class ServeViews:
     """The views of calls in flight, by call id: the gate asks through the one of its call."""
 
-    def __init__(self, runtime: Runtime, aborts: Callable[[str], AbortController | None]) -> None:
+    def __init__(self, runtime: Runtime, aborts: Callable[[str], AbortController | None],
+                 interactive: Callable[[], bool]) -> None:
         self._runtime = runtime
         self._aborts = aborts
+        self._interactive = interactive
         self._views: dict[str, NotebookCallView] = {}
 
     def view(self, record: CallRecord) -> CallView:
-        from .frontend import has_widget_frontend
-
-        if not has_widget_frontend(self._runtime.shell):
+        if not self._interactive():
             return CallView()
         call_id = record.call_id
 

@@ -12,9 +12,10 @@ from typing import Any
 CLIENT = Path(__file__).resolve().parent / "mcp_client.py"
 
 
-def serve(kernel: Any) -> tuple[str, str, str, str]:
-    """``%agent serve`` in ``kernel``: (url, token, the cell's printed text, its msg_id)."""
-    mid = kernel.start("%agent serve")
+def serve(kernel: Any, allow_stdin: bool = False) -> tuple[str, str, str, str]:
+    """``%agent serve`` in ``kernel``: (url, token, the cell's printed text, its msg_id).
+    ``allow_stdin=False`` is how nbclient sends cells: nobody sits at this client."""
+    mid = kernel.start("%agent serve", allow_stdin=allow_stdin)
     kernel.wait_reply(mid, timeout=120)
     text = kernel.text_of(mid)
     url = re.search(r"at (http://127\.0\.0\.1:\d+/mcp)", text)
