@@ -115,7 +115,8 @@ def _start(runtime: Runtime, host: str) -> str:
                      timeout_s=lambda: runtime.settings_now().approval_timeout or None)
     audit = _Audit(runtime)
     hooks = ServeHooks(tools={t.name: t for t in tools}, kernel_loop=loop, busy=busy, gate=gate,
-                       context=contextvars.copy_context(), audit=audit.write, view=views.view,
+                       context=contextvars.copy_context(), kernel=runtime.host.kernel,
+                       audit=audit.write, view=views.view,
                        on_log=runtime.host.log_warning)
     server = KernelServer(hooks, host=host)
     servers.append(server)

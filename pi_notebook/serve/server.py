@@ -95,6 +95,7 @@ class ServeHooks:
     busy: Callable[[], str | None]  # why a call must wait for its turn, or None
     gate: ServeGate
     context: contextvars.Context | None = None  # the calls' tasks start in a copy (turns.py)
+    kernel: Any = None  # ipykernel's kernel: its Stop button cancels a call (tools/interrupt.py)
     audit: Callable[[CallRecord], None] = lambda record: None
     view: Callable[[CallRecord], CallView] = lambda record: CallView()
     on_log: Callable[[str], None] = lambda text: None
@@ -216,7 +217,7 @@ class KernelServer:
         try:
             if not served.on_kernel:
                 return await self._run(served, record, controller)
-            future = self.turns.submit(lambda: self._run(served, record, controller))
+            future = self.turns.submit(lambda: self._stoppable(served, record, controller))
             return await self._with_progress(ctx, future, controller)
         finally:
             self._aborts.pop(record.call_id, None)
@@ -242,6 +243,21 @@ class KernelServer:
             controller.abort("the client went away")
             waiting.cancel()
             raise
+
+    async def _stoppable(self, served: ServedTool, record: CallRecord,
+                         controller: AbortController) -> types.CallToolResult:
+        """On the kernel loop: the kernel's Stop button cancels this call, also while it asks
+        for approval (the same SIGINT handler that lets Stop abort an agent run between its
+        calls; while the code runs, Stop interrupts the code itself)."""
+        from ..tools.interrupt import stop_aborts_run
+
+        loop = asyncio.get_running_loop()
+
+        def stop() -> None:  # from the signal handler: only schedule
+            loop.call_soon_threadsafe(controller.abort, "stopped in the notebook")
+
+        with stop_aborts_run(stop, self.hooks.kernel):
+            return await self._run(served, record, controller)
 
     async def _run(self, served: ServedTool, record: CallRecord, controller: AbortController) -> types.CallToolResult:
         """The call itself (on the kernel loop for kernel tools)."""

@@ -249,7 +249,8 @@ def test_ask_shows_the_call_in_the_serve_cell_and_waits_for_run_or_skip(served):
         client = start_client({"url": served["url"], "token": served["token"], "name": "outside-agent", "steps": [
             ["call", "execute", {"code": "asked = 6 * 7\nprint(os.environ['SERVE_CANARY_TOKEN'])\nasked"}],
             ["call", "execute", {"code": "skipped = 1"}],
-            ["call", "execute", {"code": "aborted = 1"}]]})
+            ["call", "execute", {"code": "aborted = 1"}],
+            ["call", "execute", {"code": "stopped = 1"}]]})
         run = _wait_buttons(kernel, "Run", 1)
         assert kernel.ev("'asked' in dir()") is False  # the outside agent waits for the click
         kernel.click(run[-1])
@@ -257,14 +258,17 @@ def test_ask_shows_the_call_in_the_serve_cell_and_waits_for_run_or_skip(served):
         kernel.click(_wait_buttons(kernel, "Skip", 2)[-1])
         _wait_buttons(kernel, "Run", 3)
         kernel.click(_wait_buttons(kernel, "Abort", 3)[-1])  # the call's view: Abort while it asks
+        _wait_buttons(kernel, "Run", 4)
+        kernel.interrupt()  # the kernel's Stop button while the call asks
         lines = finish(client)
     finally:
         _policy(kernel, "auto")
-    first, second, third = calls(lines)
+    first, second, third, fourth = calls(lines)
     assert not first["is_error"] and "42" in first["text"] and "[redacted]" in first["text"], first
     assert second["is_error"] and "declined" in second["text"], second
     assert third["is_error"] and "cancelled in the notebook" in third["text"], third
-    assert kernel.ev("'skipped' in dir() or 'aborted' in dir()") is False
+    assert fourth["is_error"] and "cancelled in the notebook" in fourth["text"], fourth
+    assert kernel.ev("'skipped' in dir() or 'aborted' in dir() or 'stopped' in dir()") is False
     shown = [m for m in kernel.messages(since) if m["msg_type"] in ("display_data", "update_display_data")]
     assert shown and all(m["parent_header"].get("msg_id") == served["cell"] for m in shown), \
         [m["parent_header"].get("msg_id") for m in shown]
