@@ -68,6 +68,11 @@ def serve_command(runtime: Runtime, words: list[str]) -> str:
 
 
 def _start(runtime: Runtime, host: str) -> str:
+    try:
+        import mcp  # noqa: F401  # the SDK (and uvicorn with it) come with the mcp extra
+        import uvicorn  # noqa: F401
+    except ImportError:
+        raise UsageError('%agent serve needs the MCP SDK: pip install "pi-notebook[mcp]"') from None
     from ..serve.entries import setup_text
     from ..serve.gate import ServeGate
     from ..serve.server import KernelServer, ServeHooks, check_bind
