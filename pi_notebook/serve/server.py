@@ -117,7 +117,6 @@ class KernelServer:
         self._lowlevel: Server[Any] | None = None
         self._uvicorn: Any = None
         self._thread: threading.Thread | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
 
     # --- lifecycle ------------------------------------------------------------------------
     @property
@@ -149,27 +148,26 @@ class KernelServer:
         config = uvicorn.Config(guarded, log_config=None, log_level="warning", access_log=False,
                                 lifespan="on", timeout_graceful_shutdown=1)
         self._uvicorn = uvicorn.Server(config)
-        started = threading.Event()
-        self._thread = threading.Thread(target=self._serve, args=(sock, started),
+        ended = threading.Event()  # set when the thread ends (a failed start ends the wait early)
+        self._thread = threading.Thread(target=self._serve, args=(sock, ended),
                                         name="pi_notebook-serve", daemon=True)
         self._thread.start()
         deadline = time.monotonic() + START_TIMEOUT_S
-        while not self._uvicorn.started and self._thread.is_alive() and time.monotonic() < deadline:
-            started.wait(0.02)
+        while not self._uvicorn.started and not ended.is_set() and time.monotonic() < deadline:
+            ended.wait(0.02)
         if not self._uvicorn.started:
             self.stop()
             raise RuntimeError("the MCP server did not start (see the kernel's log)")
 
-    def _serve(self, sock: socket.socket, started: threading.Event) -> None:
-        loop = asyncio.new_event_loop()
-        self._loop = loop
+    def _serve(self, sock: socket.socket, ended: threading.Event) -> None:
+        loop = asyncio.new_event_loop()  # the server's own loop: never behind a running cell
         asyncio.set_event_loop(loop)
         try:
             loop.run_until_complete(self._uvicorn.serve(sockets=[sock]))
         except BaseException as exc:  # logged by type only: a message could quote a request
             self.hooks.on_log(f"pi_notebook serve: the server stopped ({type(exc).__name__})")
         finally:
-            started.set()
+            ended.set()
             sock.close()
             loop.close()
 
@@ -194,6 +192,8 @@ class KernelServer:
         return self._aborts.get(call_id)
 
     def clients(self) -> int:
+        """Connected sessions. The SDK offers no public count: its session manager's table is
+        read defensively (0 if its shape changes)."""
         manager = getattr(self._lowlevel, "_session_manager", None)
         return len(getattr(manager, "_server_instances", {}) or {})
 
