@@ -279,19 +279,34 @@ def test_ask_shows_the_call_in_the_serve_cell_and_waits_for_run_or_skip(served):
     assert '"decision": "clicked_run"' in audit and '"decision": "skipped"' in audit
 
 
-def test_sigkill_of_the_kernel_ends_the_server(served):
-    kernel = served["kernel"]
-    port = int(served["url"].split(":")[2].split("/")[0])
-    pid = kernel.ev("__import__('os').getpid()")
-    with socket.create_connection(("127.0.0.1", port), timeout=5):
-        pass  # serving
-    os.kill(pid, signal.SIGKILL)
+def _port_of(url: str) -> int:
+    return int(url.split(":")[2].split("/")[0])
+
+
+def _wait_closed(port: int) -> None:
     deadline = time.monotonic() + 15
     while True:
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=1):
                 pass
         except OSError:
-            break
-        assert time.monotonic() < deadline, "the port still accepts connections after SIGKILL"
+            return
+        assert time.monotonic() < deadline, f"port {port} still accepts connections"
         time.sleep(0.1)
+
+
+def test_a_restart_and_a_sigkill_of_the_kernel_end_the_server(served):
+    kernel = served["kernel"]
+    port = _port_of(served["url"])
+    with socket.create_connection(("127.0.0.1", port), timeout=5):
+        pass  # serving
+    kernel.restart()
+    _wait_closed(port)
+    kernel.ok("%load_ext pi_notebook")
+    url = serve(kernel)[0]  # serving never starts by itself: the restarted kernel is asked again
+    port = _port_of(url)
+    pid = kernel.ev("__import__('os').getpid()")
+    with socket.create_connection(("127.0.0.1", port), timeout=5):
+        pass
+    os.kill(pid, signal.SIGKILL)
+    _wait_closed(port)
