@@ -14,11 +14,12 @@ from __future__ import annotations
 import hmac
 import json
 import os
+import re
 import secrets
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ServeFiles", "new_token", "serve_dir", "token_matches", "bearer_of"]
+__all__ = ["ServeFiles", "bearer_of", "new_token", "remove_stale", "serve_dir", "token_matches"]
 
 _SERVE_DIR_ENV = "PI_NOTEBOOK_SERVE_DIR"
 
@@ -92,6 +93,7 @@ class ServeFiles:
     def write(self, token: str, entries: dict[str, dict[str, Any]]) -> None:
         """``entries``: {"mcpServers": {...}, "servers": {...}} with the token in them."""
         _private_folder(self.folder)
+        remove_stale(self.folder)
         _write_private(self.token, token + "\n")
         _write_private(self.mcp_servers, json.dumps({"mcpServers": entries["mcpServers"]}, indent=2) + "\n")
         _write_private(self.vscode, json.dumps({"servers": entries["servers"]}, indent=2) + "\n")
@@ -99,3 +101,26 @@ class ServeFiles:
     def remove(self) -> None:
         for path in (self.token, self.mcp_servers, self.vscode):
             path.unlink(missing_ok=True)
+
+
+_KERNEL_FILE = re.compile(r"kernel-(\d+)\.(token|mcp\.json|vscode\.json)")
+
+
+def remove_stale(folder: Path) -> None:
+    """Remove the files of kernels that are gone: a killed or restarted kernel cannot remove
+    its own (its token names a closed port, but it should not lie around)."""
+    for path in folder.iterdir():
+        found = _KERNEL_FILE.fullmatch(path.name)
+        if found is None or _alive(int(found.group(1))):
+            continue
+        path.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: not ours to judge
+        return True
+    return True

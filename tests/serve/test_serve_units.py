@@ -104,6 +104,22 @@ def test_the_token_files_are_private_from_the_first_byte(tmp_path):
     assert list(folder.iterdir()) == []
 
 
+def test_files_of_kernels_that_are_gone_are_removed(tmp_path):
+    import subprocess
+    import sys
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    stale = [tmp_path / f"kernel-{gone.pid}.token", tmp_path / f"kernel-{gone.pid}.mcp.json"]
+    alive = tmp_path / f"kernel-{os.getppid()}.token"
+    other = tmp_path / "notes.txt"
+    for path in (*stale, alive, other):
+        path.write_text("x")
+    ServeFiles(tmp_path, f"kernel-{os.getpid()}").write("tok", client_entries("http://127.0.0.1:1/mcp", "tok"))
+    assert not any(p.exists() for p in stale)
+    assert alive.exists() and other.exists()
+
+
 def test_the_printed_text_names_the_files_not_the_token(tmp_path):
     files = ServeFiles(tmp_path, "kernel-2")
     token = secret.new_token()
