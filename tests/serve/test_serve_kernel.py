@@ -86,7 +86,12 @@ def test_non_loopback_bind_is_refused(served):
     assert reply["status"] == "ok"  # stop ignores the host: it has nothing to bind
     reply = kernel.execute("%agent serve --host 0.0.0.0")
     assert reply["status"] == "error" and "only 127.0.0.1" in reply["evalue"], reply
-    served["url"], served["token"], served["text"], served["cell"] = serve(kernel)  # serving again for the rest
+    # serving again; and %unload_ext stops it with the extension
+    url = serve(kernel)[0]
+    kernel.ok("%unload_ext pi_notebook")
+    _wait_closed(_port_of(url))
+    kernel.ok("%load_ext pi_notebook")
+    served["url"], served["token"], served["text"], served["cell"] = serve(kernel)  # for the rest
 
 
 def test_deny_refuses_and_ask_without_a_frontend_refuses(served, tmp_path):
