@@ -2,7 +2,8 @@
 
 ``python mcp_client.py PLAN_JSON`` with ``{"url", "token" (or null), "origin" (or null),
 "steps": [["list"] | ["call", name, arguments] | ["sleep", seconds] | ["wait", path] |
-["touch", path]]}`` (or ``{"sessions": [plan, ...]}``, one connection after the other); one JSON line per
+["touch", path]]}`` (or ``{"sessions": [plan, ...]}``, one connection after the other); ``--serve`` reads such
+plans from stdin, one per line (``serve_plans``). One JSON line per
 step on stdout: ``{"step", "t0", "t1", "tools" | "text", "is_error", "progress"}`` (monotonic
 times of this process around the step). A connection that is refused prints
 ``{"error": "<exception type>", "status": <HTTP status or null>}`` and exits 0.
@@ -22,8 +23,11 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 
+_PLAN: dict[str, Any] = {"id": None}  # the plan being run: every line names it
+
+
 def _emit(line: dict[str, Any]) -> None:
-    print(json.dumps(line), flush=True)
+    print(json.dumps({**line, "plan": _PLAN["id"]}), flush=True)
 
 
 async def main(plan: dict[str, Any]) -> None:
@@ -70,7 +74,8 @@ async def connect(plan: dict[str, Any]) -> None:
                 elif step[0] == "touch":  # tell the test this point was reached
                     open(step[1], "w").close()
                 elif step[0] == "wait":  # until a file exists (the test's go signal)
-                    while not os.path.exists(step[1]):
+                    give_up = time.monotonic() + 120  # an abandoned plan must not hold the process
+                    while not os.path.exists(step[1]) and time.monotonic() < give_up:
                         await asyncio.sleep(0.02)
     except BaseException as exc:  # the refusals are what some tests want to see
         status = None
@@ -88,5 +93,18 @@ async def connect(plan: dict[str, Any]) -> None:
         _emit({"error": type(exc).__name__, "status": status, "message": str(exc)[:500]})
 
 
+async def serve_plans() -> None:
+    """``--serve``: one plan per line on stdin, each ended by a ``{"done": true}`` line (one
+    process for many tests: the SDK's imports are paid once)."""
+    while line := await asyncio.to_thread(sys.stdin.readline):
+        plan = json.loads(line)
+        _PLAN["id"] = plan.get("id")
+        await main(plan)
+        _emit({"done": True})
+
+
 if __name__ == "__main__":
-    asyncio.run(main(json.loads(sys.argv[1])))
+    if sys.argv[1] == "--serve":
+        asyncio.run(serve_plans())
+    else:
+        asyncio.run(main(json.loads(sys.argv[1])))

@@ -107,7 +107,7 @@ def test_deny_refuses_and_ask_without_a_frontend_refuses(served, tmp_path):
                                "steps": [*steps("deny"), ["touch", str(switched)], ["wait", str(go)], *steps("ask")]})
         deadline = time.monotonic() + 120
         while not switched.exists():
-            assert time.monotonic() < deadline and client.poll() is None, "the client never finished its deny calls"
+            assert time.monotonic() < deadline and client.alive(), "the client never finished its deny calls"
             time.sleep(0.05)
         _policy(kernel, "ask")
         go.touch()
@@ -131,7 +131,7 @@ def test_a_call_during_a_running_cell_waits_its_turn_and_tools_list_answers(serv
     go = tmp_path / "cell-started"
     client = start_client({"url": served["url"], "token": served["token"], "steps": [
         ["wait", str(go)], ["list"], ["call", "execute", {"code": "turns.append('outside'); turns"}]]})
-    assert client.stdout is not None and "connected" in client.stdout.readline()
+    assert client.readline().get("connected")
     started = time.monotonic()
     cell = kernel.start(f"import time\nturns = ['cell starts']\nopen({str(go)!r}, 'w').close()\n"
                         "time.sleep(5)\nturns.append('cell ends')")
@@ -154,7 +154,7 @@ def test_a_call_waits_for_a_cell_that_awaits(served, tmp_path):
     go = tmp_path / "cell-awaits"
     client = start_client({"url": served["url"], "token": served["token"], "steps": [
         ["wait", str(go)], ["call", "execute", {"code": "awaited.append('outside'); awaited"}]]})
-    assert client.stdout is not None and "connected" in client.stdout.readline()
+    assert client.readline().get("connected")
     cell = kernel.start(f"import asyncio\nawaited = []\nopen({str(go)!r}, 'w').close()\n"
                         "await asyncio.sleep(3)\nawaited.append('cell ends')")
     execute = calls(finish(client))[0]
@@ -172,7 +172,7 @@ def test_a_call_during_an_agent_run_waits_for_the_run(served, tmp_path):
               "faux_assistant_message('done ' * 20)])")
     client = start_client({"url": served["url"], "token": served["token"], "steps": [
         ["wait", str(go)], ["call", "execute", {"code": "agent_turns.append('outside'); agent_turns"}]]})
-    assert client.stdout is not None and "connected" in client.stdout.readline()
+    assert client.readline().get("connected")
     kernel.ok("%%agent -m faux/faux-1 --no-wait\nwork")
     go.touch()  # the run is active: its cell returned at once
     execute = calls(finish(client))[0]
@@ -190,7 +190,7 @@ def test_stop_interrupts_a_call_a_huge_output_is_budgeted_and_a_figure_is_an_ima
                                      "plt.plot([1, 3, 2]);"}]]})
     deadline = time.monotonic() + 120
     while not running.exists():
-        assert time.monotonic() < deadline and client.poll() is None, "the call never started"
+        assert time.monotonic() < deadline and client.alive(), "the call never started"
         time.sleep(0.05)
     kernel.interrupt()  # the kernel's Stop button
     stopped, huge, after, figure = calls(finish(client))
@@ -206,7 +206,7 @@ def test_two_clients_calls_are_serialized_and_none_is_lost(served):
     plans = [{"url": served["url"], "token": served["token"], "name": name,
               "steps": [["call", "execute", {"code": f"seq.append(({name!r}, {i}))"}] for i in range(25)]}
              for name in ("A", "B")]
-    processes = [start_client(plan) for plan in plans]
+    processes = [start_client(plan, own_process=True) for plan in plans]
     results = [finish(p) for p in processes]
     assert all(len(calls(lines)) == 25 and not any(c["is_error"] for c in calls(lines)) for lines in results)
     seq = kernel.ev("seq")
