@@ -26,8 +26,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "kernel"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "serve"))
 
-from kernel_helpers import Kernel  # noqa: E402
-from serve_helpers import serve  # noqa: E402
+from kernel_helpers import Kernel
+from serve_helpers import serve
 
 
 def bare_round_trip(kernel: Kernel, code: str) -> float:
