@@ -29,7 +29,9 @@ ALLOWED = {
     "local": {"local", "agent", "ai"},
     # the MCP logs live in the project's one cache folder (local/setup.py's cache_dir)
     "mcp": {"mcp", "tools", "agent", "ai", "local.setup"},
-    "magics": {"magics", "widgets", "tools", "session", "mcp", "local", "agent", "ai", "review"},
+    # the kernel served over MCP: the notebook tools behind the SDK's server
+    "serve": {"serve", "tools", "agent", "ai"},
+    "magics": {"magics", "widgets", "tools", "session", "mcp", "serve", "local", "agent", "ai", "review"},
 }
 
 # an old ``python -m`` command name kept working: a script that runs the new module's command,

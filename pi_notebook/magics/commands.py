@@ -101,6 +101,11 @@ class PiNotebookMagics(Magics):
 
         print(mcp_command(self.runtime, words))
 
+    def _serve(self, words: list[str]) -> None:
+        from .serve_command import serve_command
+
+        print(serve_command(self.runtime, words))
+
     def _fix(self) -> None:
         """A normal run that explains and fixes the user's last error. The view and the
         transcript show the short request; the cell, its traceback and the instructions go
@@ -251,6 +256,9 @@ _SUBCOMMANDS = (
                lambda m, c: m._undo()),
     Subcommand("mcp", -1, "[tools|add|restart|off] ...", "MCP servers: list them; %agent mcp help for more",
                lambda m, c: m._mcp(list(c.rest))),  # magics/mcp_command.py
+    Subcommand("serve", -1, "[status|stop|rotate]",
+               "serve this kernel to outside agents over MCP; %agent serve help for more",
+               lambda m, c: m._serve(list(c.rest))),  # magics/serve_command.py
     Subcommand("help", 0, "", "show this help", lambda m, c: print(help_text())),
 )
 COMMANDS: dict[str, Subcommand] = {command.name: command for command in _SUBCOMMANDS}

@@ -101,6 +101,7 @@ class Runtime:
         self.capture_installed = False
         self._mcp: McpLink | None = None  # MCP servers (created on first use; nothing starts)
         self.instructions: Instructions | None = None  # AGENTS.md of this conversation
+        self.on_close: list[Callable[[], object]] = []  # what else ends with the extension
 
     # --- loop -----------------------------------------------------------------------------
     def attach_loop(self) -> asyncio.AbstractEventLoop:
@@ -697,6 +698,9 @@ class Runtime:
             self._unsubscribe()
             self._unsubscribe = None
         self.autosave.close()
+        for stop in self.on_close:  # e.g. %agent serve's server stops with the extension
+            self._try(stop)
+        self.on_close.clear()
         if self._mcp is not None:  # servers stop with the extension (their own tasks leave them)
             link, self._mcp = self._mcp, None
             link.close_soon(self.kernel_loop.loop)

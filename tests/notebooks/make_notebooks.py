@@ -695,12 +695,87 @@ orders
     ]
 
 
+def _cells_serve() -> list:
+    return [
+        md("""
+# Your live kernel, served to Claude Code, Cursor and VS Code
+
+`%agent serve` makes this kernel an MCP server for an agent outside the notebook. It gets the
+notebook's own tools: `execute` (Python in this namespace, with the same output budgets and secret
+redaction as the notebook's agent), `list_variables` and `inspect_variable` (summaries, never secret
+values), `recent_cells` (what you ran, and your last error) and `read_notebook` (the saved file, in
+pages). It needs the SDK: `pip install "pi-notebook[mcp]"`.
+
+Every `execute` from outside passes **your approval policy**: under `ask` (the default) its code
+shows in the `%agent serve` cell with Run / Skip / Always, and the outside agent waits for your
+click. It never runs while one of your cells runs: it waits its turn.
+"""),
+        code("""
+%load_ext pi_notebook
+import pandas as pd
+
+sales = pd.read_csv("data/sales.csv")
+%agent serve
+"""),
+        md("""
+## Connect in one paste
+
+- **Claude Code**: paste the `claude mcp add ...` line above in a terminal. It reads the token
+  from its file, so the token is never in this notebook, not even in its saved outputs.
+- **Cursor** (`.cursor/mcp.json`) or any `mcpServers` file: paste the output of the first `cat`.
+- **VS Code** (`.vscode/mcp.json`): paste the output of the second `cat`.
+
+The server listens on 127.0.0.1 only and refuses requests without the token, from another host
+name, or from a web page. `%agent serve rotate` makes a new token; `%agent serve stop` ends it; it
+also ends with the kernel.
+
+## An outside agent, from here
+
+`serve_client.py` (next to this notebook) is a tiny outside agent using the SDK's client: it lists
+the tools and reads your recent cells. (`recent_cells` answers even while a cell runs; `execute`
+would wait for this cell to end.)
+"""),
+        code("""
+import subprocess, sys
+from pi_notebook.serve.secret import ServeFiles
+
+entry = ServeFiles().mcp_servers  # this kernel's ready mcpServers entry (token inside, mode 0600)
+print(subprocess.run([sys.executable, "serve_client.py", str(entry)], capture_output=True,
+                     text=True, timeout=300).stdout)
+"""),
+        md("""
+`%agent serve` again shows the status: clients, calls, calls waiting for their turn, and how many
+requests were refused.
+"""),
+        code("%agent serve"),
+        md("""
+## The notebook's own agent keeps working
+
+Serving does not take the notebook's agent away (here the scripted **faux model**, no key needed).
+Outside calls and `%%agent` runs share one queue: an outside `execute` waits while a run is active.
+"""),
+        code("""
+from pi_notebook.ai.providers.faux import faux_assistant_message, register_faux_provider
+
+faux = register_faux_provider(tokens_per_second=50)
+faux.set_responses([faux_assistant_message("An outside agent can read these cells too, through "
+                                           "the served tools, under your approval policy.")])
+"""),
+        code("""
+%%agent -m faux/faux-1
+Can an outside agent see what I do here?
+"""),
+        code("%agent serve stop"),
+    ]
+
+
 NOTEBOOKS = {
     "quickstart.ipynb": _cells_quickstart,
     "steering.ipynb": _cells_steering,
     "custom-tools.ipynb": _cells_custom_tools,
     "providers.ipynb": _cells_providers,
     "mcp.ipynb": _cells_mcp,
+    "serve.ipynb": _cells_serve,
 }
 
 
