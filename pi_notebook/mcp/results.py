@@ -10,7 +10,14 @@ output (tools/format.py, tools/redact.py).
   redacted, in ``details`` (what the namespace call returns, what the card may show);
 * ``isError``: an error result.
 
-The SDK's models are read by attribute, so this module does not import the SDK.
+Redaction is not field by field: the whole result is first turned into plain data and every
+string in it (names, URIs, content types, metadata, keys) goes through ``redact_all`` (known
+secrets and credential shapes, tools/credentials.py), so a field added to the protocol later
+is covered too. Only base64 payloads (``data``, ``blob``) are kept as they are: they are
+checked as images or named, never shown as text.
+
+The SDK's models are read by attribute or dumped to plain data, so this module does not
+import the SDK.
 """
 
 from __future__ import annotations
@@ -22,9 +29,9 @@ from ..agent.types import AgentToolResult
 from ..ai.types import ImageContent, TextContent
 from ..tools.format import cut, prepare_image
 from ..tools.python_tool import PythonToolSettings
-from ..tools.redact import redact, redact_data
+from ..tools.credentials import redact_all
 
-__all__ = ["convert_result", "error_result", "IMAGE_TYPES"]
+__all__ = ["convert_result", "error_result", "redact_result", "IMAGE_TYPES"]
 
 IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
 _STRUCTURED_CHARS = 4000
@@ -37,8 +44,45 @@ def _field(obj: Any, name: str, alias: str | None = None) -> Any:
     return value if value is not None or alias is None else getattr(obj, alias, None)
 
 
+_PAYLOADS = frozenset({"data", "blob"})  # base64 bytes, not text anyone reads
+_MAX_DEPTH = 64  # deeper nesting is dropped, not walked (a bound, not a policy)
+
+
+def _plain(obj: Any) -> Any:
+    """An SDK model as plain data (pydantic's ``model_dump``), another object as its
+    attributes; plain data as it is."""
+    if isinstance(obj, (str, bytes, int, float, bool, dict, list, tuple, type)) or obj is None:
+        return obj
+    dump = getattr(obj, "model_dump", None)
+    if callable(dump):
+        try:
+            return dump()
+        except Exception:  # a model that cannot dump itself: its attributes, below
+            pass
+    attributes = getattr(obj, "__dict__", None)
+    return dict(attributes) if isinstance(attributes, dict) else obj
+
+
+def redact_result(obj: Any, depth: int = 0) -> Any:
+    """Every string of an MCP result (module docstring), keys included; base64 payloads kept."""
+    obj = _plain(obj)
+    if isinstance(obj, str):
+        return redact_all(obj)
+    if depth >= _MAX_DEPTH:
+        return None
+    if isinstance(obj, dict):
+        return {redact_all(str(k)): (v if k in _PAYLOADS and isinstance(v, (str, bytes)) else redact_result(v, depth + 1))
+                for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [redact_result(v, depth + 1) for v in obj]
+    if obj is None or isinstance(obj, (bool, int, float, bytes)):
+        return obj
+    return redact_all(str(obj))  # an object of no known shape: its text, redacted
+
+
 def convert_result(result: Any, settings: PythonToolSettings, *, server: str, tool: str) -> AgentToolResult:
     """The tool result for one MCP call (module docstring)."""
+    result = redact_result(result)
     texts: list[str] = []
     notes: list[str] = []
     images: list[ImageContent] = []
@@ -71,7 +115,6 @@ def convert_result(result: Any, settings: PythonToolSettings, *, server: str, to
         else:
             notes.append(f"[{kind or 'unknown'} content, not shown to the model]")
     structured = _field(result, "structured_content", "structuredContent")
-    structured = redact_data(structured) if structured is not None else None
     if structured is not None and not texts:
         try:
             dumped = json.dumps(structured, ensure_ascii=False, indent=1, default=str)
@@ -118,6 +161,6 @@ def _add_image(block: Any, images: list[ImageContent], notes: list[str], setting
 
 def error_result(text: str, *, server: str, tool: str) -> AgentToolResult:
     """A call that got no answer (unavailable server, timeout, crash): an error result."""
-    return AgentToolResult(content=[TextContent(text=redact(text))], is_error=True,
+    return AgentToolResult(content=[TextContent(text=redact_all(text))], is_error=True,
                            details={"mcp": {"server": server, "tool": tool, "is_error": True,
                                             "structured": None}})
