@@ -13,8 +13,9 @@ sends requests through the live session.
   redacted (``redact_all``), to the file: a secret the server prints never reaches the disk.
   The folders are 0700 and the file 0600 (ai/private_files.py). Its last lines are in the
   reason a user sees when the server fails.
-* A stdio server is started through ``_die_with_kernel.py`` (PR_SET_PDEATHSIG): it dies with
-  the kernel even when the kernel is SIGKILLed.
+* A stdio server is started through ``_die_with_kernel.py``, a guard that leads the server's
+  process group: the server and everything it starts die with the kernel even when the
+  kernel is SIGKILLed, and what a server leaves running dies when it exits.
 * A call has its own deadline, counted in loop-awake time: a user cell that blocks the loop
   for a minute does not make a call time out when the loop wakes up (``_Clock``).
 * A server whose connection drops during a call is reported in that call's result, marked
