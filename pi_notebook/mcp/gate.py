@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..agent.types import BeforeToolCallResult
 from ..ai.types import get_field
+from ..tools.format import clip
 from ..tools.approval import DENIED_REASON, ApprovalHook, ApprovalRecord, ApprovalRequest
 from ..tools.policy import APPROVAL_CHOICES, ApprovalChoice, ApprovalPolicy, parse_policy
 
@@ -53,6 +54,7 @@ ASK_IN_CODE = ("This MCP call needs the user's approval (approval policy 'ask'),
                "can approve it, or ask the user to list it in the server's autoApprove.")
 SERVER_DENIED = ("The MCP server {server!r} is set to approval 'deny' in the user's MCP config, so "
                  "this tool call was not run. Do not retry it; answer without this server's tools.")
+_DESCRIPTION_CHARS = 300  # what the panel shows of the server's description (redacted, cut)
 
 
 def _norm(policy: str | None) -> ApprovalPolicy:
@@ -100,7 +102,8 @@ class McpGate:
             meta = self._meta().get(request.tool_name)
             if meta is None:
                 return await _answer(inner(request))
-            request.extra["mcp"] = {**meta.hints(), "always": None if meta.destructive else "tool"}
+            request.extra["mcp"] = {**meta.hints(), "always": None if meta.destructive else "tool",
+                                    "description": clip(meta.description, _DESCRIPTION_CHARS)}
             granted = self.always_tools.get(request.tool_name)
             if granted is not None and granted.fingerprint != meta.fingerprint:
                 request.extra["mcp"]["changed"] = what_changed(granted, meta)
