@@ -26,6 +26,9 @@ __all__ = ["Instructions", "InstructionFile", "load_instructions", "FILE_NAME", 
 FILE_NAME = "AGENTS.md"
 MAX_CHARS = 12_000
 _READ_LIMIT = 1_000_000  # bytes read of one file at most: a huge file costs no memory
+# A file is read only as far as the budget can use: 8 bytes a character covers any UTF-8 text
+# (and keeps the redaction of a huge file from costing seconds at a conversation's start)
+_BYTES_PER_CHAR = 8
 _HEADER = ("Project instructions (from the user's AGENTS.md files and settings; follow them "
            "unless the user says otherwise in the conversation):")
 
@@ -76,7 +79,7 @@ def load_instructions(start_dir: str | Path, extra: str = "", max_chars: int = M
     sections: list[str] = []
     for path in found:
         try:
-            read = read_project_file(path, _READ_LIMIT, root)
+            read = read_project_file(path, min(_READ_LIMIT, _BYTES_PER_CHAR * max_chars), root)
         except ProjectFileError as exc:
             out.notices.append(f"{path} was not added to the instructions: {exc}.")
             continue

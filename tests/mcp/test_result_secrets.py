@@ -45,3 +45,11 @@ def test_credential_shapes_in_a_link_are_redacted_without_knowing_the_secret() -
     result = t.CallToolResult(content=[t.ResourceLink(type="resource_link", name=key, uri="https://x.example/a")])
     shown = _everything(convert_result(result, PythonToolSettings(), server="s", tool="t"))
     assert key not in shown and "x.example/a" in shown
+
+
+def test_a_long_text_gets_shapes_redacted_in_what_is_shown():
+    key = "sk-ant-api03-" + "Z" * 40
+    long = "x" * 200_000 + " " + key + " tail"
+    result = t.CallToolResult(content=[t.TextContent(type="text", text=long)])
+    shown = _everything(convert_result(result, PythonToolSettings(max_output_chars=2000), server="s", tool="t"))
+    assert "tail" in shown and key not in shown and "sk-ant-api03" not in shown
