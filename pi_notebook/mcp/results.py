@@ -67,21 +67,70 @@ def _plain(obj: Any) -> Any:
     return dict(attributes) if isinstance(attributes, dict) else obj
 
 
-def redact_result(obj: Any, depth: int = 0) -> Any:
-    """Every string of an MCP result (module docstring), keys included; base64 payloads kept."""
+def _tree(obj: Any, depth: int = 0) -> Any:
+    """The result as plain data: dicts, lists, strings, numbers; base64 payloads as they are,
+    any other object as its text; nesting past ``_MAX_DEPTH`` dropped."""
     obj = _plain(obj)
-    if isinstance(obj, str):
-        return redact_all(obj) if len(obj) <= _SHAPES_CHARS else redact(obj)
+    if obj is None or isinstance(obj, (str, bool, int, float, bytes)):
+        return obj
     if depth >= _MAX_DEPTH:
         return None
     if isinstance(obj, dict):
-        return {redact_all(str(k)): (v if k in _PAYLOADS and isinstance(v, (str, bytes)) else redact_result(v, depth + 1))
+        return {str(k): (_Payload(v) if k in _PAYLOADS and isinstance(v, (str, bytes)) else _tree(v, depth + 1))
                 for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [redact_result(v, depth + 1) for v in obj]
-    if obj is None or isinstance(obj, (bool, int, float, bytes)):
-        return obj
-    return redact_all(str(obj))  # an object of no known shape: its text, redacted
+        return [_tree(v, depth + 1) for v in obj]
+    return str(obj)
+
+
+class _Payload:
+    """A base64 payload inside the tree: not a string the walk redacts."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: str | bytes) -> None:
+        self.value = value
+
+
+def _strings(tree: Any) -> list[str]:
+    out: list[str] = []
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, str):
+            out.append(node)
+        elif isinstance(node, dict):
+            out.extend(node)
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return out
+
+
+def _redacted(tree: Any, clean: bool) -> Any:
+    if isinstance(tree, _Payload):
+        return tree.value
+    if isinstance(tree, str):
+        if len(tree) > _SHAPES_CHARS:
+            return redact(tree)
+        return tree if clean else redact_all(tree)
+    if isinstance(tree, dict):
+        return {(k if clean else redact_all(k)): _redacted(v, clean) for k, v in tree.items()}
+    if isinstance(tree, list):
+        return [_redacted(v, clean) for v in tree]
+    return tree
+
+
+def redact_result(obj: Any) -> Any:
+    """Every string of an MCP result (module docstring), keys included; base64 payloads kept.
+
+    One pass of the patterns over all the short strings joined by newlines decides whether
+    any of them needs redacting (a match inside one string is a match in the joined text, and
+    no pattern matches less for text after it); only then is each string redacted on its own,
+    so a result without secrets costs one pass, not one per string."""
+    tree = _tree(obj)
+    short = "\n".join(s for s in _strings(tree) if len(s) <= _SHAPES_CHARS)
+    return _redacted(tree, clean=redact_all(short) == short)
 
 
 def convert_result(result: Any, settings: PythonToolSettings, *, server: str, tool: str) -> AgentToolResult:
@@ -132,7 +181,10 @@ def convert_result(result: Any, settings: PythonToolSettings, *, server: str, to
     is_error = bool(_field(result, "is_error", "isError"))
     if not parts:
         parts.append("(the tool returned no content)")
-    content: list[TextContent | ImageContent] = [TextContent(text=redact_shapes("\n\n".join(parts)))]
+    shown = "\n\n".join(parts)
+    if any(len(t) > _SHAPES_CHARS for t in texts):  # its shapes were left for the cut text
+        shown = redact_shapes(shown)
+    content: list[TextContent | ImageContent] = [TextContent(text=shown)]
     content.extend(images)
     details = {"mcp": {"server": server, "tool": tool, "is_error": is_error, "structured": structured}}
     return AgentToolResult(content=content, details=details, is_error=is_error)
