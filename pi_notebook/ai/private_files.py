@@ -5,7 +5,7 @@ other users of the machine (a server's stderr, a conversation). ``private_dir`` 
 folder only its owner can use (and tightens one an earlier version made readable);
 ``open_private`` opens a file in it for writing, created 0600, refusing a symbolic link at the
 last component, and tightens an existing file to 0600. The same rules as the model server's
-files (providers/local_server.py ``private_dir`` / ``write_private``), for every other writer.
+files (local/server.py ``private_dir`` / ``write_private``), for every other writer.
 """
 
 from __future__ import annotations

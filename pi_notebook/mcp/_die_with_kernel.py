@@ -17,7 +17,7 @@ all in that group. It forks the server and stays as its guard:
 * On Linux the server itself has ``PR_SET_PDEATHSIG`` = SIGKILL on the guard, so killing the
   guard alone ends it too.
 
-The same idea as llama-server's supervisor (ai/providers/local_supervisor.py).
+The same idea as llama-server's supervisor (local/supervisor.py).
 """
 
 import os
