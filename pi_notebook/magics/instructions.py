@@ -7,8 +7,9 @@ the most specific words come last and win). ``AgentMagics.instructions`` comes a
 
 Budget: ``MAX_CHARS`` in all (about 3k tokens); a file beyond what is left is cut at a line
 end with a marker, and a notice says so. A file that cannot be read (permissions, not
-UTF-8, a dangling link) is a one-line notice; nothing here ever fails a run. The text is
-redacted like any text that reaches the model.
+UTF-8, a dangling link, a link out of the project, not a regular file) is a one-line notice;
+nothing here ever fails a run. Every file is read through tools/project_files.py (inside the
+project tree, regular, non-blocking, bounded, cut on a character boundary, redacted).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..tools.project import project_dirs
+from ..tools.project_files import ProjectFileError, read_project_file
 from ..tools.redact import redact
 
 __all__ = ["Instructions", "InstructionFile", "load_instructions", "FILE_NAME", "MAX_CHARS"]
@@ -24,6 +26,9 @@ __all__ = ["Instructions", "InstructionFile", "load_instructions", "FILE_NAME", 
 FILE_NAME = "AGENTS.md"
 MAX_CHARS = 12_000
 _READ_LIMIT = 1_000_000  # bytes read of one file at most: a huge file costs no memory
+# A file is read only as far as the budget can use: 8 bytes a character covers any UTF-8 text
+# (and keeps the redaction of a huge file from costing seconds at a conversation's start)
+_BYTES_PER_CHAR = 8
 _HEADER = ("Project instructions (from the user's AGENTS.md files and settings; follow them "
            "unless the user says otherwise in the conversation):")
 
@@ -63,25 +68,22 @@ def _cut(text: str, room: int) -> str:
 def load_instructions(start_dir: str | Path, extra: str = "", max_chars: int = MAX_CHARS) -> Instructions:
     """The instructions block for a new conversation (module docstring)."""
     out = Instructions()
+    folders = project_dirs(start_dir)
     found: list[Path] = []
-    for folder in reversed(project_dirs(start_dir)):  # outermost first, nearest last
+    for folder in reversed(folders):  # outermost first, nearest last
         candidate = folder / FILE_NAME
         if candidate.exists() or candidate.is_symlink():
             found.append(candidate)
+    root = folders[-1] if folders else None
     room = max_chars
     sections: list[str] = []
     for path in found:
         try:
-            size = path.stat().st_size
-            with open(path, "rb") as handle:
-                raw = handle.read(_READ_LIMIT)
-            text = raw.decode("utf-8").strip()
-        except UnicodeDecodeError:
-            out.notices.append(f"{path} was not added to the instructions: it is not UTF-8 text.")
+            read = read_project_file(path, min(_READ_LIMIT, _BYTES_PER_CHAR * max_chars), root)
+        except ProjectFileError as exc:
+            out.notices.append(f"{path} was not added to the instructions: {exc}.")
             continue
-        except OSError as exc:
-            out.notices.append(f"{path} was not added to the instructions: {exc.strerror or exc}.")
-            continue
+        size, text = read.size, read.text.strip()  # a cut read is far over the budget below
         if not text:
             out.files.append(InstructionFile(path, size, 0))
             continue
@@ -95,7 +97,7 @@ def load_instructions(start_dir: str | Path, extra: str = "", max_chars: int = M
                                f"added to the instructions.")
             text = _cut(text, room)
         room -= len(text)
-        sections.append(f"## {path}\n{redact(text)}")
+        sections.append(f"## {path}\n{text}")  # redacted when read
         out.files.append(InstructionFile(path, size, len(text)))
     extra = extra.strip()
     if extra:

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..tools.project import project_dirs
+from ..tools.project_files import project_root, read_project_file
 from ..tools.redact import add_secret
 
 __all__ = ["ServerConfig", "LoadedConfig", "load_config", "parse_servers", "user_config_path",
@@ -95,6 +96,11 @@ class LoadedConfig:
 
 def user_config_path() -> Path:
     return Path.home() / CONFIG_NAME
+
+
+def _home_root(path: Path) -> Path:
+    home = Path.home()
+    return home if path.parent == home or home in path.parents else path.parent
 
 
 def project_config_path(start: str | Path) -> Path | None:
@@ -232,8 +238,17 @@ def parse_servers(data: Any, source: str, environ: Mapping[str, str] | None = No
     return servers
 
 
-def _read(path: Path, environ: Mapping[str, str]) -> dict[str, ServerConfig]:
-    text = path.read_text(encoding="utf-8")
+_MAX_CONFIG_BYTES = 1_000_000
+
+
+def _read(path: Path, environ: Mapping[str, str], root: Path | None) -> dict[str, ServerConfig]:
+    """One config file, read as a project file (tools/project_files.py: regular, inside
+    ``root``, non-blocking, bounded); not redacted, since no one sees its text and its
+    header values must stay usable."""
+    read = read_project_file(path, _MAX_CONFIG_BYTES, root, redacted=False)
+    if read.cut:
+        raise ValueError(f"over {_MAX_CONFIG_BYTES:,} bytes")
+    text = read.text
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -245,23 +260,26 @@ def load_config(start_dir: str | Path, explicit: str = "", *, environ: Mapping[s
                 user_path: Path | None = None) -> LoadedConfig:
     """Every configured server (module doc for the order); never raises for bad files."""
     environ = os.environ if environ is None else environ
-    candidates: list[Path] = [user_path if user_path is not None else user_config_path()]
+    user = user_path if user_path is not None else user_config_path()
+    # where each file may resolve to: the user's own under their home folder (or its own folder),
+    # the project's inside the project tree, an explicit one inside its own folder's project
+    candidates: list[tuple[Path, Path | None]] = [(user, _home_root(user))]
     project = project_config_path(start_dir)
     if project is not None:
-        candidates.append(project)
+        candidates.append((project, project_root(start_dir)))
     notices: list[str] = []
     if explicit:
         path = Path(explicit).expanduser()
         if not path.is_absolute():
             path = Path(start_dir) / path
         if path.is_file():
-            candidates.append(path)
+            candidates.append((path, None))
         else:
             notices.append(f"MCP config {path} (AgentMagics.mcp_config) does not exist.")
     servers: dict[str, ServerConfig] = {}
     files: list[Path] = []
     seen: set[Path] = set()
-    for path in candidates:
+    for path, root in candidates:
         try:
             resolved = path.resolve()
         except OSError:
@@ -270,7 +288,7 @@ def load_config(start_dir: str | Path, explicit: str = "", *, environ: Mapping[s
             continue
         seen.add(resolved)
         try:
-            servers.update(_read(path, environ))
+            servers.update(_read(path, environ, root))
             files.append(path)
         except (OSError, UnicodeDecodeError, ValueError) as exc:
             notices.append(f"MCP config {path} was not used: {exc}")

@@ -21,6 +21,11 @@ Python. :class:`McpGate` sits in front of it and decides what only MCP knows, in
    A tool the server marks destructive is asked every time under ``ask``: the panel has no
    third button, and a run-wide "Always" given at a Python call does not cover it.
 
+"Always for this tool" is bound to what the tool was when it was given: its fingerprint
+(title, description, input schema, annotations; tools.py ``tool_fingerprint``). A server that
+announces the tool again changed (now destructive, a new description or schema) gets asked
+again, and the request's ``extra["mcp"]["changed"]`` says what changed, for the panel.
+
 :func:`namespace_refusal` decides for ``pi_notebook.mcp.call`` made by *agent code*: no card
 can be shown for a call inside a Python call, so under ``ask`` a tool that is not
 auto-approved is refused with advice to call it as a tool; the user's own cells are the user
@@ -35,19 +40,21 @@ from typing import TYPE_CHECKING, Any
 
 from ..agent.types import BeforeToolCallResult
 from ..ai.types import get_field
+from ..tools.format import clip
 from ..tools.approval import DENIED_REASON, ApprovalHook, ApprovalRecord, ApprovalRequest
 from ..tools.policy import APPROVAL_CHOICES, ApprovalChoice, ApprovalPolicy, parse_policy
 
 if TYPE_CHECKING:
     from .tools import McpToolMeta
 
-__all__ = ["McpGate", "gate_tools", "namespace_refusal", "effective_policy", "SERVER_DENIED"]
+__all__ = ["McpGate", "gate_tools", "namespace_refusal", "effective_policy", "what_changed", "SERVER_DENIED"]
 
 ASK_IN_CODE = ("This MCP call needs the user's approval (approval policy 'ask'), which cannot be "
                "asked from inside agent code. Call the tool {tool!r} directly instead, so the user "
                "can approve it, or ask the user to list it in the server's autoApprove.")
 SERVER_DENIED = ("The MCP server {server!r} is set to approval 'deny' in the user's MCP config, so "
                  "this tool call was not run. Do not retry it; answer without this server's tools.")
+_DESCRIPTION_CHARS = 300  # what the panel shows of the server's description (redacted, cut)
 
 
 def _norm(policy: str | None) -> ApprovalPolicy:
@@ -77,7 +84,8 @@ class McpGate:
         self._meta = meta
         self._policy = policy
         self._trust = trust_annotations
-        self.always_tools: set[str] = set()  # "Always for this tool" answers of this run
+        # "Always for this tool" answers of this run: agent name -> the tool as it was then
+        self.always_tools: dict[str, McpToolMeta] = {}
         self._always_clicked: set[str] = set()  # call ids whose answer was "Always for this tool"
         self._override: ApprovalPolicy | None = None  # the policy of the MCP call the hook is deciding
         # The hook's two seams, given to its constructor: the policy it reads and the ask it
@@ -94,7 +102,11 @@ class McpGate:
             meta = self._meta().get(request.tool_name)
             if meta is None:
                 return await _answer(inner(request))
-            request.extra["mcp"] = {**meta.hints(), "always": None if meta.destructive else "tool"}
+            request.extra["mcp"] = {**meta.hints(), "always": None if meta.destructive else "tool",
+                                    "description": clip(meta.description, _DESCRIPTION_CHARS)}
+            granted = self.always_tools.get(request.tool_name)
+            if granted is not None and granted.fingerprint != meta.fingerprint:
+                request.extra["mcp"]["changed"] = what_changed(granted, meta)
             answer = await _answer(inner(request))
             if answer == "always":
                 if not meta.destructive:
@@ -123,7 +135,7 @@ class McpGate:
                 return None
         if policy == "ask":
             skip = ("auto_approved" if meta.auto_approved
-                    else "always_tool" if name in self.always_tools
+                    else "always_tool" if self._still_always(name, meta)
                     else "read_only_trusted" if meta.trusted_read_only and self._trust() else None)
             if skip is not None:
                 # recorded like every decision of the gate: "why did this run without asking?"
@@ -141,16 +153,37 @@ class McpGate:
                 self.approval.always = run_wide
         if call_id in self._always_clicked:
             self._always_clicked.discard(call_id)
-            self.always_tools.add(name)
+            self.always_tools[name] = meta
             clicked = self.approval.records.get(call_id)
             if isinstance(clicked, ApprovalRecord):
                 self.approval.records[call_id] = dataclasses.replace(clicked, decision="clicked_always_tool")
         return result
 
+    def _still_always(self, name: str, meta: McpToolMeta) -> bool:
+        """An "Always for this tool" of this run that covers the tool as it is now: given
+        for the same fingerprint, and the tool is not destructive (module docstring)."""
+        granted = self.always_tools.get(name)
+        return granted is not None and granted.fingerprint == meta.fingerprint and not meta.destructive
+
     def reset_run(self) -> None:
         """A new run: "Always for this tool" answers end with the run they were given in."""
         self.always_tools.clear()
         self._always_clicked.clear()
+
+
+def what_changed(before: McpToolMeta, now: McpToolMeta) -> str:
+    """Why a tool answered "Always" for is asked again: what its server says differently."""
+    changes: list[str] = []
+    if now.destructive is True and before.destructive is not True:
+        changes.append("it is now marked destructive")
+    elif before.read_only is True and now.read_only is not True:
+        changes.append("it is no longer marked read-only")
+    if now.description != before.description:
+        changes.append("its description changed")
+    if not changes:
+        changes.append("its input schema or annotations changed")
+    return ("The server announced this tool again since you chose Always for it: "
+            + ", ".join(changes) + ". It is asked for again.")
 
 
 async def _answer(pending: Any) -> ApprovalChoice:

@@ -199,7 +199,12 @@ class McpManager:
         path = project_config_path(start) or Path(start) / CONFIG_NAME
         data: dict[str, Any] = {}
         if path.is_file():
-            data = json.loads(path.read_text(encoding="utf-8"))
+            from ..tools.project_files import project_root, read_project_file
+
+            read = read_project_file(path, 1_000_000, project_root(start), redacted=False)
+            if read.cut:
+                raise ValueError(f"{path} is over 1,000,000 bytes")
+            data = json.loads(read.text)
             if not isinstance(data, dict):
                 raise ValueError(f"{path} does not hold a JSON object")
         data.setdefault("mcpServers", {})[name] = entry

@@ -9,10 +9,13 @@ sends requests through the live session.
 
 * stderr of a stdio server goes to a log file in the cache folder
   (``<cache>/mcp/logs/NAME.log``), never to ``sys.stderr``: ipykernel's stream has no usable
-  ``fileno`` (python-sdk #156). Its last lines, redacted, are in the reason a user sees
-  when the server fails.
-* A stdio server is started through ``_die_with_kernel.py`` (PR_SET_PDEATHSIG): it dies with
-  the kernel even when the kernel is SIGKILLed.
+  ``fileno`` (python-sdk #156). The server writes into a pipe, and a thread writes each line,
+  redacted (``redact_all``), to the file: a secret the server prints never reaches the disk.
+  The folders are 0700 and the file 0600 (ai/private_files.py). Its last lines are in the
+  reason a user sees when the server fails.
+* A stdio server is started through ``_die_with_kernel.py``, a guard that leads the server's
+  process group: the server and everything it starts die with the kernel even when the
+  kernel is SIGKILLed, and what a server leaves running dies when it exits.
 * A call has its own deadline, counted in loop-awake time: a user cell that blocks the loop
   for a minute does not make a call time out when the loop wakes up (``_Clock``).
 * A server whose connection drops during a call is reported in that call's result, marked
@@ -25,12 +28,15 @@ import asyncio
 import contextlib
 import os
 import sys
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from ..ai.private_files import open_private, private_dir
+from ..tools.credentials import redact_all
 from ..tools.redact import redact
 from .config import ServerConfig
 
@@ -76,6 +82,49 @@ def log_dir() -> Path:
     return cache_dir() / "mcp" / "logs"
 
 
+_LOG_LINE_BYTES = 64 * 1024  # a longer "line" is written in pieces, each redacted
+
+
+class _RedactedLog:
+    """A server's stderr log: ``stream`` is the write end of a pipe (what the server's stderr
+    becomes); a daemon thread redacts each line and appends it to the private log file. The
+    thread ends when every writer is gone: :meth:`close` and the server's exit."""
+
+    def __init__(self, path: Path) -> None:
+        private_dir(path.parent.parent)
+        private_dir(path.parent)
+        self._file = os.fdopen(open_private(path), "a", encoding="utf-8", errors="replace")
+        read_fd, write_fd = os.pipe()
+        self.stream = os.fdopen(write_fd, "w", encoding="utf-8", errors="replace")
+        self._thread = threading.Thread(target=self._pump, args=(read_fd,), name=f"mcp-log-{path.stem}",
+                                        daemon=True)
+        self._thread.start()
+
+    def write(self, text: str) -> None:
+        """A line of the product's own (the start header), redacted like the server's."""
+        with contextlib.suppress(OSError, ValueError):
+            self._file.write(redact_all(text))
+            self._file.flush()
+
+    def _pump(self, read_fd: int) -> None:
+        with os.fdopen(read_fd, "rb") as source:
+            while line := source.readline(_LOG_LINE_BYTES):
+                self.write(line.decode("utf-8", "replace"))
+        with contextlib.suppress(OSError):
+            self._file.close()
+
+    def close(self) -> None:
+        """Our copy of the write end: the log ends when the server's copy closes too."""
+        with contextlib.suppress(OSError):
+            self.stream.close()
+
+    def settle(self, timeout_s: float = 0.3) -> None:
+        """Let the thread write what an exited server left in the pipe (before its tail is
+        read for a failure); a server still running holds the pipe open: waited on briefly."""
+        self.close()
+        self._thread.join(timeout_s)
+
+
 def _tool_info(tool: Any) -> ToolInfo:
     annotations = getattr(tool, "annotations", None)
     return ToolInfo(name=str(tool.name), description=str(getattr(tool, "description", "") or ""),
@@ -103,6 +152,7 @@ class McpServer:
         self.tools_stale = False
         self.started_at: float | None = None
         self._client: Any = None
+        self._log: _RedactedLog | None = None  # this start's stderr log
         self._task: asyncio.Task[None] | None = None
         self._ready: asyncio.Future[None] | None = None
         self._stop: asyncio.Event | None = None
@@ -179,11 +229,9 @@ class McpServer:
                 from mcp import Client
             except ImportError:
                 raise McpUnavailable(MISSING_SDK) from None
-            log_dir().mkdir(parents=True, exist_ok=True)
-            log = open(self.log_path, "a", encoding="utf-8", errors="replace")  # noqa: SIM115 - the server writes to it until it exits; closed in finally
+            log = self._log = _RedactedLog(self.log_path)
             log.write(f"\n--- {time.strftime('%Y-%m-%d %H:%M:%S')} starting {self.config.describe()}\n")
-            log.flush()
-            transport = self._transport(log)
+            transport = self._transport(log.stream)
             async with Client(transport, cache=None, message_handler=self._on_message,
                               elicitation_callback=self._elicitation()) as client:
                 self._client = client
@@ -207,8 +255,7 @@ class McpServer:
             if self.state == "connected":
                 self.state = "idle"
             if log is not None:
-                with contextlib.suppress(OSError):
-                    log.close()
+                log.close()
 
     def _transport(self, log: Any) -> Any:
         config = self.config
@@ -298,6 +345,8 @@ class McpServer:
 
     def log_tail(self, lines: int = _TAIL_LINES) -> str:
         """The last lines of the server's stderr log (this start only), redacted, one line."""
+        if self._log is not None:
+            self._log.settle()
         try:
             text = self.log_path.read_text(encoding="utf-8", errors="replace")
         except OSError:
@@ -333,7 +382,7 @@ class McpServer:
             if on_progress is not None:
                 amount = f"{value:g}/{total:g}" if total else f"{value:g}"
                 with contextlib.suppress(Exception):
-                    on_progress(redact(f"{amount} {message or ''}".strip()))
+                    on_progress(redact_all(f"{amount} {message or ''}".strip()))
 
         call = asyncio.ensure_future(client.call_tool(tool, args, progress_callback=progress))
         waiters: set[asyncio.Future[Any]] = {call}

@@ -23,7 +23,7 @@ from ..ai.types import TextContent
 from ..tools.python_tool import PythonToolSettings
 from .results import convert_result, error_result
 from .schema import SchemaRejected, simplify_schema, tool_name, unique_name
-from .server import McpCallError, McpServer, McpUnavailable
+from .server import McpCallError, McpServer, McpUnavailable, ToolInfo
 
 __all__ = ["McpToolSet", "McpToolMeta", "build_tools", "abort_future"]
 
@@ -42,6 +42,10 @@ class McpToolMeta:
     destructive: bool | None = None
     auto_approved: bool = False
     approval: str | None = None
+    # what the tool *is* as the server announced it (description, schema, annotations): an
+    # "Always for this tool" answer holds for this fingerprint only (gate.py)
+    fingerprint: str = ""
+    description: str = ""
 
     @property
     def trusted_read_only(self) -> bool:
@@ -64,6 +68,18 @@ class McpToolSet:
     notices: list[str] = field(default_factory=list)
     origin: dict[str, tuple[str, str]] = field(default_factory=dict)  # agent name -> (server, tool)
     meta: dict[str, McpToolMeta] = field(default_factory=dict)  # agent name -> approval facts
+
+
+def tool_fingerprint(info: ToolInfo) -> str:
+    """A digest of everything the server says a tool is: its title, description, input schema
+    and annotations. Any change makes a different fingerprint."""
+    import hashlib
+    import json
+
+    said = {"title": info.title, "description": info.description, "schema": info.input_schema,
+            "read_only": info.read_only, "destructive": info.destructive}
+    text = json.dumps(said, sort_keys=True, default=repr, ensure_ascii=True)
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def abort_future(signal: Any) -> tuple[asyncio.Future[None] | None, Callable[[], None]]:
@@ -116,7 +132,8 @@ def build_tools(servers: list[McpServer], taken: set[str], settings: Callable[[]
             meta = McpToolMeta(server=server.name, tool=info.name, read_only=info.read_only,
                                destructive=info.destructive,
                                auto_approved=info.name in server.config.auto_approve,
-                               approval=server.config.approval)
+                               approval=server.config.approval, fingerprint=tool_fingerprint(info),
+                               description=info.description or "")
             out.tools.append(_agent_tool(server, meta, name, info.description, schema, settings,
                                          default_timeout))
             out.origin[name] = (server.name, info.name)

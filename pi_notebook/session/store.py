@@ -22,6 +22,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from ..ai.private_files import open_private
 from ..ai.types import AssistantMessage, ToolResultMessage, UserMessage, now_ms
 from .jsonline import encode_line
 
@@ -243,7 +244,7 @@ class SessionWriter:
     def __init__(self, path: str | os.PathLike[str], *, model: str | None = None,
                  name: str | None = None, started_at: int | None = None) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # a folder we create is private
         self.warnings: list[str] = []
         self.failure: OSError | None = None
         created = not self.path.exists() or self.path.stat().st_size == 0
@@ -253,7 +254,7 @@ class SessionWriter:
         else:
             self.header = _read_header(self.path)
             self._cut_torn_tail()
-        self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._fd: int | None = open_private(self.path)  # a conversation is private: 0600, not through a link
         if created:
             self._write(encode_line(self.header.to_json()))
             _fsync_directory(self.path.parent)
@@ -377,14 +378,14 @@ def write_session(path: str | os.PathLike[str], messages: Iterable[Any], *,
     target = Path(path)
     if target.exists() and not overwrite:
         raise FileExistsError(f"{target} already exists")
-    target.parent.mkdir(parents=True, exist_ok=True)
+    target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     header = SessionHeader(model=model, name=name,
                            started_at=started_at if started_at is not None else now_ms())
     lines = [encode_line(header.to_json())]
     lines.extend(encode_line(message_to_json(m)) for m in messages)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     try:
-        with open(tmp, "wb") as f:
+        with os.fdopen(open_private(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), "wb") as f:
             f.write(b"".join(lines))
             f.flush()
             os.fsync(f.fileno())

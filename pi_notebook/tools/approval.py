@@ -37,12 +37,18 @@ The policy names (``APPROVAL_POLICIES``, the ``Literal`` ``ApprovalPolicy``) and
 environment default (``default_policy()`` reads ``APPROVAL_ENV``, ``PI_NOTEBOOK_APPROVAL``;
 ``ask`` when unset or invalid) are defined in the dependency-free ``policy.py`` and
 re-exported here.
+
+Every field shown for approval (tool name, server name, description, arguments, code) must
+look exactly like what will run: ``reveal_invisible`` writes invisible and text-direction
+characters out as ``⟨U+202E⟩`` and ``invisible_fields`` says which field has which, for the
+panel's warning. One rule for every field and every view (widgets/_util.py uses it too).
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
+import re
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable
@@ -67,6 +73,9 @@ if TYPE_CHECKING:
     from ..review.watch import Preview
 
 __all__ = [
+    "find_invisible",
+    "invisible_fields",
+    "reveal_invisible",
     "APPROVAL_ENV",
     "APPROVAL_POLICIES",
     "ApprovalPolicy",
@@ -128,6 +137,36 @@ _LINES = {
     "aborted": "approval: the run was aborted while asking",
     "unknown_policy": "approval: unknown policy, not run",
 }
+
+
+# Characters that change how text *looks* without being seen ("Trojan Source", ASCII
+# smuggling): bidirectional overrides/isolates and marks (U+202A-U+202E, U+2066-U+2069,
+# U+200E/U+200F, U+061C), zero-width characters (U+200B-U+200D, U+2060-U+2064, U+FEFF), the
+# soft hyphen and the combining grapheme joiner (U+00AD, U+034F), the Mongolian vowel separator
+# (U+180E), Hangul fillers (U+115F, U+1160, U+3164, U+FFA0) and Unicode tag characters
+# (U+E0000-U+E007F, invisible copies of ASCII).
+INVISIBLE_RE = re.compile("[\u00ad\u034f\u061c\u115f\u1160\u180e\u200b-\u200f\u202a-\u202e"
+                          "\u2060-\u2064\u2066-\u2069\u3164\ufeff\uffa0\U000e0000-\U000e007f]")
+
+
+def find_invisible(text: str) -> list[str]:
+    """The distinct invisible / text-direction characters in ``text``, in order of appearance."""
+    seen: dict[str, None] = {}
+    for m in INVISIBLE_RE.finditer(text):
+        seen.setdefault(m.group(0), None)
+    return list(seen)
+
+
+def reveal_invisible(text: str) -> str:
+    """``text`` with every invisible or text-direction character written as ``⟨U+XXXX⟩``."""
+    return INVISIBLE_RE.sub(lambda m: f"⟨U+{ord(m.group(0)):04X}⟩", text)
+
+
+def invisible_fields(fields: dict[str, str | None]) -> dict[str, list[str]]:
+    """For each named field shown for approval (``{"tool name": ..., "arguments": ...}``),
+    the invisible characters it holds; fields without any are left out."""
+    found = {label: find_invisible(text) for label, text in fields.items() if text}
+    return {label: chars for label, chars in found.items() if chars}
 
 
 @dataclass(frozen=True)

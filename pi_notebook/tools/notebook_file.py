@@ -36,6 +36,7 @@ from ..agent.types import AgentTool, AgentToolResult
 from ..ai.types import TextContent
 from .credentials import redact_all as redact
 from .format import bundle_text, clip, cut, strip_ansi
+from .project_files import open_project_file, read_project_file
 
 __all__ = ["NotebookLocation", "locate_notebook", "make_notebook_file_tool", "markdown_cells",
            "render_notebook"]
@@ -91,7 +92,8 @@ import json, sys
 from typing import Any
 {source}
 args = json.loads(sys.argv[1])
-with open(args["path"], "rb") as f:
+import os
+with os.fdopen(args["fd"], "rb") as f:
     nb = json.load(f)
 sys.stdout.write(json.dumps(_select(nb, args["start"], args["end"], args["cell_id"], args["limit"])))
 """
@@ -106,30 +108,36 @@ def _window(path: Path, start: int | None, end: int | None, cell_id: str | None,
     import subprocess
     import sys
 
-    size = path.stat().st_size
-    if size > _MAX_FILE_BYTES:
-        raise ValueError(f"the file is {size / 2 ** 20:.0f} MB, over the {_MAX_FILE_BYTES // 2 ** 20} MB "
-                         "this tool reads")
-    if size <= _CHILD_BYTES:
-        window = _select(json.loads(path.read_bytes()), start, end, cell_id, limit)
-    else:
-        import inspect
+    fd, info, _ = open_project_file(path)  # a project file: regular, in its tree, non-blocking
+    with os.fdopen(fd, "rb") as f:
+        size = info.st_size
+        if size > _MAX_FILE_BYTES:
+            raise ValueError(f"the file is {size / 2 ** 20:.0f} MB, over the {_MAX_FILE_BYTES // 2 ** 20} MB "
+                             "this tool reads")
+        if size <= _CHILD_BYTES:
+            window = _select(json.loads(f.read(_CHILD_BYTES + 1)), start, end, cell_id, limit)
+        else:
+            import inspect
 
-        args = json.dumps({"path": str(path), "start": start, "end": end, "cell_id": cell_id, "limit": limit})
-        code = _CHILD.format(source=inspect.getsource(_select))
-        try:
-            done = subprocess.run([sys.executable, "-I", "-c", code, args], capture_output=True,
-                                  timeout=READ_TIMEOUT_S, check=False)
-        except subprocess.TimeoutExpired:
-            raise ValueError(f"reading it took over {READ_TIMEOUT_S:g} s") from None
-        if done.returncode != 0:
-            last = (done.stderr.decode("utf-8", "replace").strip().splitlines() or ["?"])[-1]
-            raise ValueError(last[:300])
-        window = json.loads(done.stdout)
+            # the child reads the very file that was checked: its fd, not its path again
+            args = json.dumps({"fd": f.fileno(), "start": start, "end": end, "cell_id": cell_id, "limit": limit})
+            code = _CHILD.format(source=inspect.getsource(_select))
+            try:
+                done = subprocess.run([sys.executable, "-I", "-c", code, args], capture_output=True,
+                                      timeout=READ_TIMEOUT_S, check=False, pass_fds=(f.fileno(),))
+            except subprocess.TimeoutExpired:
+                raise ValueError(f"reading it took over {READ_TIMEOUT_S:g} s") from None
+            if done.returncode != 0:
+                last = (done.stderr.decode("utf-8", "replace").strip().splitlines() or ["?"])[-1]
+                raise ValueError(last[:300])
+            window = json.loads(done.stdout)
     if window.get("old"):
         import nbformat
 
-        converted = nbformat.reads(path.read_text(encoding="utf-8"), as_version=4)
+        old = read_project_file(path, _CHILD_BYTES, redacted=False)  # redacted cell by cell below
+        if old.cut:
+            raise ValueError(f"a notebook of an old format over {_CHILD_BYTES // 2 ** 20} MB is not read")
+        converted = nbformat.reads(old.text, as_version=4)
         window = _select(json.loads(nbformat.writes(converted)), start, end, cell_id, limit)
     return window
 

@@ -5,7 +5,8 @@
 is missing. One line per named file, with the path exactly as it opens from the kernel's
 working directory and, for a text file, its first line (a CSV's header), keeps the path
 and the columns in front of the model at a few tokens' cost. Only paths with a known data
-extension are looked at; nothing is read past the first line; secrets are redacted.
+extension are looked at; nothing is read past the first line; a first line is read only of a
+regular file inside the kernel's project tree, through tools/project_files.py (which redacts).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import re
 from pathlib import Path
 
 from .format import cut
-from .redact import redact
+from .project_files import ProjectFileError, project_root, read_project_file
 
 __all__ = ["file_notes", "named_paths"]
 
@@ -36,13 +37,12 @@ def named_paths(prompt: str) -> list[str]:
     return list(seen)[:_MAX_FILES]
 
 
-def _first_line(path: Path) -> str | None:
+def _first_line(path: Path, root: Path) -> str | None:
     try:
-        with path.open("r", encoding="utf-8", errors="replace") as f:
-            line = f.readline(_LINE_CHARS * 4)
-    except OSError:
+        head = read_project_file(path, _LINE_CHARS * 4, root).text
+    except ProjectFileError:  # outside the project, not regular, not text: no first line
         return None
-    return cut(redact(line.rstrip("\r\n")), _LINE_CHARS) or None
+    return cut(head.split("\n", 1)[0].rstrip("\r"), _LINE_CHARS) or None
 
 
 def file_notes(prompt: str, cwd: str | os.PathLike[str] | None = None) -> str | None:
@@ -57,6 +57,6 @@ def file_notes(prompt: str, cwd: str | os.PathLike[str] | None = None) -> str | 
             continue
         size = path.stat().st_size
         line = f"File {written} exists ({size:,} bytes); open it with exactly this path"
-        first = _first_line(path) if path.suffix.lower().lstrip(".") in _TEXT else None
+        first = _first_line(path, project_root(base)) if path.suffix.lower().lstrip(".") in _TEXT else None
         lines.append(f"{line}. First line: {first}" if first else f"{line}.")
     return "\n".join(lines) if lines else None

@@ -7,6 +7,7 @@ import re
 from collections.abc import Iterable
 
 from ..ai.types import ImageContent, TextContent, ThinkingContent, ToolCall, get_field
+from ..tools.approval import INVISIBLE_RE, find_invisible, reveal_invisible
 
 __all__ = ["content_text", "cut_off_note", "content_images", "fmt_tokens", "fmt_cost", "fmt_seconds",
            "strip_control", "fence_for", "B64_RE", "find_invisible", "reveal_invisible", "mark_invisible", "safe_text"]
@@ -114,24 +115,9 @@ def fence_for(text: str, char: str = "`") -> str:
 
 # --- text the user must see as it is ------------------------------------------------------
 
-# Characters that change how code *looks* without changing what it does: bidirectional
-# overrides/isolates (U+202A-U+202E, U+2066-U+2069), zero-width and direction marks
-# (U+200B-U+200F), the word joiner (U+2060) and the byte-order mark (U+FEFF). Code shown
-# for approval must look exactly like the code that will run ("Trojan Source").
-_INVISIBLE_RE = re.compile("[\u202a-\u202e\u2066-\u2069\u200b-\u200f\u2060\ufeff]")
-
-
-def find_invisible(text: str) -> list[str]:
-    """The distinct invisible / bidi-control characters in ``text``, in order of appearance."""
-    seen: dict[str, None] = {}
-    for m in _INVISIBLE_RE.finditer(text):
-        seen.setdefault(m.group(0), None)
-    return list(seen)
-
-
-def reveal_invisible(text: str) -> str:
-    """``text`` with every invisible or bidi-control character written as ``⟨U+XXXX⟩``."""
-    return _INVISIBLE_RE.sub(lambda m: f"⟨U+{ord(m.group(0)):04X}⟩", text)
+# Invisible and text-direction characters: one rule for every field shown for approval and
+# every view (tools/approval.py); code shown for approval must look like the code that runs.
+_INVISIBLE_RE = INVISIBLE_RE
 
 
 def mark_invisible(html: str) -> str:

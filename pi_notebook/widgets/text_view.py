@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from ..agent.types import (AgentEndEvent, CheckMessage, MessageEndEvent, MessageStartEvent, ToolExecutionEndEvent,
                            llm_message)
 from ..ai.types import UserMessage
-from ._util import strip_control
+from ._util import reveal_invisible, strip_control
 from ..tools.policy import ApprovalChoice, ApprovalPolicy
 from .protocol import NoticeLevel, QueueKind, RunStatus
 from .text import render_event_text
@@ -93,7 +93,7 @@ class TextView:
     async def request_approval(self, request: ApprovalRequest) -> ApprovalChoice:
         """Ask at the terminal (the code was printed with the call). Blocking the loop is
         what the cell does anyway: nothing else runs while the run waits for the answer."""
-        name = strip_control(request.tool_name or "tool")
+        name = reveal_invisible(strip_control(request.tool_name or "tool"))
         while True:
             try:
                 answer = self._ask(f"Run this {name} call? [y]es / [N]o, skip / [a]lways for this run: ")

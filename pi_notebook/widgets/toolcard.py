@@ -16,9 +16,9 @@ from typing import Any
 
 import ipywidgets as W
 
-from ..tools.approval import approval_line
+from ..tools.approval import approval_line, invisible_fields, reveal_invisible
 from ..tools.updates import IMAGE_MIMES
-from ._util import B64_RE, content_images, find_invisible, fmt_seconds, mark_invisible, strip_control
+from ._util import B64_RE, content_images, fmt_seconds, mark_invisible, strip_control
 from .blocks import Block, ChunkedText, WidgetSet, line_split_point, pill_html
 from .markdown import escape_text, highlight_code
 from .protocol import MimeBundle
@@ -38,14 +38,31 @@ def image_html(mime: str, data: str, css_class: str = "pi-out-img") -> str | Non
     return f'<img class="{css_class}" src="data:{mime};base64,{"".join(data.split())}">'
 
 
-def invisible_warning_html(code: str) -> str:
-    found = find_invisible(code)
+def invisible_warning_html(code: str, fields: Mapping[str, str | None] | None = None) -> str:
+    """The warning above an approval: which shown field (the code or arguments, the tool's
+    and server's names, its description) holds invisible or text-direction characters."""
+    found = invisible_fields({"code": code, **(fields or {})})
     if not found:
         return ""
-    names = ", ".join(f"U+{ord(c):04X}" for c in found)
-    return ('<div class="pi-invisible-warning">⚠ This code contains invisible or text-direction '
-            f"characters ({escape_text(names)}), shown as ⟨U+…⟩: the code may not do what it "
-            "appears to do.</div>")
+    if list(found) == ["code"]:
+        names = ", ".join(f"U+{ord(c):04X}" for c in found["code"])
+        return ('<div class="pi-invisible-warning">⚠ This code contains invisible or text-direction '
+                f"characters ({escape_text(names)}), shown as ⟨U+…⟩: the code may not do what it "
+                "appears to do.</div>")
+    where = "; ".join(f"{label}: " + ", ".join(f"U+{ord(c):04X}" for c in chars) for label, chars in found.items())
+    return ('<div class="pi-invisible-warning">⚠ This call contains invisible or text-direction '
+            f"characters ({escape_text(where)}), shown as ⟨U+…⟩: it may not be what it appears to be.</div>")
+
+
+def approval_fields(item: ToolItem, hints: Mapping[str, object] | None) -> dict[str, str | None]:
+    """The fields besides the code an approval shows, by label (for the warning)."""
+    fields: dict[str, str | None] = {"tool name": item.tool_name}
+    if hints is not None:
+        for key, label in (("tool", "tool name"), ("server", "server name"), ("description", "description")):
+            value = hints.get(key)
+            if isinstance(value, str) and value:
+                fields[label] = value
+    return fields
 
 
 def code_html(code: str, lang: str) -> str:
@@ -133,14 +150,24 @@ def _approval_text(item: ToolItem, hints: Mapping[str, object] | None = None) ->
     server, _, tool = item.tool_name.partition("__")
     if hints is not None and hints.get("server") and hints.get("tool"):  # the real names (a renamed tool)
         server, tool = str(hints["server"]), str(hints["tool"])
-    what = (f"the tool <code>{escape_text(tool)}</code> of the MCP server <code>{escape_text(server)}</code>"
-            if tool else f"the tool <code>{escape_text(item.tool_name)}</code>")
+    what = (f"the tool <code>{_shown(tool)}</code> of the MCP server <code>{_shown(server)}</code>"
+            if tool else f"the tool <code>{_shown(item.tool_name)}</code>")
     badges = hint_badges(hints)
     note = ""
     if hints is not None and hints.get("destructive") is True:
         note = " The server marks it destructive: it is asked for at every call."
+    if hints is not None and isinstance(hints.get("changed"), str):
+        note += f" {escape_text(str(hints['changed']))}"
+    described = hints.get("description") if hints is not None else None
+    if isinstance(described, str) and described:
+        note += f'<div class="pi-approval-description">The server describes it: {_shown(described)}</div>'
     return (f'<div class="pi-approval-text"><b>Call this tool?</b> {badges} The agent wants to call {what} '
             f'with the arguments shown above.{note}</div>')
+
+
+def _shown(text: str) -> str:
+    """A field shown for approval: invisible characters written out, then escaped."""
+    return escape_text(reveal_invisible(text))
 
 
 def hint_badges(hints: object) -> str:
@@ -210,7 +237,7 @@ class ToolCard(Block[ToolItem]):
     def _head_html(self) -> str:
         item = self.item
         live = not item.frozen and item.status in ("running", "waiting for approval", "preparing")
-        bits = [f'<span class="pi-tool-name">⚙ {escape_text(item.tool_name or "tool")}</span>',
+        bits = [f'<span class="pi-tool-name">⚙ {_shown(item.tool_name or "tool")}</span>',
                 pill_html(item.status, live=live)]
         if item.duration is not None:
             bits.append(f'<span class="pi-metric" title="execution time">{fmt_seconds(item.duration)}</span>')
@@ -254,7 +281,7 @@ class ToolCard(Block[ToolItem]):
             code = self.item.approval_code or ""
             prompt = self.widgets.html(_approval_text(self.item, self.approval_hints)
                                        + _approval_namespace(self.approval_namespace)
-                                       + invisible_warning_html(code))
+                                       + invisible_warning_html(code, approval_fields(self.item, self.approval_hints)))
 
             def button(description: str, icon: str, style: str = "") -> W.Button:
                 return self.widgets.add(W.Button(description=description, icon=icon, button_style=style,
