@@ -91,8 +91,8 @@ def test_printed_output_of_round_three_shapes_reaches_the_history_redacted() -> 
     with recording() as (shell, history):
         shell.user_ns["pd"] = pd
         shell.run_cell(f"print({AZURE!r})\nprint({SLACK_APP!r})\nprint({PEM_B64!r})", store_history=True)
-        shell.run_cell("pd.DataFrame({'user': ['ann', 'bob', 'cy'], 'password': %r})" % (PASSWORDS,),
-                       store_history=True)
+        shell.run_cell(f"frame = pd.DataFrame({{'user': ['ann', 'bob', 'cy'], 'password': {PASSWORDS!r}}})\n"
+                       "print(frame)\nframe", store_history=True)
         shell.run_cell(f"raise ValueError({chr(10).join(KEY_BODY)!r})", store_history=True)
         text = history.render(last=5)
     assert _leaked(text) == [], text
