@@ -447,8 +447,8 @@ class Runtime:
         try:
             await preparing
         except asyncio.CancelledError:
-            task = asyncio.current_task()
-            if not run.abort_requested or (task is not None and task.cancelling()):
+            cancelling = getattr(asyncio.current_task(), "cancelling", None)  # Python 3.11+
+            if not run.abort_requested or (callable(cancelling) and cancelling()):
                 raise  # the run itself is cancelled (unload), not only its preparation
         except Exception as exc:  # MCP trouble never fails a run: it goes on without those tools
             self._notice(run, f"MCP servers not used in this run: {exc}")
