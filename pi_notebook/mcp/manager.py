@@ -22,6 +22,7 @@ from ..tools.python_tool import PythonToolSettings
 from ..tools.redact import redact_data
 from .config import CONFIG_NAME, LoadedConfig, ServerConfig, load_config, parse_servers, project_config_path
 from .gate import namespace_refusal
+from .schema import load_schema_checker
 from .server import McpCallError, McpServer, McpUnavailable
 from .tools import McpToolSet, build_tools
 
@@ -126,6 +127,7 @@ class McpManager:
             if server.state == "failed" and self._report.once(server.name, server.reason):
                 notices.append(f"MCP server {server.name!r} is not available; the run goes on "
                                f"without its tools: {server.reason}")
+        await asyncio.to_thread(load_schema_checker)  # once: its import is seconds of work
         self.toolset = build_tools(list(self.servers.values()), taken, self.sources.tool_settings,
                                    self.sources.timeout)
         notices.extend(n for n in self.toolset.notices if self._report.once("tools", n))

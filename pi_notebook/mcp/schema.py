@@ -21,7 +21,7 @@ import json
 import re
 from typing import Any
 
-__all__ = ["tool_name", "unique_name", "simplify_schema", "SchemaRejected", "MAX_NAME", "MAX_SCHEMA_CHARS",
+__all__ = ["tool_name", "unique_name", "simplify_schema", "load_schema_checker", "SchemaRejected", "MAX_NAME", "MAX_SCHEMA_CHARS",
            "MAX_SCHEMA_NODES", "MAX_SCHEMA_DEPTH"]
 
 MAX_NAME = 64
@@ -51,6 +51,15 @@ def unique_name(name: str, taken: set[str]) -> str:
         if candidate not in taken:
             return candidate
     raise SchemaRejected("no free tool name")
+
+
+def load_schema_checker() -> None:
+    """Import the schema checker. Its first import builds URI grammars (seconds of pure
+    Python), so the manager calls this in a worker thread before the first tool list."""
+    try:
+        import jsonschema.validators  # noqa: F401  # imported for its side effect: loaded once
+    except ImportError:
+        pass
 
 
 def simplify_schema(schema: Any) -> dict[str, Any]:
