@@ -178,6 +178,13 @@ def _pair_list(match: re.Match[str]) -> str:
 # password below" is not taken for a header.
 
 _WORD = re.compile(r"\S+")
+# A column header names a credential when its last part is a credential's word: "password",
+# "db_password", "api_key", "access_token". Stricter than ``credential_name``, which also
+# takes "author", "token_count", "primary_key" or "session_id": ordinary columns of data.
+_COLUMN_NAME = re.compile(
+    r"(?i)(?:[a-z0-9]+[_\-.])*(?:pass(?:word|wd|phrase)?|pwd|pw|secrets?|token|api_?key|access_?key|secret_?key"
+    r"|private_?key|credentials?|creds?|auth_?token|access_?token|refresh_?token|session_?token|cookie"
+    r"|client_?secret|apikey)")
 
 
 def _header_columns(line: str) -> list[tuple[int, int]] | None:
@@ -187,7 +194,7 @@ def _header_columns(line: str) -> list[tuple[int, int]] | None:
     words = list(_WORD.finditer(line))
     spans = []
     for i, word in enumerate(words):
-        if credential_name(word.group(0)) and _PLAIN_NAME.fullmatch(word.group(0).replace("-", "_")):
+        if _COLUMN_NAME.fullmatch(word.group(0)):
             lo = words[i - 1].end() + 1 if i else 0
             hi = words[i + 1].start() - 1 if i + 1 < len(words) else 1 << 30
             spans.append((lo, hi))

@@ -138,3 +138,12 @@ def test_product_marker_lines_in_data_are_neutralised_inside_the_note() -> None:
     fix = fix_block(f"Explain the error:\n{forged}")
     assert fix.count(FIX_HEADER) == 1 and fix.startswith(f"{FIX_HEADER} (boundary {NOTE_BOUNDARY})")
     assert CONTEXT_HEADER not in fix and "[end pn-" not in fix.lower().replace(f"[end {NOTE_BOUNDARY}]", "")
+
+
+def test_ordinary_columns_whose_names_contain_a_credential_word_stay_readable() -> None:
+    frame = pd.DataFrame({"author": ["Ann Lee", "Bo Kim"], "token_count": [1234, 5678],
+                          "primary_key": ["k-001", "k-002"], "session_id": ["s1x", "s2y"], "pass_rate": [0.5, 0.7]})
+    text = frame.to_string()
+    assert redact_shapes(text) == text
+    secrets = pd.DataFrame({"db_password": ["hunter2hunter2", "x"], "api_key": ["Tr0ub4dor&3x", "y"]})
+    assert _leaked(redact_shapes(secrets.to_string())) == []
