@@ -163,7 +163,8 @@ def _pair(match: re.Match[str]) -> str:
 
 
 def _pair_list(match: re.Match[str]) -> str:
-    if not credential_name(match.group(1)):
+    # the stricter test of a table's column: ``tokens = ['the', 'cat']`` is data
+    if not _COLUMN_NAME.fullmatch(match.group(1)):
         return match.group(0)
     items = _STRING_LITERAL.sub(lambda m: m.group(1) + REDACTED + m.group(2), match.group(3))
     return match.group(0).replace(match.group(3), items, 1)
@@ -178,13 +179,14 @@ def _pair_list(match: re.Match[str]) -> str:
 # password below" is not taken for a header.
 
 _WORD = re.compile(r"\S+")
-# A column header names a credential when its last part is a credential's word: "password",
-# "db_password", "api_key", "access_token". Stricter than ``credential_name``, which also
-# takes "author", "token_count", "primary_key" or "session_id": ordinary columns of data.
+# A column header (or a list's name) names a credential when its last part is a credential's
+# word: "password", "db_password", "api_key", "access_token" (not "tokens": a list of words).
+# Stricter than ``credential_name``, which also takes "author", "token_count", "primary_key"
+# or "session_id": ordinary columns of data.
 _COLUMN_NAME = re.compile(
-    r"(?i)(?:[a-z0-9]+[_\-.])*(?:pass(?:word|wd|phrase)?|pwd|pw|secrets?|token|api_?key|access_?key|secret_?key"
+    r"(?i)(?:[a-z0-9]+[_\-.])*(?:pass(?:word|wd|phrase)?|pwd|pw|secrets?|token(?!s)|api_?key|access_?key|secret_?key"
     r"|private_?key|credentials?|creds?|auth_?token|access_?token|refresh_?token|session_?token|cookie"
-    r"|client_?secret|apikey)")
+    r"|client_?secret|apikey)s?")
 
 
 def _header_columns(line: str) -> list[tuple[int, int]] | None:

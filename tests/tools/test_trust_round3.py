@@ -147,3 +147,6 @@ def test_ordinary_columns_whose_names_contain_a_credential_word_stay_readable() 
     assert redact_shapes(text) == text
     secrets = pd.DataFrame({"db_password": ["hunter2hunter2", "x"], "api_key": ["Tr0ub4dor&3x", "y"]})
     assert _leaked(redact_shapes(secrets.to_string())) == []
+    code = "tokens = ['the', 'cat', 'sat']\nauthors: ['Ann', 'Bo']"
+    assert redact_shapes(code) == code
+    assert "hunter2hunter2" not in redact_shapes("passwords = ['hunter2hunter2', 'x']")
