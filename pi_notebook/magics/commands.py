@@ -131,6 +131,15 @@ class PiNotebookMagics(Magics):
         where = "in a new cell below" if self.runtime.host.has_kernel else "at the next prompt"
         print(f"The code of the latest run ({lines} line{'s' if lines != 1 else ''}) is {where}.")
 
+    def _undo(self) -> None:
+        """Put back what the newest agent run did to the user's names (docs/design/review.md)."""
+        from ..review.watch import review_for
+
+        if self.runtime.is_running():
+            print("A run is active: %agent undo restores a finished run. Wait for it, or %agent abort.")
+            return
+        print(review_for(self.runtime.shell).undo(self.runtime.shell.user_ns).text())
+
     def _messages(self) -> list[AgentMessage]:
         return list(self.runtime.get_agent().state.messages)
 
@@ -237,6 +246,8 @@ _SUBCOMMANDS = (
     Subcommand("fix", 0, "", "explain and fix the error of your last cell", lambda m, c: m._fix()),
     Subcommand("code", 0, "", "put the code the latest run ran into a new cell below",
                lambda m, c: m._code()),
+    Subcommand("undo", 0, "", "restore the variables the last agent run changed (run again for earlier runs)",
+               lambda m, c: m._undo()),
     Subcommand("mcp", -1, "[tools|add|restart|off] ...", "MCP servers: list them; %agent mcp help for more",
                lambda m, c: m._mcp(list(c.rest))),  # magics/mcp_command.py
     Subcommand("help", 0, "", "show this help", lambda m, c: print(help_text())),

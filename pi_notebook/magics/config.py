@@ -11,7 +11,7 @@ import os
 
 from typing import Literal, get_args
 
-from traitlets import Bool, CaselessStrEnum, Float, Int, Unicode, default
+from traitlets import Bool, CaselessStrEnum, Float, Int, List, Unicode, default
 from traitlets.config import Configurable
 
 from ..levels import THINKING_LEVELS
@@ -103,6 +103,13 @@ class AgentMagics(Configurable):
                          "spend on a repr.").tag(config=True)
     approval_timeout = Float(0.0, help="Seconds an approval prompt waits for an answer before "
                              "the call is blocked (0: wait as long as it takes).").tag(config=True)
+    # What agent code does to your variables (docs/design/review.md).
+    undo_budget = Int(512 * 2**20, min=0, help="Bytes of copies of your variables kept so that "
+                      "%agent undo can restore what agent code changed in place (0: no copies; "
+                      "rebindings and deletions are still undone).").tag(config=True)
+    protect = List(Unicode(), default_value=[], help="Names of variables any agent change to which "
+                   "is asked for, even under approval 'auto'; a change the code did not show is "
+                   "put back.").tag(config=True)
     # Notebook context (docs/design/notebook-context.md).
     notebook_path = Unicode("", help="Path of this kernel's notebook, when the kernel cannot "
                             "locate it itself (read_notebook reads it).").tag(config=True)

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 from IPython.core.error import UsageError
 
 from ..levels import AgentThinkingLevel
+from ..review.watch import review_for
 from ..tools.kernel_host import kernel_host
 from ..tools.policy import ApprovalChoice, ApprovalPolicy
 from ..widgets.protocol import NoticeLevel, QueueKind, RunStatus, RunView
@@ -363,12 +364,13 @@ class Runtime:
             self._log(f"pi_notebook run task failed: {task.exception()!r}")
 
     def _apply_profile(self, agent: Agent, system_prompt: str, instructions: str = "") -> None:
-        from .profile import apply_model_profile
+        from ..local.apply import apply_model_profile
+        from .config import DEFAULT_SYSTEM_PROMPT
 
         if self._all_tools is None:
             self._all_tools = list(agent.state.tools)
         apply_model_profile(agent, system_prompt, self._all_tools, self.shell.user_ns,
-                            instructions=instructions)
+                            instructions=instructions, default_system_prompt=DEFAULT_SYSTEM_PROMPT)
 
     # --- RunSteps: called by lifecycle.drive --------------------------------------------------
     async def prepare(self, run: Run) -> Agent:
@@ -405,6 +407,8 @@ class Runtime:
         if self._approval is not None:
             self._approval.reset_run()  # "Always for this run" ends with the run
             self._approval.timeout_s = settings.approval_timeout or None
+        # what this run does to the user's names is one step of %agent undo
+        review_for(self.shell).start_run(f"the run of cell [{run.cell}]" if run.cell is not None else "")
         self._try(lambda: run.view.set_policy(run.policy))
         for item in self.queue.items():
             if item.owner is run and item.message is not None:
@@ -435,7 +439,7 @@ class Runtime:
         self._try(lambda: run.view.show_notice(text, "warning"))
 
     async def _prepare_mcp(self, agent: Agent, run: Run) -> None:
-        from ..ai.providers.local_profile import small_model_profile
+        from ..local.profile import small_model_profile
 
         # A server may never answer ``initialize``: the start waits up to its timeout, so
         # it runs as a task Abort can cancel (the server's own start goes on, shielded, and

@@ -62,7 +62,8 @@ def python_tool_settings(magics: AgentMagics) -> PythonToolSettings:
         max_output_chars=magics.max_output_chars, max_value_chars=magics.max_value_chars,
         max_images=magics.max_images, image_pixel_budget=magics.max_image_pixels,
         timeout_s=magics.tool_timeout or None, max_figures=magics.max_figures,
-        repr_timeout_s=magics.repr_timeout)
+        repr_timeout_s=magics.repr_timeout, undo_budget=magics.undo_budget,
+        protect=tuple(str(name) for name in magics.protect))
 
 
 def update_python_tool_settings(target: PythonToolSettings, magics: AgentMagics) -> None:

@@ -34,6 +34,7 @@ from ..session.prompt_notes import PromptNotes
 from ..tools import PythonToolSettings, make_notebook_tools
 from ..tools.prompt_context import make_context_tools
 from ..tools.approval import ApprovalHook, ApprovalRequest, make_approval_hook
+from ..tools.namespace_review import preview_call
 from ..tools.policy import ApprovalChoice, ApprovalPolicy
 from .settings import RunSettings
 
@@ -80,6 +81,7 @@ def build_agent(settings: RunSettings, shell: InteractiveShell, hooks: AgentHook
     tools = hooks.tools() if hooks.tools is not None else notebook_tools(shell, hooks, tool_settings)
     approval = make_approval_hook(hooks.policy, ask=hooks.ask, is_interactive=hooks.is_interactive,
                                   notify=hooks.notify, timeout_s=settings.approval_timeout or None)
+    approval.preview = lambda code: preview_call(shell, code, tool_settings)
 
     def stream(model: Model, context: Context, options: dict[str, object] | None = None,
                **kw: object) -> AssistantMessageEventStream:
@@ -128,7 +130,8 @@ class _Compaction:
             self._cached = (key, make_context_compactor(
                 window, self._summarize, on_compaction=self._compacted,
                 max_output_tokens=model.max_tokens or None,
-                overhead_tokens=lambda: context_overhead_tokens(state.system_prompt, state.tools)))
+                overhead_tokens=lambda: context_overhead_tokens(state.system_prompt, state.tools),
+                images="image" in (model.input or ())))
         return self._cached[1]
 
     async def _summarize(self, messages: list[AgentMessage]) -> str:

@@ -64,6 +64,7 @@ from .policy import (
 
 if TYPE_CHECKING:
     from ..ai.abort import AbortSignal
+    from ..review.watch import Preview
 
 __all__ = [
     "APPROVAL_ENV",
@@ -90,6 +91,11 @@ HEADLESS_REASON = (
     "Code execution needs approval, but this run is not interactive (no notebook frontend to "
     "ask), so the call was blocked and not executed. To allow code in headless runs, set the "
     "approval policy to 'auto' (%%agent --approve auto, or PI_NOTEBOOK_APPROVAL=auto)."
+)
+PROTECTED_REASON = (
+    "This code may change {names}, which the user protects (AgentMagics.protect): such a change "
+    "needs the user's approval, and this run is not interactive, so the call was blocked and not "
+    "executed. Leave {names} as they are: work on a copy under another name."
 )
 TIMEOUT_REASON = (
     "Code execution needs approval, but nobody answered the approval prompt within {seconds:g} s, "
@@ -192,6 +198,9 @@ class ApprovalHook:
         self.always = False
         # tool_call_id -> the gate's decision, until after_tool_call moves it into the result
         self.records: dict[str, ApprovalRecord] = {}
+        # code -> what it may do to the user's names (tools/namespace_review.py): shown on the
+        # panel; a protected name among them is asked for even under auto or "Always"
+        self.preview: Callable[[str], Preview | None] | None = None
 
     def reset_run(self) -> None:
         """Forget an "Always for this run" answer (call when a run starts)."""
@@ -242,7 +251,9 @@ class ApprovalHook:
 
     async def _decide(self, ctx: BeforeToolCallContext, signal: AbortSignal | None, name: str,
                       policy: ApprovalPolicy) -> tuple[str, BeforeToolCallResult | None]:
-        if policy == "auto":
+        preview = self._preview(name, ctx.args) if policy != "deny" else None
+        protected = bool(preview is not None and preview.protected)
+        if policy == "auto" and not protected:
             return "auto", None
         if policy == "deny":
             return "deny", BeforeToolCallResult(block=True, reason=DENIED_REASON)
@@ -251,9 +262,12 @@ class ApprovalHook:
             return "unknown_policy", BeforeToolCallResult(
                 block=True, reason=f"Unknown approval policy {policy!r}; the call was not executed."
             )
-        if self.always:
+        if self.always and not protected:
             return "always", None
         if self._ask is None or not self._interactive():
+            if policy == "auto" and preview is not None:
+                names = ", ".join(preview.protected)
+                return "headless", self._fail_closed(PROTECTED_REASON.format(names=names))
             return "headless", self._fail_closed(HEADLESS_REASON)
         if signal is not None and signal.aborted:
             return "aborted", None
@@ -264,6 +278,9 @@ class ApprovalHook:
             args=args,
             code=get_field(args, "code") if name == "python" else None,
         )
+        if preview is not None:
+            request.extra["namespace"] = {"lines": list(preview.lines), "undo": list(preview.unrestorable),
+                                          "protected": list(preview.protected)}
         try:
             decision = await asyncio.wait_for(self._wait(request, signal), self.timeout_s)
         except _Headless:
@@ -279,6 +296,15 @@ class ApprovalHook:
             return "clicked_run", None
         # "skip", or any other answer of an untyped asker (e.g. "deny")
         return "skipped", BeforeToolCallResult(block=True, reason=SKIPPED_REASON)
+
+    def _preview(self, name: str, args: Any) -> Preview | None:
+        code = get_field(args, "code") if name == "python" else None
+        if self.preview is None or not isinstance(code, str):
+            return None
+        try:
+            return self.preview(code)
+        except Exception:  # the panel without the reading: the gate still decides
+            return None
 
     def _interactive(self) -> bool:
         try:

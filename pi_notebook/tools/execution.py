@@ -42,7 +42,7 @@ from .updates import ErrorOutput, ResultOutput, StreamName
 if TYPE_CHECKING:
     from IPython.core.interactiveshell import InteractiveShell
 
-__all__ = ["Outcome", "caller_cancelled", "execute"]
+__all__ = ["Outcome", "caller_cancelled", "execute", "transform_source"]
 
 _cell_numbers = itertools.count(1)
 _INTERRUPT_FILE = _interrupt_module.__file__
@@ -66,6 +66,10 @@ def _transform(shell: InteractiveShell, code: str) -> str:
         return shell.transform_cell(code)
     finally:
         manager.cleanup_transforms = cleanup
+
+
+# the code as the tool will compile it, for readers of the code before it runs (namespace_review.py)
+transform_source = _transform
 
 
 def _register_source(src: str) -> str:

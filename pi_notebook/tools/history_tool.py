@@ -37,8 +37,11 @@ def fix_prompt(history: ExecutionHistory) -> str | None:
         "",
         "Say in one or two sentences what caused it. Then run the corrected code with the python "
         "tool, so that what the cell was meant to compute exists in the namespace, and check it "
-        "worked. End by showing the corrected line(s) and what you changed. Use notebook_history "
-        "or inspect_variable if you need more context; do not redefine data the user already has.",
+        "worked. Change only what the error needs: leave the user's other variables and their "
+        "columns as they are (no conversions, no reassignments, no in-place changes beyond the "
+        "fix). End by showing the corrected line(s) and saying exactly what you changed. Use "
+        "notebook_history or inspect_variable if you need more context; do not redefine data the "
+        "user already has.",
     ]
     return "\n".join(lines)
 

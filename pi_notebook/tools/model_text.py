@@ -22,10 +22,11 @@ __all__ = ["result_content"]
 
 def result_content(result: ExecutionResult, settings: PythonToolSettings,
                    assigned: list[str] | None = None, hint: str | None = None,
-                   ) -> list[TextContent | ImageContent]:
+                   changes: list[str] | None = None) -> list[TextContent | ImageContent]:
     """The model-facing content of an execution (see the module docstring). ``assigned``: what
     the names the code's last statement assigned now hold (namespace.assigned_summary), said
-    when the code showed nothing else. ``hint``: a line for the error (tools/error_hints.py)."""
+    when the code showed nothing else. ``hint``: a line for the error (tools/error_hints.py).
+    ``changes``: what the call did to the user's names (review/, one line each)."""
     parts: list[str] = []
     images: list[ImageContent] = []
     accepts_images = settings.accepts_images()
@@ -81,6 +82,8 @@ def result_content(result: ExecutionResult, settings: PythonToolSettings,
                                            library_summary=True)[0])
     if not parts:
         parts.append("(no output)" if not assigned else "(no output; assigned)\n" + "\n".join(assigned))
+    if changes:
+        parts.append("[variables changed]\n" + "\n".join(changes))
     parts.append(f"[elapsed {result.elapsed_s:.2f} s]")
     content: list[TextContent | ImageContent] = [TextContent(text="\n\n".join(parts))]
     content.extend(images)

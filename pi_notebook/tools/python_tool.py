@@ -82,6 +82,7 @@ from .interrupt import interrupt_main_for
 from .error_hints import key_error_hint
 from .model_text import result_content
 from .namespace import assigned_summary
+from .namespace_review import finish_call, watch_call
 from .sink import OutputSink
 from .python_types import ExecutionResult, PythonToolSettings, SettingsSource, resolve_settings
 from .updates import DisplayOutput, ErrorOutput, StreamName, StreamOutput, ToolOutput
@@ -244,20 +245,22 @@ def make_python_tool(shell: InteractiveShell, settings: SettingsSource = None,
             def on_late(record: ToolOutput) -> None:
                 on_late_output(tool_call_id, record)
 
+        watch = watch_call(shell, code, conf)
         result = await run_code(
             shell, code, signal=signal, on_stream=on_stream, on_display=on_display,
             timeout_s=conf.timeout_s or None, stream_interval_s=conf.stream_interval_s,
             max_detail_chars=conf.max_detail_chars, max_figures=conf.max_figures,
             on_late=on_late, route_fd_output=conf.route_fd_output,
         )
+        changes = finish_call(shell, watch)
         quiet = not (result.stdout or result.stderr or result.displays or result.value or result.error)
         assigned = assigned_summary(code, shell.user_ns) if quiet else None
         hint = None
         if result.error is not None and not result.interrupted:
             hint = key_error_hint(result.error.ename, result.error.evalue, shell.user_ns)
         return AgentToolResult(
-            content=result_content(result, conf, assigned, hint),
-            details=result.details(),
+            content=result_content(result, conf, assigned, hint, changes),
+            details=result.details(changes),
             is_error=result.is_error,
         )
 

@@ -29,6 +29,8 @@ class PythonToolSettings:
     max_figures: int = 10  # images kept and drawn per call; further new figures are closed
     repr_timeout_s: float = 3.0  # list_variables (per value) / inspect_variable deadline
     route_fd_output: bool = True  # route fd 1/2 written during agent code to the call
+    undo_budget: int = 512 * 2**20  # bytes of copies kept for %agent undo; 0: no copies
+    protect: tuple[str, ...] = ()  # names any change of which is asked for, even under auto
 
     def accepts_images(self) -> bool:
         value = self.model_accepts_images
@@ -79,7 +81,7 @@ class ExecutionResult:
     def is_error(self) -> bool:
         return self.error is not None or self.interrupted
 
-    def details(self) -> PythonCallDetails:
+    def details(self, namespace: list[str] | None = None) -> PythonCallDetails:
         outputs = list(self.outputs)
         if self.value is not None:
             outputs.append(self.value)
@@ -88,4 +90,5 @@ class ExecutionResult:
         return PythonCallDetails(
             code=self.code, outputs=outputs, elapsed_s=round(self.elapsed_s, 3),
             interrupted=self.interrupted, timed_out=self.timed_out, aborted=self.aborted,
+            namespace=list(namespace or []),
         )

@@ -85,6 +85,8 @@ class PythonCallDetails(_Record):
     interrupted: bool = False
     timed_out: bool = False
     aborted: bool = False
+    # what the call did to the user's names, one line each (review/changes.py)
+    namespace: list[str] = Field(default_factory=list)
     # the approval gate's decision (tools/approval.py ApprovalRecord.as_details), added after the call
     approval: dict[str, Any] | None = None
 

@@ -169,6 +169,10 @@ _BASE_CSS = """
   line-height: 1.45; }
 .pi-agent .pi-approval-buttons { flex-wrap: wrap; gap: 6px; }
 .pi-agent .pi-approval-buttons button { margin: 0; }
+/* what a call did (or may do) to the user's variables */
+.pi-agent .pi-ns { font-size: 12px; margin: 2px 10px; line-height: 1.45; white-space: normal;
+  overflow-wrap: anywhere; }
+.pi-agent .pi-ns ul { margin: 0; padding-left: 18px; }
 .pi-agent .pi-invisible-warning { font-size: 12px; font-weight: 600; color: #b3261e; margin: 2px 0 4px 0; }
 .pi-agent .pi-invisible { background: #ffdad6; color: #8c1d18; border-radius: 3px; padding: 0 2px;
   font-weight: 600; }

@@ -9,8 +9,9 @@ the agent's code and the exception first; the full traceback is folded.
 
 from __future__ import annotations
 
+import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import ipywidgets as W
@@ -94,6 +95,35 @@ def error_html(ename: str, evalue: str, traceback: list[str]) -> str:
     return html
 
 
+def namespace_html(title: str, lines: Iterable[str]) -> str:
+    """What a call did (or may do) to the user's names: one escaped line each, the names in
+    backticks as code. The lines carry names and code read from the model's code: text only."""
+    items = "".join(f"<li>{_code_ticks(escape_text(strip_control(line)))}</li>" for line in lines)
+    if not items:
+        return ""
+    return f'<div class="pi-ns"><b>{escape_text(title)}</b><ul>{items}</ul></div>'
+
+
+_TICKED = re.compile(r"`([^`<>]{1,200})`")
+
+
+def _code_ticks(escaped: str) -> str:
+    return _TICKED.sub(r"<code>\1</code>", escaped)
+
+
+def _approval_namespace(info: Mapping[str, object] | None) -> str:
+    if not isinstance(info, Mapping):
+        return ""
+    lines = [x for x in (info.get("lines") or []) if isinstance(x, str)]  # type: ignore[attr-defined]  # a list from the gate
+    undo = [x for x in (info.get("undo") or []) if isinstance(x, str)]  # type: ignore[attr-defined]  # a list from the gate
+    protected = [x for x in (info.get("protected") or []) if isinstance(x, str)]  # type: ignore[attr-defined]  # a list from the gate
+    html = namespace_html("Your variables:", lines) + namespace_html("Not undoable:", undo)
+    if protected:
+        html += namespace_html("Protected (AgentMagics.protect):",
+                               [", ".join(f"`{n}`" for n in protected) + ": asked even under auto"])
+    return html
+
+
 def _approval_text(item: ToolItem, hints: Mapping[str, object] | None = None) -> str:
     """The question above the buttons: code for python, a named call for any other tool
     (an MCP tool is ``server__tool``: both names are shown; the arguments are above)."""
@@ -152,6 +182,9 @@ class ToolCard(Block[ToolItem]):
         self._approval_built_for = -1
         # an MCP tool's request: server, tool, annotations, "always" scope (gate.py)
         self.approval_hints: Mapping[str, object] | None = None
+        # a python call's request: what it may do to the user's names (tools/namespace_review.py)
+        self.approval_namespace: Mapping[str, object] | None = None
+        self._namespace: W.HTML | None = None
 
     # -- what tests and the view read --
     tool_call_id = property(lambda self: self.item.tool_call_id)
@@ -220,6 +253,7 @@ class ToolCard(Block[ToolItem]):
             self._approval_built_for = self.approval_request
             code = self.item.approval_code or ""
             prompt = self.widgets.html(_approval_text(self.item, self.approval_hints)
+                                       + _approval_namespace(self.approval_namespace)
                                        + invisible_warning_html(code))
 
             def button(description: str, icon: str, style: str = "") -> W.Button:
@@ -330,6 +364,10 @@ class ToolCard(Block[ToolItem]):
             self._note = self._set_html(self._note, f'<div class="pi-note">… {item.dropped_chars:,} more '
                                                     "characters of output not shown</div>")
             children.append(self._note)
+        changed = item.details.namespace if item.details is not None else []
+        if changed:
+            self._namespace = self._set_html(self._namespace, namespace_html("Variables changed:", changed))
+            children.append(self._namespace)
         if item.result is not None:
             if not self._result_built:
                 self._result = self._result_widget()

@@ -106,6 +106,7 @@ TRANSCRIPT_STYLE = """<style>
 .pi-transcript .pi-outbox p { margin: 0; }
 .pi-transcript .pi-err pre, .jp-RenderedHTMLCommon .pi-transcript .pi-err pre { background: #fff5f5; color: #9a2c2c; }
 .pi-transcript details > summary { font-size: 11.5px; cursor: pointer; color: var(--jp-content-font-color3, #8c959f); }
+.pi-transcript .pi-ns { font-size: 12px; margin: 4px 0; overflow-wrap: anywhere; }
 .pi-transcript .pi-outbox details > summary { padding: 2px 10px; }
 .pi-transcript .pi-thinking { font-size: 12px; font-style: italic; color: var(--jp-content-font-color3, #8c959f);
   border-left: 2px solid var(--jp-border-color2, #e1e4e8); padding-left: 8px; }
@@ -240,6 +241,10 @@ def tool_markdown(item: ToolItem) -> str:
         parts += ['<div class="pi-outbox">', *outputs, "</div>"]
     if item.dropped_chars:
         parts.append(f"*… {item.dropped_chars:,} more characters of output not shown*")
+    changed = item.details.namespace if item.details is not None else []
+    if changed:
+        parts.append('<div class="pi-ns"><b>Variables changed:</b><br>\n'
+                     + "<br>\n".join(_inert(strip_control(line)) for line in changed) + "</div>")
     parts.append("</div>")
     return "\n\n".join(parts)
 

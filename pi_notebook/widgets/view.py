@@ -229,6 +229,8 @@ class AgentView(TranscriptViewMixin, W.VBox):  # type: ignore[misc]  # ipywidget
         # an MCP tool's panel: the server's annotations as badges, and what "Always" covers
         # ("tool": this tool for the run; None: no third button, e.g. a destructive tool)
         card.approval_hints = mcp if isinstance(mcp, dict) else None
+        namespace = request.extra.get("namespace")
+        card.approval_namespace = namespace if isinstance(namespace, dict) else None
         previous = self._approvals.pop(tool_call_id, None)
         if previous is not None and not previous[1].done():
             previous[1].set_result("skip")

