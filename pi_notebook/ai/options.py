@@ -88,8 +88,12 @@ def calculate_context_tokens(usage: Any) -> int:
 # usage all count with these functions, so they agree on what fits.
 
 def text_length(text: str) -> int:
-    """The length of ``text`` as pi (JavaScript) counts it: UTF-16 code units."""
-    return len(text) if text.isascii() else len(text.encode("utf-16-le")) // 2
+    """The length of ``text`` as pi (JavaScript) counts it: UTF-16 code units.
+
+    ``surrogatepass``: a model may send a lone surrogate (``"\\ud800"`` in its JSON); it is
+    one code unit, and counting it must not raise, or every later request of the
+    conversation would fail in this estimate."""
+    return len(text) if text.isascii() else len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
 def estimate_text_tokens(text: str) -> int:

@@ -23,7 +23,11 @@ Applied with the small-model profile (local/apply.py), for each run:
   already in the notebook (the 0.5B read a non-existent ``data.csv`` with ``df`` present).
 
 Everything here is plain data in, a decision out; the hooks are the Agent's
-``should_stop_after_turn`` and ``before_tool_call``.
+``should_stop_after_turn`` and ``before_tool_call``. The checks run no user code: a namespace
+value is looked into only when its type is pandas' own DataFrame (found by ``type()``, which
+no object can intercept; a flask ``LocalProxy`` raises on any attribute, a lazy frame computes
+on ``len``), the answer's values are checked in its first ``MAX_ANSWER_CHARS`` characters, and
+a check that raises decides nothing: the run goes on as if it had passed.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from __future__ import annotations
 import ast
 import json
 import re
+import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -49,12 +54,14 @@ UserValue = Any
 # a message's content: its text, or its content blocks
 Content = str | Iterable[object] | None
 
-__all__ = ["CHECK_PREFIX", "NamespaceSnapshot", "check_message", "RunChecks", "missing_outcome", "printed_literals", "read_paths",
+__all__ = ["CHECK_PREFIX", "MAX_ANSWER_CHARS", "NamespaceSnapshot", "check_message", "RunChecks", "missing_outcome", "printed_literals", "read_paths",
            "without_literals"]
 
 _VALUES = "no output shows"  # the words that mark a values correction
 _MAX_LABEL_ROWS = 20_000
 _MAX_LABELS = 2_000
+# the part of an answer whose values are checked: a reply of 70,000 numbers took 14 s to check
+MAX_ANSWER_CHARS = 4_000
 
 
 def _text(content: Content) -> str:
@@ -111,13 +118,26 @@ class NamespaceSnapshot:
         return [k for k in user_ns if not k.startswith("_") and self.made(user_ns, k)]
 
 
+_FRAME_MEMBERS = ("__len__", "__getitem__", "__getattr__", "__getattribute__", "columns")
+
+
+def _pandas_frame(value: UserValue) -> bool:
+    """``value`` is a pandas DataFrame whose length, columns and items are pandas' own, so
+    reading them runs no user code (``type`` and ``issubclass`` do not call into the object)."""
+    pandas = sys.modules.get("pandas")
+    frame = getattr(pandas, "DataFrame", None) if pandas is not None else None
+    if not isinstance(frame, type) or not issubclass(type(value), frame):
+        return False
+    cls = type(value)
+    return all(getattr(cls, member, None) is getattr(frame, member, None) for member in _FRAME_MEMBERS)
+
+
 def _columns(value: UserValue) -> list[object]:
-    columns = getattr(value, "columns", None)
-    if columns is None or type(value).__name__ != "DataFrame":
+    if not _pandas_frame(value):
         return []
     try:
-        return list(columns)[:200]
-    except Exception:  # an unusual frame type: no columns rather than a failed check
+        return list(value.columns)[:200]
+    except Exception:  # an unusual frame: no columns rather than a failed check
         return []
 
 
@@ -126,7 +146,7 @@ def _labels(user_ns: Mapping[str, UserValue]) -> list[str]:
     column names: an answer that states one of these states a result."""
     labels: list[str] = []
     for name, value in user_ns.items():
-        if name.startswith("_") or type(value).__name__ != "DataFrame":
+        if name.startswith("_") or not _pandas_frame(value):
             continue
         labels += [str(c) for c in _columns(value)]
         try:
@@ -329,7 +349,10 @@ class RunChecks:
         is_answer = (getattr(message, "stop_reason", None) == "stop"
                      and not any(isinstance(b, ToolCall) for b in getattr(message, "content", ())))
         if is_answer:
-            correction = self.correction(list(ctx.context.messages))
+            try:
+                correction = self.correction(list(ctx.context.messages))
+            except Exception:  # a check that cannot decide does not correct
+                correction = None
             if correction is not None:
                 self.steer(check_message(correction))
                 return False
@@ -360,6 +383,8 @@ class RunChecks:
                     return message
         answer = _text(_content(after[-1])) if getattr(after[-1], "role", None) == "assistant" else ""
         answer = "\n\n".join(p for p in answer.split("\n\n") if not p.startswith(NOTE_PREFIX))
+        if len(answer) > MAX_ANSWER_CHARS:  # whole words only: a cut number is another number
+            answer = answer[:MAX_ANSWER_CHARS].rsplit(None, 1)[0]
         # (the prompt's own code too: "I grouped with `groupby`" quotes no result, but states
         # nothing it did not do; not the literals it printed or assigned: `print('apple')` is
         # the model's guess, so its output and its code ground nothing)
@@ -397,6 +422,12 @@ class RunChecks:
         return f"{CHECK_PREFIX}{_VALUES} {quoted} again. {FORCED_REPLY_MARK}{_what_is_known(results)}"
 
     def before_tool_call(self, ctx: BeforeToolCallContext) -> BeforeToolCallResult | None:
+        try:
+            return self._before_tool_call(ctx)
+        except Exception:  # a check that cannot decide lets the call run
+            return None
+
+    def _before_tool_call(self, ctx: BeforeToolCallContext) -> BeforeToolCallResult | None:
         call = ctx.tool_call
         messages = list(ctx.context.messages)
         _, after = self._since_prompt(messages)

@@ -27,15 +27,13 @@ if TYPE_CHECKING:
 
 __all__ = ["FixRequest", "fix_request", "noted_message", "run_code_cell"]
 
-FIX_HEADER = "[The user ran %agent fix; their request in full:]"
-
 
 def fix_block(request: str) -> str:
     """The ``%agent fix`` request as the model gets it: the marker carries the kernel's note
     boundary (tools/prompt_context.py), and the request's data (the cell, its traceback) has
     the boundary taken out, so printed output or an exception message that reads like this
     marker cannot pass for it."""
-    from ..tools.prompt_context import NOTE_BOUNDARY, close_line, quote_data
+    from ..tools.prompt_context import FIX_HEADER, NOTE_BOUNDARY, close_line, quote_data
 
     return f"{FIX_HEADER} (boundary {NOTE_BOUNDARY})\n{quote_data(request)}\n{close_line()}"
 

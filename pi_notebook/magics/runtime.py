@@ -100,6 +100,8 @@ class Runtime:
         self.on_agent_created: Callable[[], None] | None = None  # installs the tools' capture
         self.capture_installed = False
         self._mcp: McpLink | None = None  # MCP servers (created on first use; nothing starts)
+        # the run's MCP preparation while it waits for servers to start: Abort cancels it
+        self._preparing_mcp: asyncio.Future[None] | None = None
         self.instructions: Instructions | None = None  # AGENTS.md of this conversation
         self.on_close: list[Callable[[], object]] = []  # what else ends with the extension
 
@@ -440,12 +442,25 @@ class Runtime:
     async def _prepare_mcp(self, agent: Agent, run: Run) -> None:
         from ..local.profile import small_model_profile
 
+        # A server may never answer ``initialize``: the start waits up to its timeout, so
+        # it runs as a task Abort can cancel (the server's own start goes on, shielded, and
+        # is shared with the next run).
+        preparing = asyncio.ensure_future(
+            self.mcp().prepare(agent, self._approval, lambda text: self._notice(run, text),
+                               small_model=small_model_profile(agent.state.model) is not None))
+        self._preparing_mcp = preparing
         try:
-            await self.mcp().prepare(agent, self._approval,
-                                     lambda text: self._notice(run, text),
-                                     small_model=small_model_profile(agent.state.model) is not None)
+            await preparing
+        except asyncio.CancelledError:
+            cancelling = getattr(asyncio.current_task(), "cancelling", None)  # Python 3.11+
+            if not run.abort_requested or (callable(cancelling) and cancelling()):
+                raise  # the run itself is cancelled (unload), not only its preparation
         except Exception as exc:  # MCP trouble never fails a run: it goes on without those tools
             self._notice(run, f"MCP servers not used in this run: {exc}")
+        finally:
+            self._preparing_mcp = None
+            if not preparing.done():
+                preparing.cancel()
 
     def prompt_message(self, run: Run) -> AgentMessage:
         """The run's user message, with the notebook context of this moment as its note."""
@@ -509,6 +524,8 @@ class Runtime:
             run.abort_requested = True
             view = run.view  # "aborting" once: a second abort finds abort_requested set
             self._try(lambda: view.set_status("aborting"))
+        if self._preparing_mcp is not None:
+            self._preparing_mcp.cancel()
         if self.agent is not None:
             self.agent.abort()
             self.agent.clear_all_queues()

@@ -22,6 +22,7 @@ from ..tools.python_tool import PythonToolSettings
 from ..tools.redact import redact_data
 from .config import CONFIG_NAME, LoadedConfig, ServerConfig, load_config, parse_servers, project_config_path
 from .gate import namespace_refusal
+from .schema import load_schema_checker
 from .server import McpCallError, McpServer, McpUnavailable
 from .tools import McpToolSet, build_tools
 
@@ -118,7 +119,8 @@ class McpManager:
         notices = self.reload()
         waiting = [s for s in self.servers.values()  # a start under way is shared, not repeated
                    if s.state in ("idle", "starting") or (s.state == "connected" and s.crashed)]
-        changed = [s for s in self.servers.values() if s.state == "connected" and not s.crashed]
+        changed = [s for s in self.servers.values() if s.state == "connected" and not s.crashed
+                   and _relisted(s)]
         if waiting or changed:
             await asyncio.gather(*(s.start() for s in waiting), *(s.refresh_tools() for s in changed),
                                  return_exceptions=True)
@@ -126,6 +128,7 @@ class McpManager:
             if server.state == "failed" and self._report.once(server.name, server.reason):
                 notices.append(f"MCP server {server.name!r} is not available; the run goes on "
                                f"without its tools: {server.reason}")
+        await asyncio.to_thread(load_schema_checker)  # once: its import is seconds of work
         self.toolset = build_tools(list(self.servers.values()), taken, self.sources.tool_settings,
                                    self.sources.timeout)
         notices.extend(n for n in self.toolset.notices if self._report.once("tools", n))
@@ -138,7 +141,7 @@ class McpManager:
         ``TURN_RELIST_S``); True when a list changed. Bounded per server, in parallel: a
         slow server keeps its old list rather than holding the turn."""
         now = time.monotonic()
-        due = [s for s in self.servers.values() if s.state == "connected" and not s.crashed
+        due = [s for s in self.servers.values() if s.state == "connected" and not s.crashed and _relisted(s)
                and (s.tools_stale or (s.tools_may_change
                                       and (s.name in called or now - s.listed_at > TURN_RELIST_S)))]
         if not due:
@@ -267,6 +270,17 @@ class McpManager:
         if structured is not None:
             return structured
         return _plain(result)
+
+
+# A tool list is parsed by the SDK on the kernel's loop, at a cost proportional to its size
+# (10,000 tools: seconds). A server that announced more than this is listed once per connection
+# (a restart lists it again), not at every run and turn; only a fraction is offered anyway
+# (tools.py: MAX_TOOLS_PER_SERVER).
+MAX_RELISTED_TOOLS = 1_000
+
+
+def _relisted(server: McpServer) -> bool:
+    return len(server.tools) <= MAX_RELISTED_TOOLS
 
 
 def _plain(result: Any) -> Any:

@@ -203,15 +203,12 @@ def _add_image(block: Any, images: list[ImageContent], notes: list[str], setting
     if len(images) >= settings.max_images:
         notes.append(f"[image omitted: at most {settings.max_images} images per call]")
         return
-    if mime in ("image/png", "image/jpeg"):
-        prepared = prepare_image(data, mime, settings.image_pixel_budget)
-        if isinstance(prepared, str):
-            notes.append(f"[image: {prepared}]")
-            return
-        data, mime, note = prepared
-    else:
-        note = mime
-    images.append(ImageContent(data=data if isinstance(data, str) else data.decode(), mime_type=mime))
+    prepared = prepare_image(data, mime, settings.image_pixel_budget)  # every type: headers checked first
+    if isinstance(prepared, str):
+        notes.append(f"[image: {prepared}]")
+        return
+    data, mime, note = prepared
+    images.append(ImageContent(data=data, mime_type=mime))
     notes.append(f"[image {len(images)} attached ({note})]")
 
 

@@ -8,6 +8,12 @@ sent them (validated against the schema by the loop); results are converted by
 ``results.py``. Approval is not decided here: the loop's ``before_tool_call`` gate
 (``gate.py`` in front of tools/approval.py) ran before ``execute``. Progress notifications
 become partial results (the card shows the latest line) and restart the call's timeout.
+
+A server decides how many tools it announces; each offered tool costs a schema check at every
+run start and room in every request. So at most ``MAX_TOOLS_PER_SERVER`` tools of a server
+and ``MAX_TOOLS`` in all are offered (in the server's order; an allow-list in the config picks
+others), the rest are not looked at, and a notice says how many were dropped. A result is
+converted off the kernel's loop (``asyncio.to_thread``): its size is the server's choice.
 """
 
 from __future__ import annotations
@@ -25,7 +31,11 @@ from .results import convert_result, error_result
 from .schema import SchemaRejected, simplify_schema, tool_name, unique_name
 from .server import McpCallError, McpServer, McpUnavailable, ToolInfo
 
-__all__ = ["McpToolSet", "McpToolMeta", "build_tools", "abort_future"]
+__all__ = ["McpToolSet", "McpToolMeta", "build_tools", "abort_future", "MAX_TOOLS", "MAX_TOOLS_PER_SERVER"]
+
+MAX_TOOLS_PER_SERVER = 100
+# OpenAI's APIs take at most 128 tools a request; the notebook's own tools need the rest
+MAX_TOOLS = 120
 
 ABORTED = "The call was aborted by the user before the MCP server answered (the request was cancelled)."
 
@@ -111,13 +121,20 @@ def build_tools(servers: list[McpServer], taken: set[str], settings: Callable[[]
     """AgentTools for every connected server's (allow-listed) tools."""
     out = McpToolSet()
     taken = set(taken)
+    offered = 0
     for server in servers:
         if server.state != "connected":
             continue
         allowed = server.config.tools
-        for info in server.tools:
-            if allowed is not None and info.name not in allowed:
-                continue
+        candidates = [info for info in server.tools if allowed is None or info.name in allowed]
+        room = max(0, min(MAX_TOOLS_PER_SERVER, MAX_TOOLS - offered))
+        if len(candidates) > room:
+            out.notices.append(
+                f"{len(candidates) - room} of the {len(candidates)} tools of {server.name!r} are not offered: "
+                f"at most {MAX_TOOLS_PER_SERVER} tools of a server and {MAX_TOOLS} MCP tools in all "
+                f"(its 'tools' list in the MCP config chooses which).")
+            candidates = candidates[:room]
+        for info in candidates:
             try:
                 schema = simplify_schema(info.input_schema)
                 base = tool_name(server.name, info.name)
@@ -136,6 +153,7 @@ def build_tools(servers: list[McpServer], taken: set[str], settings: Callable[[]
                                description=info.description or "")
             out.tools.append(_agent_tool(server, meta, name, info.description, schema, settings,
                                          default_timeout))
+            offered += 1
             out.origin[name] = (server.name, info.name)
             out.meta[name] = meta
             if meta.auto_approved:
@@ -185,7 +203,8 @@ def _agent_tool(server: McpServer, meta: McpToolMeta, name: str, description: st
             remove()
             if aborted is not None and not aborted.done():
                 aborted.cancel()
-        return _with_hints(convert_result(result, settings(), server=server.name, tool=mcp_name), meta)
+        converted = await asyncio.to_thread(convert_result, result, settings(), server=server.name, tool=mcp_name)
+        return _with_hints(converted, meta)
 
     text = description.strip() or f"The {mcp_name!r} tool of the MCP server {server.name!r}."
     return AgentTool(name=name, description=f"[MCP server {server.name}] {text}"[:4000],

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -59,6 +60,9 @@ def _nbformat() -> Any:
     return nbformat
 
 
+
+
+_LONE_SURROGATE_RE = re.compile("[\ud800-\udfff]")
 
 
 def _blocks(content: Any) -> list[Any]:
@@ -288,8 +292,11 @@ def export_notebook(messages: Iterable[Any], path: str | os.PathLike[str], *,
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     try:
+        # A model may send a lone surrogate, which UTF-8 cannot hold: it becomes U+FFFD
+        # rather than failing the whole export.
+        text = _LONE_SURROGATE_RE.sub("\ufffd", nbformat.writes(notebook))
         with open(tmp, "w", encoding="utf-8") as f:
-            nbformat.write(notebook, f)
+            f.write(text)
         os.replace(tmp, target)
     finally:
         if tmp.exists():

@@ -12,19 +12,16 @@ that look at live objects (``value_text``) are called by the runner while the ob
   ``text/markdown`` > ``text/latex`` > ``application/json`` > ``text/plain``; never HTML/JS.
 - ``value_text(obj, data)``: like ``bundle_text`` but ``_repr_llm_`` first and a summary for
   pandas DataFrames/Series (shape, dtypes, 5 rows).
-- ``prepare_image(b64, mime, pixel_budget)``: downscale with Pillow when importable.
+- ``image_size`` / ``prepare_image``: from ``images.py`` (header checks, then a downscale).
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
-import io
 import json
 import re
-import struct
 from typing import Any
 
+from .images import image_size, prepare_image
 from .redact import REDACTED, redact, split_unsafe_tail, strip_unsafe_head
 
 __all__ = [
@@ -164,69 +161,3 @@ def value_text(obj: Any, data: dict[str, Any]) -> str | None:
         if _is_pandas(obj, "Series"):
             return series_summary(obj)
     return bundle_text(data)
-
-
-# --- images -----------------------------------------------------------------------------------
-
-def _decode(b64: str | bytes) -> bytes | None:
-    if isinstance(b64, str):
-        b64 = "".join(b64.split()).encode("ascii", "replace")
-    try:
-        return base64.b64decode(b64, validate=True) or None
-    except (binascii.Error, ValueError):
-        return None
-
-
-def image_size(raw: bytes, mime: str) -> tuple[int, int] | None:
-    """(width, height) from the PNG/JPEG header without decoding the image."""
-    try:
-        if mime == "image/png" and raw[:8] == b"\x89PNG\r\n\x1a\n":
-            width, height = struct.unpack(">II", raw[16:24])
-            return width, height
-        if mime == "image/jpeg" and raw[:2] == b"\xff\xd8":
-            i = 2
-            while i + 9 < len(raw):
-                if raw[i] != 0xFF:
-                    return None
-                marker = raw[i + 1]
-                length = struct.unpack(">H", raw[i + 2:i + 4])[0]
-                if marker in (0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF):
-                    height, width = struct.unpack(">HH", raw[i + 5:i + 9])
-                    return width, height
-                i += 2 + length
-    except struct.error:
-        return None
-    return None
-
-
-def prepare_image(b64: str | bytes, mime: str, pixel_budget: int) -> tuple[str, str, str] | str:
-    """Return ``(base64, mime, note)`` ready for an ImageContent, or a placeholder string.
-
-    Images over ``pixel_budget`` are downscaled with Pillow (aspect kept); without Pillow an
-    oversized image becomes a placeholder rather than blowing the model's budget.
-    """
-    raw = _decode(b64)
-    if raw is None:
-        return f"[{mime} image could not be decoded]"
-    size = image_size(raw, mime)
-    if size is None:  # not what it claims to be: the model would reject it
-        return f"[{mime} image could not be decoded]"
-    label = f"{size[0]}x{size[1]}"
-    if pixel_budget <= 0 or size[0] * size[1] <= pixel_budget:
-        data = b64 if isinstance(b64, str) else b64.decode("ascii")
-        return "".join(data.split()), mime, label
-    try:
-        from PIL import Image  # optional
-    except ImportError:
-        return f"[{mime} image {label} omitted: over the pixel budget and Pillow is not installed]"
-    try:
-        with Image.open(io.BytesIO(raw)) as img:
-            scale = (pixel_budget / (img.width * img.height)) ** 0.5
-            new = (max(1, int(img.width * scale)), max(1, int(img.height * scale)))
-            small = img.convert("RGBA" if mime == "image/png" else "RGB").resize(new)
-            out = io.BytesIO()
-            small.save(out, format="PNG" if mime == "image/png" else "JPEG")
-    except Exception as exc:  # a broken image must not break the tool result
-        return f"[{mime} image {label} could not be resized: {type(exc).__name__}]"
-    note = f"{label} downscaled to {new[0]}x{new[1]}"
-    return base64.b64encode(out.getvalue()).decode("ascii"), mime, note

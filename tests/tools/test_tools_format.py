@@ -63,7 +63,7 @@ def test_oversized_image_without_pillow_is_a_placeholder(monkeypatch: pytest.Mon
     assert isinstance(out, str) and "Pillow" in out and "400x400" in out
     small = prepare_image(b64, "image/png", 1_000_000)  # within budget: sent as is
     assert small == (b64, "image/png", "400x400")
-    assert "could not be decoded" in prepare_image("%%%", "image/png", 10)
+    assert "not a valid image/png image" in prepare_image("%%%", "image/png", 10)
 
 
 def test_short_pandas_results_are_shown_whole_and_long_ones_head_and_tail() -> None:

@@ -159,7 +159,8 @@ def test_forged_headers_in_data_stay_inside_the_data_part() -> None:
 
 
 def test_fix_request_marker_carries_the_boundary_and_its_data_cannot() -> None:
-    from pi_notebook.magics.context import FIX_HEADER, fix_block
+    from pi_notebook.magics.context import fix_block
+    from pi_notebook.tools.prompt_context import FIX_HEADER
 
     block = fix_block(f"Explain the error: {FORGED} {NOTE_BOUNDARY}")
     first, rest = block.split("\n", 1)
