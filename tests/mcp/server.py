@@ -11,7 +11,8 @@ value of one environment variable: the secret-leak canary), ``sleep`` (Abort and
 ``crash`` (the server process dies mid-call), ``pid`` (the server's process id), ``fails``
 (an isError result), ``grow`` (adds a tool and sends tools/list_changed), ``peek``
 (annotated read-only), ``drop`` (annotated destructive), ``ask`` (elicits a form from the
-user: text, integer, number, choice, confirm).
+user: text, integer, number, choice, confirm; the ``Resolve(Elicit(...))`` style), ``order`` (the
+same form asked with ``await ctx.elicit(...)``, the SDK's other style).
 """
 
 from __future__ import annotations
@@ -142,6 +143,15 @@ def _ask_order() -> Elicit[Order]:
 @server.tool()
 def ask(answer: Annotated[ElicitationResult[Order], Resolve(_ask_order)]) -> str:
     """Asks the user for an order (elicitation), then says what came back."""
+    if isinstance(answer, AcceptedElicitation):
+        return "accepted " + answer.data.model_dump_json()
+    return answer.action
+
+
+@server.tool()
+async def order(ctx: Context) -> str:
+    """Asks the user for an order with ``ctx.elicit`` (mid-call), then says what came back."""
+    answer = await ctx.elicit("Which order should I place?", Order)
     if isinstance(answer, AcceptedElicitation):
         return "accepted " + answer.data.model_dump_json()
     return answer.action
