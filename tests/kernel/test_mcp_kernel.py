@@ -88,6 +88,11 @@ def test_mcp_tools_in_a_kernel_run(kernel, tmp_path):
     status = kernel.execute("%agent mcp")
     text = "".join(m["content"].get("text", "") for m in status["outputs"])
     assert "t: connected" in text and "bad: failed" in text
+    # a command waits for the server it needs (a cold start here), then answers
+    kernel.ok(f"%agent mcp add slow -- {sys.executable} {SERVER} slow 1")
+    listed = kernel.execute("%agent mcp tools slow", timeout=120)
+    text = "".join(m["content"].get("text", "") for m in listed["outputs"])
+    assert "slow: 14 tools" in text and "slow__order" in text, text
 
     sessions = list((tmp_path / "work" / ".pi_notebook" / "sessions").glob("*.jsonl"))
     assert sessions and not any(CANARY in p.read_text() or CANARY[:12] in p.read_text() for p in sessions)

@@ -3,6 +3,7 @@
 ``python tests/mcp/server.py``                     stdio
 ``python tests/mcp/server.py http PORT``            streamable HTTP on 127.0.0.1:PORT/mcp
 ``python tests/mcp/server.py fail``                 writes to stderr and exits before speaking MCP
+``python tests/mcp/server.py slow SECONDS``         stdio, after SECONDS of silence (a slow start)
 ``python tests/mcp/server.py stubborn``             stdio, but outlives the end of its stdin and
                                                     ignores SIGTERM (only SIGKILL ends it)
 
@@ -165,6 +166,8 @@ if __name__ == "__main__":
     if mode == "http":
         server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
     else:
+        if mode == "slow":
+            time.sleep(float(sys.argv[2]))
         server.run("stdio")
         if mode == "stubborn":  # a server that would be orphaned without PR_SET_PDEATHSIG
             import signal
