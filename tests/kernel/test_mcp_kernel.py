@@ -93,6 +93,19 @@ def test_mcp_tools_in_a_kernel_run(kernel, tmp_path):
     listed = kernel.execute("%agent mcp tools slow", timeout=120)
     text = "".join(m["content"].get("text", "") for m in listed["outputs"])
     assert "slow: 14 tools" in text and "slow__order" in text, text
+    # ... also next to a cell that waits for a run (as under Run All): the command is
+    # dispatched beside it and still waits for its server
+    kernel.ok("faux.set_responses([tool_turn(('t__sleep', {'seconds': 10})), answer(faux_assistant_message('ok'))])")
+    waiting = kernel.start("%%agent --approve auto --wait\nsleep")
+    time.sleep(1.5)
+    restarted = kernel.execute("%agent mcp restart slow", timeout=120)
+    assert not kernel._idle_seen(waiting), "the restart was answered beside the waiting cell"
+    text = "".join(m["content"].get("text", "") for m in restarted["outputs"])
+    assert "Restarted slow: connected, 14 tools" in text, text
+    deadline = time.monotonic() + 120
+    while not kernel._idle_seen(waiting) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert kernel.ev("RECEIVED[-1]").count("slept 10") == 1  # the run went on to its end
 
     sessions = list((tmp_path / "work" / ".pi_notebook" / "sessions").glob("*.jsonl"))
     assert sessions and not any(CANARY in p.read_text() or CANARY[:12] in p.read_text() for p in sessions)
