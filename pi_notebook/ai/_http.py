@@ -110,11 +110,13 @@ class HttpStatusError(HttpError):
 
 
 class ConnectionFailed(HttpError):
-    """Could not connect, or the connection broke while reading. Names the host only."""
+    """Could not connect, or the connection broke while reading (``reading``). Names the
+    host only."""
 
-    def __init__(self, message: str, host: str) -> None:
+    def __init__(self, message: str, host: str, *, reading: bool = False) -> None:
         super().__init__(message)
         self.host = host
+        self.reading = reading
 
 
 class RequestTimeout(ConnectionFailed):
@@ -216,7 +218,8 @@ def _map_transport_error(exc: httpx.HTTPError, host: str, reading: bool, secrets
         return RequestTimeout(f"Request timed out {what} {host}: {detail}", host,
                               "read" if reading else "connect")
     if reading:
-        return ConnectionFailed(f"Connection to {host} lost while reading the response: {detail}", host)
+        return ConnectionFailed(f"Connection to {host} lost while reading the response: {detail}", host,
+                                reading=True)
     return ConnectionFailed(f"Connection error: could not reach {host}: {detail}", host)
 
 

@@ -16,7 +16,8 @@ from .types import get_field
 __all__ = [
     "MAX_PROVIDER_ERROR_BODY_CHARS", "NormalizedProviderError", "normalize_provider_error",
     "format_provider_error", "describe_provider_error", "truncate_error_text", "is_context_overflow",
-    "is_recoverable_length", "OVERFLOW_PATTERNS",
+    "is_recoverable_length", "OVERFLOW_PATTERNS", "connection_lost_text", "embedded_server_lost_text",
+    "TECHNICAL_DETAIL",
 ]
 
 MAX_PROVIDER_ERROR_BODY_CHARS = 4000
@@ -144,6 +145,35 @@ def format_provider_error(status: Any, body: str | None = None, message: str | N
 def describe_provider_error(error: Any, prefix: str | None = None) -> str:
     """``normalize_provider_error`` then format: what adapters put in ``error_message``."""
     return normalize_provider_error(error).format(prefix)
+
+
+# --- a connection that dropped mid-answer -----------------------------------------------------
+# What happened and what to do come first, in the user's words; the transport's own text
+# (host, "incomplete chunked read") follows after this marker, for whoever needs it.
+TECHNICAL_DETAIL = "Technical detail: "
+_LOOPBACK = ("127.", "localhost", "[::1]", "::1", "0.0.0.0")
+
+
+def connection_lost_text(host: str, technical: str) -> str:
+    """A response cut because the connection dropped: a server on this machine that went
+    away, or a connection to a provider that broke."""
+    if host.startswith(_LOOPBACK):
+        what = (f"The model server on this machine ({host}) stopped while answering. Check that it "
+                "is still running, then run the request again.")
+    else:
+        what = (f"The connection to the model provider ({host}) dropped while it was answering. "
+                "Run the request again to retry.")
+    return f"{what} {TECHNICAL_DETAIL}{technical}"
+
+
+def embedded_server_lost_text(message: str) -> str:
+    """``connection_lost_text`` for the embedded llama-server, which pi_notebook itself
+    starts again with the next request: said so instead of "check that it is running"."""
+    _, marker, technical = message.partition(TECHNICAL_DETAIL)
+    if not marker or not message.startswith("The model server on this machine"):
+        return message
+    return ("The local model server stopped while answering; it starts again with the next "
+            f"request, so run the request again. {TECHNICAL_DETAIL}{technical}")
 
 
 # --- context overflow -------------------------------------------------------------------------

@@ -34,6 +34,7 @@ from typing import Any
 
 from ..ai._http import DEFAULT_FIRST_BYTE_TIMEOUT_MS
 from ..ai.abort import AbortController, AbortSignal
+from ..ai.errors import embedded_server_lost_text
 from ..ai.event_stream import AssistantMessageEventStream
 from ..ai.types import AssistantMessage, AssistantMessageEvent, Context, ErrorEvent, Model, ModelCost, Usage
 from .server import CONTEXT_WINDOW, LlamaServer, remember_prefix
@@ -132,13 +133,38 @@ def _start_failure(exc: BaseException, server: LlamaServer | None) -> str:
     return text + (f"\nlog: {server.log_path}\n{tail}" if tail and server is not None else "")
 
 
-async def _start_or_abort(server: LlamaServer, signal: AbortSignal | None) -> str | None:
+# Said (the ``on_status`` stream option) when joining the server takes longer than a moment:
+# a cold start loads the model, and without a word it looks like a long "thinking".
+STARTING_TEXT = ("Starting the local model server: it loads the model before the first answer (a "
+                 "minute or more on a busy machine); later requests do not wait for it.")
+STATUS_AFTER_S = 1.0
+
+
+def _say_if_slow(start: asyncio.Future[str], on_status: object) -> None:
+    if not callable(on_status):
+        return
+
+    def say() -> None:
+        if not start.done():
+            try:
+                on_status(STARTING_TEXT)
+            except Exception:  # a listener's failure must not fail the request
+                _log.debug("pi_notebook: on_status failed", exc_info=True)
+
+    handle = asyncio.get_running_loop().call_later(STATUS_AFTER_S, say)
+    start.add_done_callback(lambda _f: handle.cancel())
+
+
+async def _start_or_abort(server: LlamaServer, signal: AbortSignal | None,
+                          on_status: object = None) -> str | None:
     """``server.start_blocking()`` in a worker thread; ``None`` as soon as ``signal`` fires.
+    A start that takes more than a moment is announced through ``on_status``.
 
     The thread is not interrupted (it may be waiting for another kernel's start lock or for
     /health): it finishes in the background and holds this kernel's lease, which the next
     request reuses."""
     start = asyncio.ensure_future(asyncio.to_thread(server.start_blocking))
+    _say_if_slow(start, on_status)
     if signal is None:
         return await start
     loop = asyncio.get_running_loop()
@@ -226,7 +252,7 @@ def _stream(model: Model, context: Context, options: dict[str, Any], simple: boo
         server: LlamaServer | None = None
         try:
             server = get_local_server(model.id)
-            base_url = await _start_or_abort(server, signal)
+            base_url = await _start_or_abort(server, signal, options.get("on_status"))
         except Exception as exc:  # every failure ends the request: never a run that hangs
             message = _start_failure(exc, server)
             _log.warning("pi_notebook: %s", message)
@@ -274,6 +300,9 @@ def _stream(model: Model, context: Context, options: dict[str, Any], simple: boo
                     event.partial.api = model.api
                 elif event.type in ("done", "error"):
                     (event.message if event.type == "done" else event.error).api = model.api
+                if event.type == "error" and event.error.error_message:
+                    # this server is ours: it starts again with the next request
+                    event.error.error_message = embedded_server_lost_text(event.error.error_message)
                 out.push(event)
         finally:
             remove()

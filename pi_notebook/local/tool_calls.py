@@ -637,13 +637,22 @@ class TextToolCallStream:
         assert isinstance(block, ToolCall)
         partial = parse_streaming_json(self.buffer)
         name = partial.get("name")
-        if isinstance(name, str) and name in self.tools:
+        if isinstance(name, str) and (name in self.tools or (name := self._completed(name))):
+            # named as soon as the name can only be one offered tool: the card says which
+            # tool is being written instead of "tool" for the tokens the name takes
             block.name = name
         arguments = partial.get("arguments")
         if isinstance(arguments, dict):
             block.arguments = arguments
         events.append(delta_event(ToolCallDeltaEvent, "toolcall_delta", self.index, delta, self.output))
         return events
+
+    def _completed(self, prefix: str) -> str:
+        """The one offered tool whose name starts with ``prefix`` ('' when none or several)."""
+        if not prefix:
+            return ""
+        found = [t for t in self.tools if t.startswith(prefix)]
+        return found[0] if len(found) == 1 else ""
 
     def _on_text(self, delta: str) -> list[AssistantMessageEvent]:
         self.buffer += delta
@@ -666,11 +675,15 @@ class TextToolCallStream:
             events += self._emit_call_delta("")
         block = self.output.content[self.index]
         assert isinstance(block, ToolCall)
+        cut = False
         try:
             parsed = json.loads(self.buffer.strip())
         except ValueError:
             parsed = parse_streaming_json(self.buffer)
+            cut = True  # the reply ended inside the call
         name = parsed.get("name") if isinstance(parsed, dict) else None
+        if cut and isinstance(name, str) and name not in self.tools:
+            name = self._completed(name) or name  # cut inside its name: the tool it was writing
         arguments = parsed.get("arguments") if isinstance(parsed, dict) else None
         if not isinstance(arguments, dict):
             arguments = {}

@@ -42,7 +42,8 @@ def load_ipython_extension(ip: InteractiveShell) -> None:
     from .commands import PiNotebookMagics
     from .config import AgentMagics
     from .runtime import Runtime
-    from .wait import install_transformers
+    from .mcp_command import McpCommandStep
+    from .wait import install_transformers, set_command_step
 
     settings = AgentMagics(parent=ip)
     _configurables(ip).append(settings)
@@ -53,6 +54,7 @@ def load_ipython_extension(ip: InteractiveShell) -> None:
         pass  # terminal IPython between cells: the loop is found when a run starts
     ip.register_magics(PiNotebookMagics(ip, runtime))
     install_transformers(ip, runtime)
+    set_command_step(McpCommandStep(runtime))  # %agent mcp commands wait for their servers
     install_history(ip)  # from now on: the cells the user runs, for the agent's context
     # The tools' output-capture proxies are installed with the agent (first run or
     # get_agent()): importing the agent core at load time would cost seconds in

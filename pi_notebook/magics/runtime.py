@@ -125,6 +125,7 @@ class Runtime:
             hooks = AgentHooks(
                 policy=self.current_policy, ask=self._ask_approval, is_interactive=self.is_interactive,
                 notify=self._warn, on_compaction=lambda text: self._warn(text, "info"),
+                on_status=lambda text: self._warn(text, "info"),
                 stream_options=lambda: stream_timeouts(run_settings(self.settings)),
                 notebook_path=lambda: self.settings.notebook_path.strip(),
                 tools=(lambda: factory(self)) if factory is not None else None)

@@ -64,7 +64,7 @@ if TYPE_CHECKING:
 
 __all__ = ["WaitHost", "CellPlan", "WaitInterrupted", "has_widget_frontend", "plan_cell", "wait_mode",
            "wait_before_cell", "wait_after_cell", "is_waiting", "install_transformers",
-           "uninstall_transformers", "WAITING_TEXT"]
+           "uninstall_transformers", "WAITING_TEXT", "CommandStep", "set_command_step", "before_command"]
 
 _MODULE = "pi_notebook.magics.wait"
 _AGENT_MAGIC = "%%agent"
@@ -87,6 +87,18 @@ class CellPlan:
     before: bool = False  # wait for the active run before the cell's own code
     after: bool = False  # block until the run the cell started (or queued into) ends ...
     until_rendered: bool = False  # ... or until a widget frontend shows its view
+    # a control command that first waits on the loop for what it needs (the command's line;
+    # ``%agent mcp tools NAME`` waits for its server to start): see CommandStep
+    step: str | None = None
+
+
+class CommandStep(Protocol):
+    """A control command's part that must run on the kernel loop before the command itself
+    (a magic cannot await): ``needs_loop`` decides from the line, ``run`` awaits. Set by the
+    extension at load (``set_command_step``); the MCP commands are one (mcp_command.py)."""
+
+    def needs_loop(self, line: str) -> bool: ...
+    async def run(self, line: str) -> None: ...
 
 
 class WaitInterrupted(Exception):
@@ -140,6 +152,12 @@ class WaitHost(Protocol):
 
 
 _host: WaitHost | None = None
+_step: CommandStep | None = None
+
+
+def set_command_step(step: CommandStep | None) -> None:
+    global _step
+    _step = step
 
 
 def _runtime() -> WaitHost | None:
@@ -194,6 +212,8 @@ def plan_cell(raw_cell: str, runtime: WaitHost | None = None) -> CellPlan | None
         if runtime.is_running():
             return None
         return _after_plan(wait_mode(None, runtime.settings_now().wait, runtime.shell))
+    if len(code_lines) == 1 and _step is not None and is_control_cell(raw_cell) and _step.needs_loop(first):
+        return CellPlan(step=first)
     if is_control_cell(raw_cell) or first.startswith(_NEVER_WAIT):
         return None
     if runtime.settings.wait_for_runs and runtime.is_running():
@@ -261,7 +281,7 @@ def _unwrap_should_run_async(shell: InteractiveShell) -> None:
     PATCHES.undo(PATCHES.find(shell, "should_run_async"))
 
 
-def _await_statement(function: str, argument: bool | None, line: int) -> ast.stmt:
+def _await_statement(function: str, argument: bool | str | None, line: int) -> ast.stmt:
     args = "" if argument is None else repr(argument)
     statement = ast.parse(f"await __import__({_MODULE!r}, fromlist=['_']).{function}({args})",
                           mode="exec").body[0]
@@ -284,6 +304,8 @@ class WaitInserter(ast.NodeTransformer):
         plan, _cells.armed = _cells.armed, None
         if plan is None or not node.body:
             return node
+        if plan.step is not None:
+            node.body.insert(0, _await_statement("before_command", plan.step, node.body[0].lineno))
         if plan.before:
             node.body.insert(0, _await_statement("wait_before_cell", None, node.body[0].lineno))
         if plan.after:
@@ -366,6 +388,13 @@ async def _let_it_end(runtime: WaitHost, task: asyncio.Task[None]) -> None:
                 flush()
             except Exception:
                 pass  # the cell still ends with its one line
+
+
+async def before_command(line: str) -> None:
+    """Inserted before a control command whose step needs the loop (CommandStep)."""
+    step = _step
+    if step is not None:
+        await step.run(line)
 
 
 async def wait_before_cell() -> None:
@@ -473,8 +502,8 @@ def install_transformers(shell: InteractiveShell, host: WaitHost | None = None) 
 
 
 def uninstall_transformers(shell: InteractiveShell) -> None:
-    global _host
-    _host = None
+    global _host, _step
+    _host, _step = None, None
     while _inserter in shell.ast_transformers:
         shell.ast_transformers.remove(_inserter)
     while keep_question_marks in shell.input_transformers_cleanup:

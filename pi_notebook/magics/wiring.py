@@ -61,6 +61,9 @@ class AgentHooks:
     stream_options: Callable[[], dict[str, float]]  # read per request (%config applies)
     notebook_path: Callable[[], str] = lambda: ""  # AgentMagics.notebook_path, read per call
     tools: Callable[[], list[AgentTool]] | None = None  # replaces the notebook tools (tests)
+    # what the model's server is doing before it can answer (the embedded llama-server
+    # starting): a provider calls the ``on_status`` stream option, the run's view shows it
+    on_status: Callable[[str], None] = lambda _text: None
 
 
 @dataclass
@@ -85,7 +88,8 @@ def build_agent(settings: RunSettings, shell: InteractiveShell, hooks: AgentHook
 
     def stream(model: Model, context: Context, options: dict[str, object] | None = None,
                **kw: object) -> AssistantMessageEventStream:
-        return stream_simple(model, context, {**hooks.stream_options(), **(options or {})}, **kw)
+        return stream_simple(model, context, {**hooks.stream_options(), "on_status": hooks.on_status,
+                                              **(options or {})}, **kw)
 
     agent = Agent(
         initial_state={"system_prompt": settings.system_prompt, "thinking_level": settings.thinking,

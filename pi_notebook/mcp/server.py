@@ -13,6 +13,11 @@ sends requests through the live session.
   redacted (``redact_all``), to the file: a secret the server prints never reaches the disk.
   The folders are 0700 and the file 0600 (ai/private_files.py). Its last lines are in the
   reason a user sees when the server fails.
+* The connection is opened with the initialize handshake (``mode="legacy"``), not the
+  2026-07-28 discovery the SDK picks by default: a modern connection has no way back from
+  the server, so a tool that awaits ``ctx.elicit(...)`` mid-call fails ("no back-channel")
+  and only ``Resolve(Elicit(...))`` tools could ask. On a handshake connection both styles
+  reach the elicitation callback, and ``tools/list_changed`` arrives as a notification.
 * A stdio server is started through ``_die_with_kernel.py``, a guard that leads the server's
   process group: the server and everything it starts die with the kernel even when the
   kernel is SIGKILLed, and what a server leaves running dies when it exits.
@@ -52,6 +57,8 @@ MISSING_SDK = ("MCP servers need the MCP Python SDK: pip install 'pi-notebook[mc
                "(or pip install 'mcp>=2.3,<3'), then restart the kernel.")
 WRAPPER = Path(__file__).with_name("_die_with_kernel.py")
 START_TIMEOUT_S = 30.0
+# the handshake gives the server a back-channel for ctx.elicit() (module docstring)
+CONNECT_MODE: Literal["legacy"] = "legacy"
 _TAIL_LINES = 5
 _CONNECTION_ERRORS: tuple[type[BaseException], ...] = (ConnectionError, EOFError, BrokenPipeError)
 
@@ -232,7 +239,7 @@ class McpServer:
             log = self._log = _RedactedLog(self.log_path)
             log.write(f"\n--- {time.strftime('%Y-%m-%d %H:%M:%S')} starting {self.config.describe()}\n")
             transport = self._transport(log.stream)
-            async with Client(transport, cache=None, message_handler=self._on_message,
+            async with Client(transport, cache=None, mode=CONNECT_MODE, message_handler=self._on_message,
                               elicitation_callback=self._elicitation()) as client:
                 self._client = client
                 self.tools = await self._list_tools(client)

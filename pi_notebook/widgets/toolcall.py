@@ -28,13 +28,19 @@ from ._util import content_text, strip_control
 from .items import Item, StreamText
 from .protocol import MimeBundle
 
-__all__ = ["ToolItem", "OutputRun", "ToolStatus", "fold_traceback", "args_code", "read_output", "MAX_OUTPUT_CHARS"]
+__all__ = ["ToolItem", "OutputRun", "ToolStatus", "fold_traceback", "args_code", "read_output", "MAX_OUTPUT_CHARS",
+           "CUT_CALL_TITLE"]
 
 ToolStatus = Literal["preparing", "waiting for approval", "running", "done", "error", "skipped",
                      "aborted", "interrupted", "timed out"]
 # Per tool call: output shown beyond this is counted, not displayed (the model gets
 # its own budgeted copy from the tool; the browser stays fast).
 MAX_OUTPUT_CHARS = 200_000
+# A call whose name never arrived whole (the reply was cut mid-call, or the model wrote
+# none) reaches the agent with an empty name or the local provider's placeholder; the card
+# says what it is instead of showing the placeholder as if it were a tool.
+CUT_CALL_TITLE = "cut tool call"
+_PLACEHOLDER_NAMES = ("", "invalid_tool_call")
 
 
 class OutputRun:
@@ -71,6 +77,14 @@ class ToolItem(Item):
         self.is_error = False
         self.live_kinds: set[type] = set()  # the output types that arrived as live updates
         self.args_version = 0  # bumped when what the card shows as code changes
+
+    @property
+    def title(self) -> str:
+        """The card's name for the call (``CUT_CALL_TITLE`` for one without a usable name;
+        "tool" while the name may still be streaming in)."""
+        if self.tool_name in _PLACEHOLDER_NAMES:
+            return CUT_CALL_TITLE if self.tool_name or self.frozen else "tool"
+        return self.tool_name
 
     @property
     def running(self) -> bool:

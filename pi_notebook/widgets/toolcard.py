@@ -22,11 +22,15 @@ from ._util import B64_RE, content_images, fmt_seconds, mark_invisible, strip_co
 from .blocks import Block, ChunkedText, WidgetSet, line_split_point, pill_html
 from .markdown import escape_text, highlight_code
 from .protocol import MimeBundle
-from .toolcall import OutputRun, ToolItem, fold_traceback
+from .toolcall import OutputRun, ToolItem, args_code, fold_traceback
 
 __all__ = ["ToolCard", "MAX_RESULT_CHARS", "image_html", "invisible_warning_html"]
 
 MAX_RESULT_CHARS = 20_000
+# A result text longer than this many lines (a JSON table from an MCP tool) is shown folded:
+# its first lines, and the whole behind a summary that opens it.
+RESULT_LINES_OPEN = 15
+_PREVIEW_LINES = 6
 
 
 def image_html(mime: str, data: str, css_class: str = "pi-out-img") -> str | None:
@@ -161,8 +165,10 @@ def _approval_text(item: ToolItem, hints: Mapping[str, object] | None = None) ->
     described = hints.get("description") if hints is not None else None
     if isinstance(described, str) and described:
         note += f'<div class="pi-approval-description">The server describes it: {_shown(described)}</div>'
-    return (f'<div class="pi-approval-text"><b>Call this tool?</b> {badges} The agent wants to call {what} '
-            f'with the arguments shown above.{note}</div>')
+    # the arguments are shown above the panel only when there are some (args_code)
+    arguments = " with the arguments shown above" if args_code(item.tool_name, item.args)[0] else " without arguments"
+    return (f'<div class="pi-approval-text"><b>Call this tool?</b> {badges} The agent wants to call {what}'
+            f'{arguments}.{note}</div>')
 
 
 def _shown(text: str) -> str:
@@ -182,6 +188,21 @@ def hint_badges(hints: object) -> str:
         labels.append(("destructive", "pi-badge-destructive", "the server says this tool may delete or overwrite"))
     return "".join(f'<span class="pi-metric pi-badge {cls}" title="{escape_text(tip)}">{escape_text(label)}</span>'
                    for label, cls, tip in labels)
+
+
+def _result_summary(item: ToolItem, lines: int) -> str:
+    """The title of a folded result: its size, and its rows when it is a structured table."""
+    details = item.result.details if item.result is not None else None
+    mcp = details.get("mcp") if isinstance(details, dict) else None
+    structured = mcp.get("structured") if isinstance(mcp, dict) else None
+    rows = None
+    if isinstance(structured, list):
+        rows = len(structured)
+    elif isinstance(structured, dict):
+        lists = [v for v in structured.values() if isinstance(v, list)]
+        rows = len(lists[0]) if len(lists) == 1 else None
+    size = f"{rows:,} rows, " if rows is not None else ""
+    return f"Whole result ({size}{lines:,} lines)"
 
 
 class ToolCard(Block[ToolItem]):
@@ -237,7 +258,7 @@ class ToolCard(Block[ToolItem]):
     def _head_html(self) -> str:
         item = self.item
         live = not item.frozen and item.status in ("running", "waiting for approval", "preparing")
-        bits = [f'<span class="pi-tool-name">⚙ {_shown(item.tool_name or "tool")}</span>',
+        bits = [f'<span class="pi-tool-name">⚙ {_shown(item.title)}</span>',
                 pill_html(item.status, live=live)]
         if item.duration is not None:
             bits.append(f'<span class="pi-metric" title="execution time">{fmt_seconds(item.duration)}</span>')
@@ -332,12 +353,24 @@ class ToolCard(Block[ToolItem]):
         item = self.item
         text = item.result_text
         parts: list[str] = []
+        folded: W.Widget | None = None
         if text:
             cut = len(text) - MAX_RESULT_CHARS
             cls = "pi-out pi-err" if item.is_error else "pi-out"
-            parts.append(f'<pre class="{cls}">{escape_text(text[:MAX_RESULT_CHARS])}</pre>')
+            whole = f'<pre class="{cls}">{escape_text(text[:MAX_RESULT_CHARS])}</pre>'
             if cut > 0:
-                parts.append(f'<div class="pi-note">… {cut:,} more characters</div>')
+                whole += f'<div class="pi-note">… {cut:,} more characters</div>'
+            lines = text[:MAX_RESULT_CHARS].splitlines()
+            if len(lines) > RESULT_LINES_OPEN and not item.outputs:
+                preview = "\n".join(lines[:_PREVIEW_LINES])
+                parts.append(f'<pre class="{cls}">{escape_text(preview)}</pre>'
+                             f'<div class="pi-note">… {len(lines) - _PREVIEW_LINES:,} more lines</div>')
+                folded = self.widgets.add(W.Accordion(children=[self.widgets.html(whole)],
+                                                      titles=(_result_summary(item, len(lines)),),
+                                                      selected_index=None))
+                folded.add_class("pi-result-box")
+            else:
+                parts.append(whole)
         if item.details is None:
             for mime, data in content_images(item.result.content if item.result is not None else None):
                 img = image_html(mime, data)
@@ -346,6 +379,9 @@ class ToolCard(Block[ToolItem]):
         if not parts:
             return None
         html = self.widgets.html("".join(parts))
+        if folded is not None:
+            box = self.widgets.add(W.VBox([html, folded]))
+            return box
         if item.outputs and not item.is_error:
             # The streamed output is already on screen; what the model got back is
             # there for the curious, collapsed.

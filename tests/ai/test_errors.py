@@ -171,3 +171,19 @@ def test_format_provider_error_also_takes_an_exception_like_pi():
     assert format_provider_error(carried, "OpenAI API error") == 'OpenAI API error (400): 400: {"error":"x"}'
     with pytest.raises(TypeError):
         format_provider_error(400, "body")
+
+
+def test_a_dropped_connection_says_what_happened_and_what_to_do_first():
+    from pi_notebook.ai.errors import connection_lost_text, embedded_server_lost_text
+
+    technical = ("Connection to api.example.com lost while reading the response: peer closed connection "
+                 "without sending complete message body (incomplete chunked read)")
+    remote = connection_lost_text("api.example.com", technical)
+    assert remote.startswith("The connection to the model provider (api.example.com) dropped while it was answering")
+    assert remote.index("retry") < remote.index("Technical detail: ") < remote.index("incomplete chunked read")
+    local = connection_lost_text("127.0.0.1:54403", technical.replace("api.example.com", "127.0.0.1:54403"))
+    assert local.startswith("The model server on this machine (127.0.0.1:54403) stopped while answering")
+    embedded = embedded_server_lost_text(local)
+    assert embedded.startswith("The local model server stopped while answering; it starts again with the next request")
+    assert embedded.endswith("(incomplete chunked read)") and "Technical detail: Connection to 127.0.0.1:54403" in embedded
+    assert embedded_server_lost_text("400: bad request") == "400: bad request"  # other errors keep their text

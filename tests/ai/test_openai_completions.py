@@ -821,6 +821,10 @@ async def test_connection_reset_mid_stream_keeps_partial(scripted_server):
     events, message = await run_stream(make_model(scripted_server), ctx())
     assert types_of(events)[:2] == ["start", "text_start"] and events[-1].type == "error"
     assert message.stop_reason == "error" and "lost while reading" in message.error_message
+    # what happened and what to do first, in plain words; the transport's text after it
+    said, _, technical = message.error_message.partition("Technical detail: ")
+    assert said.startswith("The model server on this machine (127.0.0.1:") and "stopped while answering" in said
+    assert "run the request again" in said and "chunked" not in said and "lost while reading" in technical
     assert message.content[0].text == "Hello there"
     assert "text_end" not in types_of(events)
 

@@ -88,6 +88,24 @@ def test_mcp_tools_in_a_kernel_run(kernel, tmp_path):
     status = kernel.execute("%agent mcp")
     text = "".join(m["content"].get("text", "") for m in status["outputs"])
     assert "t: connected" in text and "bad: failed" in text
+    # a command waits for the server it needs (a cold start here), then answers
+    kernel.ok(f"%agent mcp add slow -- {sys.executable} {SERVER} slow 1")
+    listed = kernel.execute("%agent mcp tools slow", timeout=120)
+    text = "".join(m["content"].get("text", "") for m in listed["outputs"])
+    assert "slow: 14 tools" in text and "slow__order" in text, text
+    # ... also next to a cell that waits for a run (as under Run All): the command is
+    # dispatched beside it and still waits for its server
+    kernel.ok("faux.set_responses([tool_turn(('t__sleep', {'seconds': 10})), answer(faux_assistant_message('ok'))])")
+    waiting = kernel.start("%%agent --approve auto --wait\nsleep")
+    time.sleep(1.5)
+    restarted = kernel.execute("%agent mcp restart slow", timeout=120)
+    assert not kernel._idle_seen(waiting), "the restart was answered beside the waiting cell"
+    text = "".join(m["content"].get("text", "") for m in restarted["outputs"])
+    assert "Restarted slow: connected, 14 tools" in text, text
+    deadline = time.monotonic() + 120
+    while not kernel._idle_seen(waiting) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert kernel.ev("RECEIVED[-1]").count("slept 10") == 1  # the run went on to its end
 
     sessions = list((tmp_path / "work" / ".pi_notebook" / "sessions").glob("*.jsonl"))
     assert sessions and not any(CANARY in p.read_text() or CANARY[:12] in p.read_text() for p in sessions)
@@ -118,7 +136,7 @@ def _buttons(kernel: Kernel, description: str, count: int, timeout: float = 90) 
     return found
 
 
-def test_always_for_this_tool_and_an_input_form_through_the_widget_protocol(tmp_path):
+def test_always_for_this_tool_and_input_forms_of_both_styles_through_the_widget_protocol(tmp_path):
     work = tmp_path / "work"
     (work / ".pi_notebook").mkdir(parents=True)
     (work / ".pi_notebook" / "mcp.json").write_text(json.dumps({"mcpServers": {
@@ -153,5 +171,22 @@ def test_always_for_this_tool_and_an_input_form_through_the_widget_protocol(tmp_
         assert [d for d, _ in results] == ["clicked_always_tool", "always_tool", "clicked_run", "clicked_run"]
         assert results[0][1] == "a" and results[1][1] == "b" and results[2][1] == "dropped x"
         assert results[3][1].startswith("accepted ") and json.loads(results[3][1].split(" ", 1)[1])["name"] == "Ann"
+
+        # the same form asked the SDK's other way: ``await ctx.elicit(...)`` in the middle of the call
+        before = set(k.widget_states())
+        k.ok("faux.set_responses([tool_turn(('t__order', {})), answer(faux_assistant_message('done'))])")
+        k.ok("%%agent --approve auto\nagain")
+        submit = _buttons(k, "Submit", 2)[-1]
+        states = k.widget_states()
+        name = [cid for cid, s in states.items() if s.get("_model_name") == "TextModel"
+                and s.get("value") == "" and s.get("placeholder") == "" and cid not in before]
+        assert len(name) == 1, "the second form's name field"
+        k.send_comm_msg(name[0], {"method": "update", "state": {"value": "Bo"}, "buffer_paths": []})
+        k.click(submit)
+        k.wait_for("not __import__('pi_notebook.magics', fromlist=['_']).current_runtime().is_running()",
+                   timeout=120)
+        text = k.ev("[m for m in __import__('pi_notebook').get_agent().state.messages "
+                    "if m.role == 'toolResult'][-1].content[0].text")
+        assert text.startswith("accepted ") and json.loads(text.split(" ", 1)[1])["name"] == "Bo", text
     finally:
         k.shutdown()

@@ -10,6 +10,8 @@ Behaviour from the environment:
   FAKE_LLAMA_FIRST_BYTE    seconds a request is "read" before its first chunk (default 0)
   FAKE_LLAMA_STREAM_S      seconds the answer then takes, spread over its chunks (default 0)
   FAKE_LLAMA_CHUNKS        the answer's text chunks, as a JSON list (default: 5 words)
+  FAKE_LLAMA_DIE_AFTER     the server process exits after sending this many chunks of an
+                           answer sent chunked (the client sees an incomplete chunked read)
   FAKE_LLAMA_RECORD        a file: one JSON line per request (path, auth header, body), and one
                            per answer the client stopped reading ({"dropped_after": chunks sent})
   FAKE_LLAMA_ARGV          a file: the command line, as JSON
@@ -42,6 +44,7 @@ FIRST_BYTE = float(os.environ.get("FAKE_LLAMA_FIRST_BYTE", "0"))
 STREAM_S = float(os.environ.get("FAKE_LLAMA_STREAM_S", "0"))
 RECORD = os.environ.get("FAKE_LLAMA_RECORD")
 CHUNKS = json.loads(os.environ.get("FAKE_LLAMA_CHUNKS") or "null") or ["Hello", " from", " the", " fake", " server."]
+DIE_AFTER = int(os.environ.get("FAKE_LLAMA_DIE_AFTER") or -1)
 if os.environ.get("FAKE_LLAMA_PID"):
     Path(os.environ["FAKE_LLAMA_PID"]).write_text(str(os.getpid()))
 if os.environ.get("FAKE_LLAMA_ARGV"):
@@ -112,14 +115,21 @@ class Handler(BaseHTTPRequestHandler):
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
             self.send_header("Connection", "close")
+            if DIE_AFTER >= 0:
+                self.send_header("Transfer-Encoding", "chunked")
             self.end_headers()
             for i, word in enumerate(CHUNKS):
                 if i:
                     time.sleep(STREAM_S / len(CHUNKS))
+                if i == DIE_AFTER:
+                    os._exit(1)  # mid-answer, as a crashed llama-server
                 chunk = {"id": "c1", "object": "chat.completion.chunk", "model": "fake",
                          "choices": [{"index": 0, "delta": {"content": word}, "finish_reason": None}]}
+                data = f"data: {json.dumps(chunk)}\n\n".encode()
+                if DIE_AFTER >= 0:
+                    data = f"{len(data):x}\r\n".encode() + data + b"\r\n"
                 try:
-                    self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                    self.wfile.write(data)
                     self.wfile.flush()
                 except (BrokenPipeError, ConnectionResetError):
                     if RECORD:

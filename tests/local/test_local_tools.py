@@ -56,6 +56,30 @@ def _split(text: str, size: int = 7) -> list[str]:
 
 # --- the reply ------------------------------------------------------------------------------
 
+async def test_the_call_is_named_as_soon_as_its_name_can_only_be_one_tool():
+    names = []
+    partial = AssistantMessage(content=[], stop_reason="pending")
+
+    async def inner():
+        yield StartEvent(partial=partial)
+        for chunk in ('{"name": "py', 'th', 'on", "arguments": {"code": "x', '"}}'):
+            yield TextDeltaEvent(content_index=0, delta=chunk, partial=partial)
+        yield DoneEvent(reason="stop", message=partial.model_copy(update={"stop_reason": "stop"}))
+
+    async for event in TextToolCallStream(_tools()).convert(inner()):
+        if event.type == "toolcall_delta":
+            names.append(event.partial.content[event.content_index].name)
+    # '{"name": "py' can only be python: the card names it before the name is written out
+    assert names == ["python"] * 4
+
+
+async def test_a_reply_cut_inside_the_name_names_the_tool_it_was_writing():
+    events = await _replay(['{"name": "insp'], error="Connection to 127.0.0.1:1 lost while reading the response")
+    block = next(b for b in events[-1].error.content if b.type == "toolCall")
+    assert block.name == "inspect_variable"
+    events = await _replay(['{"na'], error="lost")  # no name at all: the placeholder the card calls a cut call
+    assert next(b for b in events[-1].error.content if b.type == "toolCall").name == "invalid_tool_call"
+
 async def test_a_json_reply_streams_as_a_tool_call():
     reply = json.dumps({"name": "python", "arguments": {"code": "print(len(df))"}})
     events = await _replay(_split(reply))

@@ -417,3 +417,30 @@ async def test_a_reply_without_a_loop_is_untouched(fake, monkeypatch):
     answer = await _ask(fake.model)
     assert answer.stop_reason == "stop"
     assert _text(answer) == "| city | n |\n|---|---|\n" + "".join(rows)
+
+
+async def test_a_server_that_dies_mid_answer_is_explained_and_starts_again(fake, monkeypatch):
+    monkeypatch.setenv("FAKE_LLAMA_DIE_AFTER", "2")
+    cut = await _ask(fake.model)
+    assert cut.stop_reason == "error"
+    said, _, technical = cut.error_message.partition("Technical detail: ")
+    assert said.startswith("The local model server stopped while answering; it starts again with the next "
+                           "request"), cut.error_message
+    assert "127.0.0.1" not in said and "chunked" not in said
+    assert "lost while reading the response" in technical
+    monkeypatch.delenv("FAKE_LLAMA_DIE_AFTER")
+    again = await _ask(fake.model)  # the next request starts the server again
+    assert again.stop_reason == "stop", again.error_message
+    assert _text(again) == "Hello from the fake server."
+
+
+async def test_a_slow_start_is_announced_once_and_a_running_server_says_nothing(fake, monkeypatch):
+    from pi_notebook.ai.providers.local import STARTING_TEXT
+
+    monkeypatch.setenv("FAKE_LLAMA_HEALTH_DELAY", "2.5")
+    said: list[str] = []
+    first = await _ask(fake.model, on_status=said.append)
+    assert first.stop_reason == "stop", first.error_message
+    assert said == [STARTING_TEXT]
+    second = await _ask(fake.model, on_status=said.append)  # the server is up: nothing to say
+    assert second.stop_reason == "stop" and said == [STARTING_TEXT]

@@ -372,3 +372,15 @@ async def test_context_compaction_keeps_requests_in_window_and_is_shown(shell):
     finally:
         small.unregister()
         runtime().settings.model = ""
+
+
+async def test_a_provider_says_what_its_server_is_doing_in_the_run_view(shell, faux):
+    def step(context, options, state, model):
+        options["on_status"]("Starting the local model server…")  # as the embedded provider does
+        return faux_assistant_message("ready")
+
+    faux.set_responses([step])
+    await run_cell(shell, "%%agent\nhello\n")
+    await settle(30)
+    notices = FakeView.instances[-1].kinds("notice")
+    assert ("notice", "info", "Starting the local model server…") in notices, notices

@@ -180,6 +180,61 @@ async def test_agent_mcp_commands(shell, faux, project, capsys, tmp_path):
         await _close(rt)
 
 
+async def test_mcp_commands_wait_for_their_server_then_answer(shell, faux, project, capsys):
+    project({"slow": {"command": sys.executable, "args": [SERVER, "slow", "1.5"]}})
+    rt = runtime()
+    try:
+        await run_cell(shell, "%agent mcp tools slow")  # a cold server: the cell waits for it
+        out = capsys.readouterr().out
+        assert "slow: 14 tools" in out and "slow__order" in out, out
+        assert "again in a moment" not in out and "still starting" not in out
+        await run_cell(shell, "%agent mcp restart slow")
+        out = capsys.readouterr().out
+        assert "Restarted slow: connected, 14 tools" in out, out
+        # a start already under way (a run began it, as under Run All) is waited for too
+        await rt.mcp().manager.servers["slow"].stop()
+        starting = asyncio.ensure_future(rt.mcp().manager.servers["slow"].start())
+        await asyncio.sleep(0.1)
+        assert rt.mcp().manager.servers["slow"].state == "starting"
+        await run_cell(shell, "%agent mcp")
+        assert "slow: connected, 14 tools" in capsys.readouterr().out
+        await starting
+        await run_cell(shell, "%agent mcp off slow")
+        assert "turned off" in capsys.readouterr().out
+        assert rt.mcp().manager.servers["slow"].state == "off"
+    finally:
+        await _close(rt)
+
+
+async def test_a_command_waits_bounded_and_stop_ends_only_the_wait(shell, faux, project, capsys):
+    from pi_notebook.magics.mcp_command import McpCommandStep
+    from pi_notebook.magics.wait import WaitInterrupted, set_command_step
+
+    project({"slow": {"command": sys.executable, "args": [SERVER, "slow", "3"]}})
+    rt = runtime()
+    set_command_step(McpCommandStep(rt, wait_s=0.7))
+    try:
+        await run_cell(shell, "%agent mcp tools slow")
+        out = capsys.readouterr().out
+        assert "'slow' is still starting; %agent mcp shows when it is connected" in out, out
+        server = rt.mcp().manager.servers["slow"]
+        await server.stop()
+        set_command_step(McpCommandStep(rt))
+        step = asyncio.ensure_future(McpCommandStep(rt).run("%agent mcp tools slow"))
+        await asyncio.sleep(0.3)
+        step.cancel()  # what a kernel interrupt does to the awaiting cell
+        with pytest.raises(WaitInterrupted, match="stopped waiting for MCP server 'slow' to start"):
+            await step
+        assert server.state == "starting"  # the start goes on
+        for _ in range(100):
+            if server.state != "starting":
+                break
+            await asyncio.sleep(0.1)
+        assert server.state == "connected"
+    finally:
+        await _close(rt)
+
+
 async def test_namespace_call_returns_structured_content_and_is_gated_in_agent_code(shell, faux, project):
     import pi_notebook
     from pi_notebook.magics.lifecycle import IN_AGENT_RUN

@@ -3,6 +3,7 @@
 ``python tests/mcp/server.py``                     stdio
 ``python tests/mcp/server.py http PORT``            streamable HTTP on 127.0.0.1:PORT/mcp
 ``python tests/mcp/server.py fail``                 writes to stderr and exits before speaking MCP
+``python tests/mcp/server.py slow SECONDS``         stdio, after SECONDS of silence (a slow start)
 ``python tests/mcp/server.py stubborn``             stdio, but outlives the end of its stdin and
                                                     ignores SIGTERM (only SIGKILL ends it)
 
@@ -11,7 +12,8 @@ value of one environment variable: the secret-leak canary), ``sleep`` (Abort and
 ``crash`` (the server process dies mid-call), ``pid`` (the server's process id), ``fails``
 (an isError result), ``grow`` (adds a tool and sends tools/list_changed), ``peek``
 (annotated read-only), ``drop`` (annotated destructive), ``ask`` (elicits a form from the
-user: text, integer, number, choice, confirm).
+user: text, integer, number, choice, confirm; the ``Resolve(Elicit(...))`` style), ``order`` (the
+same form asked with ``await ctx.elicit(...)``, the SDK's other style).
 """
 
 from __future__ import annotations
@@ -147,6 +149,15 @@ def ask(answer: Annotated[ElicitationResult[Order], Resolve(_ask_order)]) -> str
     return answer.action
 
 
+@server.tool()
+async def order(ctx: Context) -> str:
+    """Asks the user for an order with ``ctx.elicit`` (mid-call), then says what came back."""
+    answer = await ctx.elicit("Which order should I place?", Order)
+    if isinstance(answer, AcceptedElicitation):
+        return "accepted " + answer.data.model_dump_json()
+    return answer.action
+
+
 if __name__ == "__main__":
     mode = sys.argv[1] if len(sys.argv) > 1 else "stdio"
     if mode == "fail":
@@ -155,6 +166,8 @@ if __name__ == "__main__":
     if mode == "http":
         server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
     else:
+        if mode == "slow":
+            time.sleep(float(sys.argv[2]))
         server.run("stdio")
         if mode == "stubborn":  # a server that would be orphaned without PR_SET_PDEATHSIG
             import signal

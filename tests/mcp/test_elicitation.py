@@ -9,9 +9,10 @@ import json
 import threading
 
 import pytest
-from mcp_helpers import stdio_config
+from mcp_helpers import http_server, stdio_config
 
 from pi_notebook.mcp.elicit import FormAnswer, UnsupportedForm, check_values, form_fields
+from pi_notebook.mcp.config import ServerConfig
 from pi_notebook.mcp.server import McpServer
 from pi_notebook.widgets.view import AgentView
 
@@ -85,6 +86,37 @@ async def test_decline_reaches_the_server_and_a_bad_answer_is_not_sent(cache):
         assert len(notices) == 1 and "was not sent" in notices[0] and "required" in notices[0]
     finally:
         await server.stop()
+
+
+async def _both_styles_answered(config: ServerConfig) -> None:
+    asked = []
+
+    async def answer(request):
+        asked.append(request.message)
+        return FormAnswer("accept", {"name": f"Ann{len(asked)}"})
+
+    server = McpServer(config, on_elicit=answer)
+    await server.start()
+    try:
+        # ``ask`` uses Resolve(Elicit(...)); ``order`` awaits ctx.elicit() mid-call, a request
+        # from the server that needs a connection with a way back to the client
+        for tool, name in (("ask", "Ann1"), ("order", "Ann2")):
+            result = await server.call(tool, {}, timeout_s=30)
+            text = result.content[0].text
+            assert not result.is_error and text.startswith("accepted "), (tool, text)
+            assert json.loads(text.split(" ", 1)[1])["name"] == name
+        assert asked == ["Which order should I place?"] * 2
+    finally:
+        await server.stop()
+
+
+async def test_every_way_a_server_asks_gets_the_form_over_stdio(cache):
+    await _both_styles_answered(stdio_config())
+
+
+async def test_every_way_a_server_asks_gets_the_form_over_http(cache):
+    with http_server() as url:
+        await _both_styles_answered(ServerConfig(name="h", url=url, transport="http"))
 
 
 def _click(button) -> None:

@@ -198,13 +198,24 @@ async def test_turn_boundaries_list_again_only_servers_whose_tools_may_have_chan
     try:
         toolset, _ = await manager.prepare_run(set())
         server = manager.servers["t"]
-        assert server.state == "connected" and server.tools_may_change  # the SDK server says listChanged
+        # on the handshake connection the SDK server does not say listChanged: only its
+        # notification flags a change
+        assert server.state == "connected" and not server.tools_may_change
         listed = server.listed_at
-        assert not await manager.refresh_between_turns(set())  # nothing ran, the list is fresh
+        assert not await manager.refresh_between_turns({"t"})  # a tool ran, nothing was flagged
         assert server.listed_at == listed  # ... and no request was sent
+        server.tools_may_change = True  # a server that says listChanged
+        assert not await manager.refresh_between_turns(set())  # nothing ran, the list is fresh
+        assert server.listed_at == listed
         assert not await manager.refresh_between_turns({"t"})  # a tool ran; the list is the same
+        server.tools_may_change = False
         await server.call("grow", {}, timeout_s=30)
-        assert await manager.refresh_between_turns({"t"})
+        for _ in range(50):  # the notification may arrive just after the result
+            if server.tools_stale:
+                break
+            await asyncio.sleep(0.05)
+        assert server.tools_stale, "tools/list_changed reached the client's message handler"
+        assert await manager.refresh_between_turns(set())
         assert "extra" in {t.name for t in server.tools}
         new_set, _ = manager.rebuild_tools(set())
         assert "t__extra" in new_set.meta and "t__extra" not in toolset.meta

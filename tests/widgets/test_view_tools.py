@@ -221,3 +221,60 @@ async def test_close_closes_every_widget_of_the_view(view, comms: CommLog):
     view.close()
     closed = {cid for cid, t, _d in comms.messages if t == "comm_close"}
     assert opened and opened <= closed
+
+
+def _find(widget, kind):
+    if isinstance(widget, kind):
+        yield widget
+    for child in getattr(widget, "children", ()) or ():
+        yield from _find(child, kind)
+
+
+async def test_a_cut_tool_call_is_named_as_such_not_by_its_placeholder(view, comms: CommLog):
+    for call_id, name in (("cut-1", "invalid_tool_call"), ("cut-2", "")):
+        view.handle_event(ToolExecutionStartEvent(tool_call_id=call_id, tool_name=name, args={}))
+        view.handle_event(ToolExecutionEndEvent(
+            tool_call_id=call_id, tool_name=name, is_error=True,
+            result=AgentToolResult(content=[TextContent(text="Tool not found")])))
+    view.flush()
+    for call_id in ("cut-1", "cut-2"):
+        html = _card_html(comms, view.tool_card(call_id))
+        assert "⚙ cut tool call" in html and "invalid_tool_call" not in html, html
+
+
+async def test_the_approval_question_mentions_arguments_only_when_there_are_some():
+    from pi_notebook.widgets.toolcall import ToolItem
+    from pi_notebook.widgets.toolcard import _approval_text
+
+    hints = {"server": "wh", "tool": "tables"}
+    bare = _approval_text(ToolItem("a", "wh__tables", {}), hints)
+    assert "without arguments" in bare and "shown above" not in bare
+    given = _approval_text(ToolItem("b", "wh__peek", {"key": "x"}), hints)
+    assert "with the arguments shown above" in given
+
+
+async def test_a_long_structured_result_is_folded_behind_a_summary(view, comms: CommLog):
+    import ipywidgets as W
+    import json
+
+    rows = [{"region": f"r{i}", "revenue": i * 10.0} for i in range(12)]
+    text = json.dumps({"rows": rows}, indent=2)
+    assert len(text.splitlines()) > 40
+    view.handle_event(ToolExecutionStartEvent(tool_call_id="m1", tool_name="wh__table", args={}))
+    view.handle_event(ToolExecutionEndEvent(
+        tool_call_id="m1", tool_name="wh__table", is_error=False,
+        result=AgentToolResult(content=[TextContent(text=text)],
+                               details={"mcp": {"server": "wh", "tool": "table", "structured": {"rows": rows}}})))
+    view.flush()
+    card = view.tool_card("m1")
+    folded = list(_find(card.widget, W.Accordion))
+    assert len(folded) == 1 and folded[0].selected_index is None
+    assert folded[0].titles[0] == f"Whole result (12 rows, {len(text.splitlines())} lines)"
+    preview = comms.last_value(card.widget.children[-1].children[0])
+    assert "&quot;r0&quot;" in preview and "&quot;r11&quot;" not in preview and "more lines" in preview
+    assert "&quot;r11&quot;" in comms.last_value(folded[0].children[0])  # the whole result, one click away
+    short = AgentToolResult(content=[TextContent(text="3 rows")])
+    view.handle_event(ToolExecutionStartEvent(tool_call_id="m2", tool_name="wh__table", args={}))
+    view.handle_event(ToolExecutionEndEvent(tool_call_id="m2", tool_name="wh__table", is_error=False, result=short))
+    view.flush()
+    assert not list(_find(view.tool_card("m2").widget, W.Accordion))

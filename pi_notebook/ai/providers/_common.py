@@ -21,6 +21,7 @@ from .._json import parse_streaming_json
 from .._sse import SSEDecoder
 from ..abort import AbortError
 from ..env import AUTHENTICATED, get_env_api_key
+from ..errors import connection_lost_text
 from ..event_stream import AssistantMessageEventStream
 from ..types import (
     AssistantMessage,
@@ -153,6 +154,8 @@ def error_text(exc: BaseException, api_key: str | None,
     """The error message of a failed request (spec 5.3), with the key redacted."""
     if isinstance(exc, _http.HttpStatusError):
         text = describe_http_error(exc)
+    elif isinstance(exc, _http.ConnectionFailed) and exc.reading and not isinstance(exc, _http.RequestTimeout):
+        text = connection_lost_text(exc.host, str(exc))
     else:
         text = str(exc) or type(exc).__name__
     return _http.redact(text, (api_key,))
