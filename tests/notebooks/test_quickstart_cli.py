@@ -1,4 +1,5 @@
-"""The README's second set-up command, exactly as a newcomer types it."""
+"""``python -m pi_notebook quickstart``, and the README's set-up commands exactly as a newcomer
+types them."""
 
 from __future__ import annotations
 
@@ -17,17 +18,21 @@ pytestmark = [pytest.mark.kernel, pytest.mark.local_model, pytest.mark.timeout(3
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_python_m_pi_notebook_quickstart_writes_the_executed_notebook(tmp_path):
-    shutil.copytree(REPO / "notebooks", tmp_path / "notebooks")
+def test_python_m_pi_notebook_quickstart_runs_from_an_empty_folder(tmp_path):
+    """The packaged quickstart runs wherever the user is: its executed copy and the data it
+    reads land in the current folder, and the command says where."""
     out = subprocess.run([sys.executable, "-m", "pi_notebook", "quickstart"], cwd=tmp_path,
                          capture_output=True, text=True, timeout=850)
     assert out.returncode == 0, out.stdout + out.stderr
-    executed = tmp_path / "notebooks" / "quickstart.executed.ipynb"
+    executed = tmp_path / "quickstart.executed.ipynb"
     assert str(executed.resolve()) in out.stdout  # it says where the notebook went
+    assert (tmp_path / "data" / "sales.csv").read_bytes() == (
+        REPO / "pi_notebook" / "examples" / "data" / "sales.csv").read_bytes()
     nb = json.loads(executed.read_text())
     outputs = [o for c in nb["cells"] if c["cell_type"] == "code" for o in c.get("outputs", [])]
     assert not [o for o in outputs if o["output_type"] == "error"]
     assert "image/png" in json.dumps(outputs)  # the agent's plot came back
+    assert "Checked: 2025-05 had the highest total revenue" in json.dumps(outputs)  # the answer is right
 
 
 def test_quickstart_with_a_missing_notebook_is_a_one_line_error(tmp_path):
@@ -80,3 +85,13 @@ def test_the_readme_setup_commands_work_in_a_fresh_venv_with_empty_caches(tmp_pa
     outputs = [o for c in nb["cells"] if c["cell_type"] == "code" for o in c.get("outputs", [])]
     assert not [o for o in outputs if o["output_type"] == "error"]
     assert (cache / "models").is_dir()  # the weights were assembled into the empty cache
+
+
+def test_quickstart_does_not_overwrite_a_different_data_file(tmp_path):
+    (tmp_path / "data").mkdir()
+    mine = tmp_path / "data" / "sales.csv"
+    mine.write_text("my own numbers\n")
+    out = subprocess.run([sys.executable, "-m", "pi_notebook", "quickstart"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and out.stderr.startswith("error: ") and "from another folder" in out.stderr
+    assert mine.read_text() == "my own numbers\n" and not (tmp_path / "quickstart.executed.ipynb").exists()
