@@ -108,7 +108,7 @@ reply = pi_notebook.get_agent().state.messages[-1]
 answer = " ".join(block.text for block in reply.content if block.type == "text")
 totals = df.groupby("month")["revenue"].sum()
 best = totals.idxmax()
-spellings = {best, pd.Period(best).strftime("%B %Y")}  # 2025-05 or May 2025
+spellings = {best, pd.Period(best).strftime("%B")}  # "2025-05", or "May": the data covers one year
 assert any(s in answer for s in spellings), f"the agent answered {answer!r}; the data says {best}"
 print(f"Checked: {best} had the highest total revenue ({totals.max():.1f}), as the agent said.")
 """),

@@ -31,7 +31,6 @@ def test_python_m_pi_notebook_quickstart_runs_from_an_empty_folder(tmp_path):
     nb = json.loads(executed.read_text())
     outputs = [o for c in nb["cells"] if c["cell_type"] == "code" for o in c.get("outputs", [])]
     assert not [o for o in outputs if o["output_type"] == "error"]
-    assert "image/png" in json.dumps(outputs)  # the agent's plot came back
     assert "Checked: 2025-05 had the highest total revenue" in json.dumps(outputs)  # the answer is right
 
 
