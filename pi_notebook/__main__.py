@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import filecmp
-import importlib
 import os
 import shutil
 import sys
@@ -29,8 +28,9 @@ QUICKSTART = EXAMPLES / "quickstart.ipynb"
 
 
 def _setup_module() -> ModuleType:
-    """The embedded model's set-up module, wherever the package keeps it."""
-    return importlib.import_module("pi_notebook.ai.providers.local_setup")
+    from .doctor import setup_module
+
+    return setup_module()
 
 
 def _setup(args: argparse.Namespace) -> int:

