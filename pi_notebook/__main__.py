@@ -99,7 +99,11 @@ def _quickstart(args: argparse.Namespace) -> int:
         # so a cell that hangs would hang the quickstart (and --timeout would be a lie).
         km = AsyncKernelManager(kernel_name="python3", transport="ipc",
                                 ip=os.path.join(sockets, "kernel"))
+        # The command bounds each cell by --timeout, so the model's first byte may take as long:
+        # a cold llama-server on a busy machine can read the first prompt for over a minute,
+        # and a run failed by the 60 s default would be a broken quickstart, not a slow one.
         client = NotebookClient(nb, km=km, timeout=args.timeout,
+                                extra_arguments=[f"--AgentMagics.first_byte_timeout={args.timeout}"],
                                 resources={"metadata": {"path": str(workdir)}})
         started = time.monotonic()
         print(f"pi_notebook: executing {source.name} headless in {workdir} "

@@ -95,3 +95,19 @@ def test_quickstart_does_not_overwrite_a_different_data_file(tmp_path):
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and out.stderr.startswith("error: ") and "from another folder" in out.stderr
     assert mine.read_text() == "my own numbers\n" and not (tmp_path / "quickstart.executed.ipynb").exists()
+
+
+def test_the_quickstart_kernel_waits_for_the_first_byte_as_long_as_a_cell_may_run(tmp_path):
+    """A cold server on a busy machine reads the first prompt for over a minute: the command's
+    kernel gives the model's first byte the per-cell bound, not the 60 s default."""
+    import nbformat
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        "%load_ext pi_notebook\nfrom pi_notebook.magics import current_runtime\n"
+        "print('first byte:', current_runtime().settings_now().first_byte_timeout)")])
+    source = tmp_path / "probe.ipynb"
+    nbformat.write(nb, source)
+    out = subprocess.run([sys.executable, "-m", "pi_notebook", "quickstart", str(source), "--timeout", "420"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "first byte: 420.0" in (tmp_path / "probe.executed.ipynb").read_text()
