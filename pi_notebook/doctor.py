@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -47,7 +48,6 @@ def setup_module() -> ModuleType:
     return importlib.import_module(SETUP_MODULES[-1])
 
 
-
 def _version(dist: str) -> str | None:
     try:
         return metadata.version(dist)
@@ -81,9 +81,9 @@ def check_llama_server() -> Check:
     setup = setup_module()
     found = setup.find_llama_server()
     if found is None:
-        estimate = setup.build_time_estimate(1)
-        return Check("llama-server", False, f"not built yet (the build {estimate})",
-                     "python -m pi_notebook setup")
+        estimate = setup.build_time_estimate(max(1, os.cpu_count() or 1))
+        return Check("llama-server", False, f"not built yet (the build takes {estimate})",
+                     "python -m pi_notebook setup binary")
     return Check("llama-server", True, str(found))
 
 

@@ -97,7 +97,7 @@ MISSING = {
                                             lambda name=None: False),
                       'pip install "pi-notebook[local]"'),
     "llama-server": (lambda mp: mp.setattr(doctor.setup_module(), "find_llama_server", lambda: None),
-                     "python -m pi_notebook setup"),
+                     "python -m pi_notebook setup binary"),
     "quickstart": (lambda mp: mp.setattr(doctor, "_importable", lambda m: m != "nbclient"),
                    'pip install "pi-notebook[local]"'),
     "MCP SDK": (lambda mp: mp.setattr(doctor, "_importable", lambda m: m != "mcp"),
