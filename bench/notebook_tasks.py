@@ -35,7 +35,7 @@ Usage::
         [-k load,plot] [--json out.json] [--profile small|default]
 
 ``--profile small`` forces the small-model profile (short system prompt, fewer tools, a turn
-budget: magics/profile.py), ``default`` turns it off; without the option the extension decides
+budget: local/apply.py), ``default`` turns it off; without the option the extension decides
 (local/* models get it).
 Environment variables reach the kernel (e.g. ``PI_NOTEBOOK_LLAMA_THREADS=2``,
 ``PI_NOTEBOOK_LOCAL_CONSTRAIN=0``), so the provider levers are measured by setting them.
@@ -426,7 +426,7 @@ print({mark!r} + _json.dumps({{
 
 
 def _profile_cell(profile: str) -> str:
-    """``small`` forces the small-model profile (magics/profile.py applies it to local/* models
+    """``small`` forces the small-model profile (local/apply.py applies it to local/* models
     anyway), ``default`` turns it off, so both can be measured on the same model."""
     return f"import os\nos.environ['PI_NOTEBOOK_SMALL_PROFILE'] = {'1' if profile == 'small' else '0'!r}"
 
@@ -467,13 +467,13 @@ def _prestart_cell(model: str, notebook_path: Path) -> str:
     lines = [f"import os\nos.environ['JPY_SESSION_NAME'] = {str(notebook_path)!r}"]
     if model.startswith("local/"):
         model_id = model.split("/", 1)[1]
-        lines.append("from pi_notebook.ai.providers.local import get_local_server as _gls\n"
+        lines.append("from pi_notebook.local.provider import get_local_server as _gls\n"
                      f"_gls({model_id!r}).start_blocking()\n" + _WAIT_WARM.format(model_id=model_id))
     return "\n".join(lines)
 
 
 # The server warms its prompt cache with the remembered system prompt right after it starts
-# (local_supervisor.py); a session's cells after its first find that done. The setup cell waits
+# (local/supervisor.py); a session's cells after its first find that done. The setup cell waits
 # for it, so each task's agent cell is timed as such a cell; what a fresh kernel's first cell
 # pays on top (the warm-up) is printed per task and in the summary.
 _WAIT_WARM = """

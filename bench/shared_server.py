@@ -26,7 +26,7 @@ MODEL = "qwen2.5-coder-0.5b"
 ASKER = """
 import asyncio, json, sys, time
 from pi_notebook.ai import stream
-from pi_notebook.ai.providers.local import get_local_server, local_model
+from pi_notebook.local.provider import get_local_server, local_model
 from pi_notebook.ai.types import Context, UserMessage
 get_local_server(sys.argv[1]).start_blocking()
 print("ready", flush=True)
@@ -71,14 +71,14 @@ def run(slots: int, tokens: int, cache: Path) -> list[dict]:
 
 
 def main() -> None:
-    from pi_notebook.ai.providers.local_setup import assemble_packaged_model, find_llama_server
+    from pi_notebook.local.setup import assemble_packaged_model, find_llama_server
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--slots", type=int, nargs="+", default=[1, 4])
     parser.add_argument("--tokens", type=int, default=150)
     args = parser.parse_args()
     binary = find_llama_server()
-    assert binary is not None, "run: python -m pi_notebook.ai.providers.local_setup"
+    assert binary is not None, "run: python -m pi_notebook.local.setup"
     os.environ["PI_NOTEBOOK_LLAMA_SERVER"] = str(binary)
     gguf = assemble_packaged_model(MODEL, log=lambda _line: None)
     later_first: dict[int, float] = {}

@@ -32,20 +32,12 @@ class Check:
     fix: str = ""  # the one command that fixes it; empty when ok
 
 
-# where the embedded model's set-up module lives, newest place first (the old path stays importable)
-SETUP_MODULES = ("pi_notebook.local.setup", "pi_notebook.ai.providers.local_setup")
-
-
 def setup_module() -> ModuleType:
-    """The embedded model's set-up module (llama-server build, weights), wherever the package
-    keeps it: the commands and the probes reach it only through here."""
-    for name in SETUP_MODULES[:-1]:
-        try:
-            return importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name is None or not name.startswith(exc.name):
-                raise  # the module is there but one of its own imports is missing
-    return importlib.import_module(SETUP_MODULES[-1])
+    """The embedded model's set-up module (llama-server build, weights), imported on use: the
+    commands and the probes reach it through here, and ``--version`` does not pay for it."""
+    from .local import setup
+
+    return setup
 
 
 def _version(dist: str) -> str | None:

@@ -128,7 +128,7 @@ def _browser_missing() -> str | None:
 
 
 def _local_model_missing() -> str | None:
-    from pi_notebook.ai.providers.local_setup import (DEFAULT_LOCAL_MODEL, find_llama_server,
+    from pi_notebook.local.setup import (DEFAULT_LOCAL_MODEL, find_llama_server,
                                                       packaged_model_installed)
 
     if find_llama_server() is None:

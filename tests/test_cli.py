@@ -147,28 +147,3 @@ def test_the_frontend_spec_is_read_from_ipywidgets_metadata():
     # the real metadata of this environment: ipywidgets declares what it needs of the frontend
     spec = doctor._wanted_spec("ipywidgets", "jupyterlab_widgets")
     assert spec and doctor._satisfies(doctor._version("jupyterlab_widgets") or "", spec)
-
-
-def test_the_setup_module_is_found_at_its_new_place_or_its_old_one(monkeypatch):
-    import types
-
-    real = doctor.importlib.import_module
-    moved = types.ModuleType("pi_notebook.local.setup")
-    monkeypatch.setattr(doctor.importlib, "import_module",
-                        lambda name: moved if name == "pi_notebook.local.setup" else real(name))
-    assert doctor.setup_module() is moved
-
-    def not_moved_yet(name):
-        if name == "pi_notebook.local.setup":
-            raise ModuleNotFoundError("No module named 'pi_notebook.local'", name="pi_notebook.local")
-        return real(name)
-
-    monkeypatch.setattr(doctor.importlib, "import_module", not_moved_yet)
-    assert doctor.setup_module().__name__ == "pi_notebook.ai.providers.local_setup"
-
-    def broken_inside(name):  # the new module exists but one of its imports fails: say so
-        raise ModuleNotFoundError("No module named 'nbclient'", name="nbclient")
-
-    monkeypatch.setattr(doctor.importlib, "import_module", broken_inside)
-    with pytest.raises(ModuleNotFoundError, match="nbclient"):
-        doctor.setup_module()

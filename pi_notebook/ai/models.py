@@ -9,7 +9,9 @@ figures come from and their date). On top of pi's static ``getModel``:
   any model id; an unknown id on a known cloud provider gets that provider's defaults;
 * ``base_url=`` points any model at another endpoint; for an unknown provider it makes
   an ``openai-completions`` model;
-* ``register_models`` adds models at runtime (the faux provider, the embedded local model).
+* ``register_models`` adds models at runtime (the faux provider);
+* ``register_model_factory`` serves a provider whose models are made from the id on demand
+  (the embedded local model, ``pi_notebook/local/``: a packaged name or a .gguf path).
 
 Lookups return copies, so callers may change a model without touching the catalogue.
 """
@@ -20,6 +22,7 @@ import difflib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 from .types import THINKING_LEVELS, AgentThinkingLevel, Cost, Model, ModelCost, Usage
@@ -27,6 +30,7 @@ from .types import THINKING_LEVELS, AgentThinkingLevel, Cost, Model, ModelCost, 
 __all__ = [
     "UnknownModelError", "LOCAL_PROVIDERS", "THINKING_LEVELS", "get_model", "get_models",
     "get_providers", "parse_model_ref", "suggest_model_ids", "register_models", "unregister_models",
+    "register_model_factory", "ModelFactory",
     "is_local_provider", "calculate_cost", "get_supported_thinking_levels", "clamp_thinking_level",
     "models_are_equal", "has_api", "catalogue_date", "is_answered_snapshot",
 ]
@@ -85,6 +89,9 @@ class _ProviderEntry:
 _catalogue: dict[str, _ProviderEntry] | None = None
 _catalogue_date = ""
 _registered: dict[str, dict[str, Model]] = {}
+
+ModelFactory = Callable[[str], Model]
+_factories: dict[str, ModelFactory] = {}
 
 
 def _load() -> dict[str, _ProviderEntry]:
@@ -221,11 +228,9 @@ def get_model(provider: str, model_id: str | None = None, *, base_url: str | Non
     if not model_id:
         raise _missing_id(provider)
 
-    if provider == "local":
-        # The embedded llama.cpp model: a packaged name or a .gguf path (providers/local.py).
-        from .providers.local import local_model
-
-        return local_model(model_id)
+    factory = _factories.get(provider)
+    if factory is not None:
+        return factory(model_id)
     registered = _registered.get(provider, {})
     if model_id in registered:
         return _copy(registered[model_id], base_url)
@@ -288,6 +293,13 @@ def register_models(provider: str, models: list[Model]) -> None:
     bucket = _registered.setdefault(provider, {})
     for model in models:
         bucket[model.id] = model
+
+
+def register_model_factory(provider: str, factory: ModelFactory) -> None:
+    """``get_model("<provider>/<id>")`` returns ``factory(id)``: for a provider whose models are
+    not a list (the embedded model takes a packaged name or a path); a package above this layer
+    registers itself here, so the catalogue never imports it."""
+    _factories[provider] = factory
 
 
 def unregister_models(provider: str, model_ids: list[str] | None = None) -> None:

@@ -23,13 +23,16 @@ __all__ = [
     "DEFAULT_THINKING_BUDGETS", "MIN_ANSWER_TOKENS", "CONTEXT_SAFETY_TOKENS", "ContextEstimate",
     "ThinkingAdjustment", "CHARS_PER_TOKEN", "estimate_context_tokens", "estimate_message_tokens",
     "estimate_message_chars", "estimate_text_tokens", "text_length",
-    "calculate_context_tokens", "clamp_max_tokens_to_context", "build_base_options", "clamp_reasoning",
+    "calculate_context_tokens", "clamp_max_tokens_to_context", "context_safety_tokens",
+    "last_assistant_usage", "build_base_options", "clamp_reasoning",
     "thinking_budget_for_level", "clamp_thinking_budget_to_answer_room", "adjust_max_tokens_for_thinking",
     "resolve_cache_retention",
 ]
 
 CHARS_PER_TOKEN = 4
 ESTIMATED_IMAGE_CHARS = 4800
+# what stands in for an image sent to a model without image input (ai/transform.py's placeholder)
+ESTIMATED_OMITTED_IMAGE_CHARS = 64
 CONTEXT_SAFETY_TOKENS = 4096
 MIN_MAX_TOKENS = 1
 MIN_ANSWER_TOKENS = 1024
@@ -98,24 +101,28 @@ def _text(block: Any, name: str) -> int:
     return text_length(get_field(block, name, default="") or "")
 
 
-def _content_chars(content: Any) -> int:
+def _content_chars(content: Any, images: bool) -> int:
     if content is None:
         return 0
     if isinstance(content, str):
         return text_length(content)
     chars = 0
     for block in content:
-        chars += _text(block, "text") if get_field(block, "type") == "text" else ESTIMATED_IMAGE_CHARS
+        if get_field(block, "type") == "text":
+            chars += _text(block, "text")
+        else:
+            chars += ESTIMATED_IMAGE_CHARS if images else ESTIMATED_OMITTED_IMAGE_CHARS
     return chars
 
 
-def estimate_message_chars(message: Any) -> int:
+def estimate_message_chars(message: Any, images: bool = True) -> int:
     """The characters ``estimate_message_tokens`` counts: the text of user and tool-result
-    content (an image counts as 4800), the text, thinking and tool calls (name + compact JSON
-    arguments) of an assistant message."""
+    content (an image counts as 4800, or as the one-line placeholder a model without image
+    input gets instead: ``images=False``), the text, thinking and tool calls (name + compact
+    JSON arguments) of an assistant message."""
     content = get_field(message, "content")
     if get_field(message, "role") != "assistant":
-        return _content_chars(content)
+        return _content_chars(content, images)
     chars = 0
     for block in content or []:
         kind = get_field(block, "type")
@@ -128,9 +135,16 @@ def estimate_message_chars(message: Any) -> int:
     return chars
 
 
-def estimate_message_tokens(message: Any) -> int:
-    """chars/4 rounded up; an image counts as 4800 characters."""
-    return math.ceil(estimate_message_chars(message) / CHARS_PER_TOKEN)
+def estimate_message_tokens(message: Any, images: bool = True) -> int:
+    """chars/4 rounded up; an image counts as 4800 characters (``images=False``: as the
+    placeholder text that replaces it for a model without image input)."""
+    return math.ceil(estimate_message_chars(message, images) / CHARS_PER_TOKEN)
+
+
+def last_assistant_usage(messages: list[Any]) -> tuple[Any, int] | None:
+    """The usage that still describes the start of ``messages`` and the index of its assistant
+    message (see :func:`estimate_context_tokens`), or None."""
+    return _last_assistant_usage(messages)
 
 
 def _last_assistant_usage(messages: list[Any]) -> tuple[Any, int] | None:
@@ -167,13 +181,14 @@ def _estimate_tools(tools: Any) -> int:
     return estimate_text_tokens(_compact_json(dumped))
 
 
-def estimate_context_tokens(context: Any) -> ContextEstimate:
+def estimate_context_tokens(context: Any, images: bool = True) -> ContextEstimate:
     """Estimate the context size in tokens (a Context, a context dict, or a message list).
 
     With an applicable assistant usage (newest assistant message that is not error or
     aborted, has non-zero usage, and has no newer message before it), that usage plus
     estimates of the messages after it (and of tools those added); otherwise message
-    estimates plus the system prompt plus the tool definitions.
+    estimates plus the system prompt plus the tool definitions. ``images=False``: images
+    count as the placeholder a model without image input receives.
     """
     if isinstance(context, list):
         messages, system_prompt, tools, whole = context, None, None, False
@@ -186,7 +201,7 @@ def estimate_context_tokens(context: Any) -> ContextEstimate:
     if found is not None:
         usage, index = found
         usage_tokens = calculate_context_tokens(usage)
-        trailing = sum(estimate_message_tokens(m) for m in messages[index + 1:])
+        trailing = sum(estimate_message_tokens(m, images) for m in messages[index + 1:])
         if whole and tools:
             added: set[str] = set()
             for message in messages[index + 1:]:
@@ -195,7 +210,7 @@ def estimate_context_tokens(context: Any) -> ContextEstimate:
             extra = _estimate_tools([t for t in tools if get_field(t, "name") in added])
             trailing += extra
         return ContextEstimate(usage_tokens + trailing, usage_tokens, trailing, index)
-    tokens = sum(estimate_message_tokens(m) for m in messages)
+    tokens = sum(estimate_message_tokens(m, images) for m in messages)
     if whole:
         tokens += (estimate_text_tokens(system_prompt) if system_prompt else 0) + _estimate_tools(tools)
     return ContextEstimate(tokens, 0, tokens, None)
@@ -203,11 +218,21 @@ def estimate_context_tokens(context: Any) -> ContextEstimate:
 
 # --- max tokens, budgets --------------------------------------------------------------------------
 
+def context_safety_tokens(context_window: int) -> int:
+    """Tokens of a window kept free for the estimate's error: pi's 4096, at most an eighth of the
+    window. pi sizes the margin for windows of 100k and more; taken whole from an 8k window it
+    leaves the answer half the room compaction kept for it, and a 4k window none at all.
+    Windows of 32,768 tokens and more get pi's margin exactly."""
+    return min(CONTEXT_SAFETY_TOKENS, max(0, context_window) // 8)
+
+
 def clamp_max_tokens_to_context(model: Model, context: Any, max_tokens: int) -> int:
-    """``min(max_tokens, max(1, window - estimate - 4096))``; ``max(1, max_tokens)`` without a window."""
+    """``min(max_tokens, max(1, window - estimate - margin))`` (:func:`context_safety_tokens`;
+    images counted only for a model that takes them); ``max(1, max_tokens)`` without a window."""
     if model.context_window <= 0:
         return max(MIN_MAX_TOKENS, max_tokens)
-    available = model.context_window - estimate_context_tokens(context).tokens - CONTEXT_SAFETY_TOKENS
+    estimate = estimate_context_tokens(context, images="image" in (model.input or ())).tokens
+    available = model.context_window - estimate - context_safety_tokens(model.context_window)
     return min(max_tokens, max(MIN_MAX_TOKENS, available))
 
 

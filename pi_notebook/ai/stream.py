@@ -17,6 +17,7 @@ from .types import AssistantMessage, Context, Model
 
 __all__ = [
     "ApiProvider", "StreamFunction", "register_api_provider", "unregister_api_providers",
+    "add_provider_extension",
     "get_api_provider", "reset_api_providers", "stream", "complete", "stream_simple",
     "complete_simple",
 ]
@@ -34,6 +35,7 @@ class ApiProvider:
 
 _registry: dict[str, ApiProvider] = {}
 _builtins_loaded = False
+_extensions: list[Callable[[], None]] = []
 
 
 def register_api_provider(
@@ -63,6 +65,16 @@ def reset_api_providers() -> None:
     _builtins_loaded = False
 
 
+def add_provider_extension(register: Callable[[], None]) -> None:
+    """A package above this layer that serves an API (the embedded model, ``pi_notebook/local/``)
+    hands over its ``register``: it runs with the built-in adapters (on the first ``stream()``,
+    and again after ``reset_api_providers``), at once when they are already loaded."""
+    if register not in _extensions:
+        _extensions.append(register)
+    if _builtins_loaded:
+        register()
+
+
 def get_api_provider(api: str) -> ApiProvider | None:
     _load_builtins()
     return _registry.get(api)
@@ -77,6 +89,8 @@ def _load_builtins() -> None:
     from .providers import register_builtin_providers
 
     register_builtin_providers()
+    for register in list(_extensions):
+        register()
 
 
 def _merge(options: dict[str, Any] | None, kw: dict[str, Any]) -> dict[str, Any]:

@@ -119,7 +119,7 @@ def _install_capture(ip: InteractiveShell) -> None:
 def _stop_local_servers() -> None:
     """Embedded llama.cpp servers started for this kernel stop with the extension (only
     if that module was ever imported: unloading must not import it)."""
-    local = sys.modules.get("pi_notebook.ai.providers.local")
+    local = sys.modules.get("pi_notebook.local.provider")
     if local is not None:
         local.stop_local_servers()
 

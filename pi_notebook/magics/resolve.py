@@ -28,6 +28,9 @@ from ..ai import discovery, models
 from ..ai.env import find_env_keys, get_env_api_key, missing_key_message, needs_api_key
 from ..ai.stream import get_api_provider
 from ..ai.types import Model
+from ..local import register as register_local_models
+
+register_local_models()  # `local/<id>` names the embedded model (idempotent: the package did it on import)
 
 __all__ = ["ResolvedModel", "ModelSource", "resolve_now", "resolve_model", "lookup",
            "typo_warning", "unreachable_reason", "CLOUD_DEFAULTS", "NO_MODEL_MESSAGE", "no_model_message"]
@@ -60,7 +63,7 @@ def no_model_message(embedded_gap: str | None) -> str:
     actually lacks: its weights (the pip extra) or only the llama-server build."""
     if embedded_gap != "build":
         return NO_MODEL_MESSAGE
-    from ..ai.providers.local_setup import build_hint
+    from ..local.setup import build_hint
 
     return _NO_MODEL.format(embedded="use the embedded model (its weights are installed but "
                                      f"llama-server is not built yet: {build_hint()})")
@@ -158,7 +161,7 @@ def resolve_model(explicit: str | None = None, configured: str | None = None,
     if embedded is not None:
         return ResolvedModel(embedded, "embedded",
                              "the embedded model is installed (no cloud key, no local server)")
-    from ..ai.providers.local_setup import embedded_missing  # on demand, as _embedded_model
+    from ..local.setup import embedded_missing  # on demand, as _embedded_model
 
     raise UsageError(no_model_message(embedded_missing()))
 
@@ -173,7 +176,7 @@ def _local_server_model(name: str, port: int, timeout: float, host: str = "127.0
 def _embedded_model() -> Model | None:
     """``local/<default>`` when the llama.cpp binary and the packaged weights are installed
     (checked without building or starting anything)."""
-    from ..ai.providers import local  # imported on demand: it pulls in the server manager
+    from ..local import provider as local  # imported on demand: it pulls in the server manager
 
     if not local.local_model_available():
         return None

@@ -361,12 +361,13 @@ class Runtime:
             self._log(f"pi_notebook run task failed: {task.exception()!r}")
 
     def _apply_profile(self, agent: Agent, system_prompt: str, instructions: str = "") -> None:
-        from .profile import apply_model_profile
+        from ..local.apply import apply_model_profile
+        from .config import DEFAULT_SYSTEM_PROMPT
 
         if self._all_tools is None:
             self._all_tools = list(agent.state.tools)
         apply_model_profile(agent, system_prompt, self._all_tools, self.shell.user_ns,
-                            instructions=instructions)
+                            instructions=instructions, default_system_prompt=DEFAULT_SYSTEM_PROMPT)
 
     # --- RunSteps: called by lifecycle.drive --------------------------------------------------
     async def prepare(self, run: Run) -> Agent:
@@ -433,7 +434,7 @@ class Runtime:
         self._try(lambda: run.view.show_notice(text, "warning"))
 
     async def _prepare_mcp(self, agent: Agent, run: Run) -> None:
-        from ..ai.providers.local_profile import small_model_profile
+        from ..local.profile import small_model_profile
 
         try:
             await self.mcp().prepare(agent, self._approval,

@@ -468,6 +468,7 @@ def install_transformers(shell: InteractiveShell, host: WaitHost | None = None) 
     shell.events.register("pre_run_cell", _on_pre_run_cell)
     shell.ast_transformers.append(_inserter)
     install_control_bypass(shell, is_waiting)
+    kernel_host(shell).guard_shell_parent(True)
     install_shutdown_close(shell, _live_views)
 
 
@@ -485,6 +486,7 @@ def uninstall_transformers(shell: InteractiveShell) -> None:
             pass
     _unwrap_should_run_async(shell)
     uninstall_control_bypass(shell)
+    kernel_host(shell).guard_shell_parent(False)
     uninstall_shutdown_close(shell)
     stop_counting_views()
     _cells.decided = _cells.armed = None

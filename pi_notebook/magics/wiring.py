@@ -128,7 +128,8 @@ class _Compaction:
             self._cached = (key, make_context_compactor(
                 window, self._summarize, on_compaction=self._compacted,
                 max_output_tokens=model.max_tokens or None,
-                overhead_tokens=lambda: context_overhead_tokens(state.system_prompt, state.tools)))
+                overhead_tokens=lambda: context_overhead_tokens(state.system_prompt, state.tools),
+                images="image" in (model.input or ())))
         return self._cached[1]
 
     async def _summarize(self, messages: list[AgentMessage]) -> str:

@@ -71,7 +71,7 @@ class ToolInfo:
 
 
 def log_dir() -> Path:
-    from ..ai.providers.local_setup import cache_dir
+    from ..local.setup import cache_dir
 
     return cache_dir() / "mcp" / "logs"
 

@@ -32,7 +32,13 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..ai.options import CHARS_PER_TOKEN, estimate_message_chars, estimate_message_tokens
+from ..ai.options import (
+    CHARS_PER_TOKEN,
+    context_safety_tokens,
+    estimate_message_chars,
+    estimate_message_tokens,
+    last_assistant_usage,
+)
 from ..ai.types import TextContent, ToolResultMessage, Usage, UserMessage, get_field
 from .fit import (
     MESSAGE_OVERHEAD_TOKENS, ContextBudgetError, cut_oversize, cut_points, fit_to_budget,
@@ -91,8 +97,28 @@ class CompactionInfo:
 # The package's one estimate (ai/options.py), so that compaction and the providers' max-tokens
 # clamp agree on what fits.
 
-def estimate_tokens(messages: Sequence[Any]) -> int:
-    return sum(estimate_message_tokens(m) for m in messages)
+def estimate_tokens(messages: Sequence[Any], images: bool = True) -> int:
+    return sum(estimate_message_tokens(m, images) for m in messages)
+
+
+# how far a provider's count may exceed the estimate before it is no longer believed
+_MAX_OBSERVED_RATIO = 2.0
+
+
+def observed_ratio(messages: Sequence[Any], overhead: int, images: bool = True) -> float:
+    """Real prompt tokens per estimated token, from the newest usage that still describes the
+    start of ``messages`` (1.0 without one; never below 1, at most 2). Code and numbers take
+    more tokens than chars/4 says: a history the estimate calls full-but-fitting would leave the
+    answer less room than the reserve promised, since the max-tokens clamp counts the usage."""
+    found = last_assistant_usage(list(messages))
+    if found is None:
+        return 1.0
+    usage, index = found
+    real = sum(get_field(usage, name, default=0) or 0 for name in ("input", "cache_read", "cache_write"))
+    estimated = estimate_tokens(messages[:index], images) + overhead
+    if real <= 0 or estimated <= 0:
+        return 1.0
+    return min(_MAX_OBSERVED_RATIO, max(1.0, real / estimated))
 
 
 # --- default summary -------------------------------------------------------------------------
@@ -246,11 +272,12 @@ _cut_points = cut_points  # the pair-safe boundaries, shared with fit.py
 
 def budget_reserve(context_window: int, max_output_tokens: int | None = None) -> int:
     """Tokens kept free of history: the answer (the model's max output, at most half
-    the window) and a margin for estimate error (4096, at most an eighth of the window).
-    Without a max output: a quarter of the window, at most 16384."""
+    the window) and the margin the max-tokens clamp keeps for estimate error
+    (``context_safety_tokens``), so that a history compaction let through still leaves the
+    clamp the whole answer. Without a max output: a quarter of the window, at most 16384."""
     if max_output_tokens is None or max_output_tokens <= 0:
         return min(16384, context_window // 4)
-    return min(max_output_tokens, context_window // 2) + min(4096, context_window // 8)
+    return min(max_output_tokens, context_window // 2) + context_safety_tokens(context_window)
 
 
 def context_overhead_tokens(system_prompt: str | None, tools: Any) -> int:
@@ -285,6 +312,7 @@ def make_context_compactor(
     *,
     max_output_tokens: int | None = None,
     overhead_tokens: int | Callable[[], int] | None = None,
+    images: bool = True,
 ) -> Callable[..., Awaitable[list[Any]]]:
     """A ``transform_context`` hook whose result always fits the window (estimated).
 
@@ -292,7 +320,9 @@ def make_context_compactor(
     ``budget_reserve(context_window, max_output_tokens)``) minus ``overhead_tokens``
     (the system prompt and the tool schemas, an int or a callable asked on every call,
     since both can change between requests). Each message also counts
-    ``MESSAGE_OVERHEAD_TOKENS`` of framing. ``summary_tokens`` (default: an eighth of
+    ``MESSAGE_OVERHEAD_TOKENS`` of framing. ``images=False`` (a model without image input)
+    counts an image as the placeholder text the model receives instead. When the provider's
+    usage shows the estimate running low (:func:`observed_ratio`), the budget shrinks by as much. ``summary_tokens`` (default: an eighth of
     the budget, at most 2048) caps a summary's size.
 
     Past the two stages of the module docstring, ``fit.fit_to_budget`` drops the
@@ -344,11 +374,17 @@ def make_context_compactor(
             del cache[next(iter(cache))]
         return text
 
+    def size(message: Any) -> int:
+        return estimate_message_tokens(message, images)
+
     async def compact(messages: list[Any], signal: Any = None) -> list[Any]:
         whole_budget, overhead = window_budget()
+        ratio = observed_ratio(messages, overhead, images)
+        if ratio > 1.0:  # the window in estimated tokens is smaller than its size
+            whole_budget = int((whole_budget + overhead) / ratio) - overhead
         # stages 1 and 2 count every message's framing up front; fit_to_budget counts exactly
         budget = whole_budget - MESSAGE_OVERHEAD_TOKENS * len(messages)
-        tokens_before = estimate_tokens(messages)
+        tokens_before = estimate_tokens(messages, images)
         if tokens_before <= budget:
             return messages
         if whole_budget <= 0:
@@ -362,8 +398,8 @@ def make_context_compactor(
         # 0. a message larger than half the budget can never fit with its neighbours:
         # cut it (head and tail kept) before anything else is given up for it
         result, info.cut_messages, info.cut_chars = cut_oversize(
-            result, max(1, whole_budget // 2), estimate_message_tokens)
-        sizes = [estimate_message_tokens(m) for m in result]
+            result, max(1, whole_budget // 2), size)
+        sizes = [size(m) for m in result]
         total = sum(sizes)
         last_user = max((i for i, m in enumerate(result) if get_field(m, "role") == "user"), default=-1)
 
@@ -373,12 +409,12 @@ def make_context_compactor(
                 break
             if not isinstance(message, ToolResultMessage):
                 continue
-            chars = estimate_message_chars(message)
+            chars = estimate_message_chars(message, images)
             note = DROPPED_OUTPUT_NOTE.format(chars=chars)
             if chars <= len(note):
                 continue
             result[i] = message.model_copy(update={"content": [TextContent(text=note)]})
-            new_size = estimate_message_tokens(result[i])
+            new_size = size(result[i])
             total += new_size - sizes[i]
             sizes[i] = new_size
             info.dropped_outputs += 1
@@ -399,13 +435,13 @@ def make_context_compactor(
                     timestamp=get_field(replaced[-1], "timestamp") or 0,
                 )
                 result = [summary, *result[chosen:]]
-                total = estimate_tokens(result)
+                total = estimate_tokens(result, images)
                 info.summarized_messages = len(replaced)
                 info.summary = text
 
         # 3. the guarantee: drop the oldest turns, cut further, or raise (nothing sent)
         result, report = fit_to_budget(
-            _without_usage(result), whole_budget, estimate_message_tokens,
+            _without_usage(result), whole_budget, size,
             describe_budget=f" (window {context_window}, reserve {reserve}, system prompt and "
                             f"tools ~{overhead})")
         info.dropped_messages = report.dropped_messages

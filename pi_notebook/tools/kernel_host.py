@@ -97,6 +97,10 @@ class KernelHost(Protocol):
         """Dispatch the shell message ``msg`` now, next to the request running (which keeps
         its parent header and its saved SIGINT handler)."""
 
+    def guard_shell_parent(self, on: bool) -> None:
+        """Keep the shell parent with the request that holds the main shell when a comm message
+        is handled next to it (tools/shell_parent.py); ``on=False`` puts the kernel back."""
+
     def asyncio_loop(self) -> asyncio.AbstractEventLoop | None:
         """The kernel's asyncio loop (found between cells), or None."""
 
@@ -221,6 +225,16 @@ class IPythonKernelHost:
             if saved_sigint is not None:
                 kernel.saved_sigint_handler = saved_sigint
             self.restore_parent(saved)
+
+    def guard_shell_parent(self, on: bool) -> None:
+        from .shell_parent import install_shell_parent_guard, uninstall_shell_parent_guard
+
+        if self.kernel is None:
+            return
+        if on:
+            install_shell_parent_guard(self.kernel)
+        else:
+            uninstall_shell_parent_guard(self.kernel)
 
     def asyncio_loop(self) -> asyncio.AbstractEventLoop | None:
         loop = getattr(getattr(self.kernel, "io_loop", None), "asyncio_loop", None)

@@ -6,7 +6,7 @@ import pytest
 
 from pi_notebook.ai.models import get_model
 from pi_notebook.ai.options import (DEFAULT_THINKING_BUDGETS, ContextEstimate, adjust_max_tokens_for_thinking,
-                                    build_base_options, clamp_max_tokens_to_context,
+                                    build_base_options, clamp_max_tokens_to_context, context_safety_tokens,
                                     clamp_thinking_budget_to_answer_room, estimate_context_tokens,
                                     estimate_message_tokens, resolve_cache_retention, thinking_budget_for_level)
 from pi_notebook.ai.types import (AssistantMessage, Context, ImageContent, Model, TextContent, ThinkingContent,
@@ -23,12 +23,33 @@ def _assistant(text: str, total: int, ts: int, stop: str = "stop") -> AssistantM
 
 
 def test_default_and_explicit_max_tokens_are_clamped_to_the_context():  # item 111
+    # pi's margin (4096) holds for windows of 32,768 tokens and more
     context = Context(messages=[UserMessage(content="x" * 8000, timestamp=1)])
-    model = _model()
-    assert build_base_options(model, context, {})["max_tokens"] == 3904
-    assert build_base_options(model, context, {"max_tokens": 50_000})["max_tokens"] == 3904
+    model = _model(window=40_000)
+    assert build_base_options(model, context, {})["max_tokens"] == 33_904
+    assert build_base_options(model, context, {"max_tokens": 50_000})["max_tokens"] == 33_904
     assert build_base_options(model, context, {"max_tokens": 1000})["max_tokens"] == 1000
-    assert clamp_max_tokens_to_context(model, context, 100_000) == 3904
+    assert clamp_max_tokens_to_context(model, context, 100_000) == 33_904
+
+
+def test_a_small_window_keeps_a_margin_its_own_size():
+    # an 8k window with 5k of history: pi's fixed 4096 left a 2,048-token answer 1 token
+    model = _model(window=8192, max_tokens=2048)
+    context = Context(messages=[UserMessage(content="x" * 20_000, timestamp=1)])
+    assert context_safety_tokens(8192) == 1024
+    assert clamp_max_tokens_to_context(model, context, 2048) == 2048  # 8192 - 5000 - 1024 = 2168 of room
+    assert context_safety_tokens(4096) == 512 and context_safety_tokens(200_000) == 4096
+
+
+def test_images_count_only_for_models_that_take_them():
+    figure = ToolResultMessage(tool_call_id="1", tool_name="python", content=[
+        TextContent(text="ok"), ImageContent(data="x", mime_type="image/png")], timestamp=2)
+    context = Context(messages=[UserMessage(content="x" * 16_000, timestamp=1), figure])
+    text_only = _model(window=8192, max_tokens=2048, input=["text"])
+    seeing = _model(window=8192, max_tokens=2048, input=["text", "image"])
+    assert clamp_max_tokens_to_context(text_only, context, 2048) == 2048
+    assert clamp_max_tokens_to_context(seeing, context, 2048) < 2048
+    assert estimate_message_tokens(figure, images=False) < 20 < estimate_message_tokens(figure)
 
 
 def test_clamp_never_goes_below_one_and_ignores_missing_window():

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from harness import ARTIFACTS, HEIGHT, Notebook, box, lab_server, launch, write_notebook
 
-from pi_notebook.ai.providers.local_repeat import LOOP_NOTE as LOOP_NOTE_TEMPLATE
+from pi_notebook.local.repeat import LOOP_NOTE as LOOP_NOTE_TEMPLATE
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(240)]
 
@@ -66,7 +66,7 @@ CELLS = [
     "                                            stop_reason='toolUse'),\n"
     "                     faux_assistant_message('Done.')])",
     "%%agent -m faux/faux-1 --approve ask\nWrite a long answer.",
-    # 5 a reply the provider cut (a loop, local_repeat.py), its reason in the notice
+    # 5 a reply the provider cut (a loop, local/repeat.py), its reason in the notice
     f"faux.set_responses([faux_assistant_message({LOOPED!r}, stop_reason='length',\n"
     f"                                           error_message={LOOP_NOTE!r})])",
     "%%agent -m faux/faux-1\nTabulate the orders.",

@@ -1,7 +1,7 @@
 """A stand-in for llama-server, for tests of the shared-server machinery (no model needed).
 
 Started as ``fake_llama_server.py -m X --port P -np N --api-key-file F ...`` (the flags
-local_server.py passes; the rest are ignored). It serves ``/health``, ``/v1/models``,
+local/server.py passes; the rest are ignored). It serves ``/health``, ``/v1/models``,
 ``/metrics`` (``llamacpp:requests_deferred``) and a streaming ``/v1/chat/completions``
 with at most N requests at work, the others waiting, as llama-server does.
 

@@ -1,5 +1,5 @@
-"""Which variable a request names (local_intent.py) and the grammar that makes the first call
-assign it (local_tools.py). No server needed."""
+"""Which variable a request names (intent.py) and the grammar that makes the first call
+assign it (tool_calls.py). No server needed."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from pi_notebook.ai.providers.local_intent import notebook_variables, requested_subject, requested_target
-from pi_notebook.ai.providers.local_tools import shape_request, tools_grammar
+from pi_notebook.local.intent import notebook_variables, requested_subject, requested_target
+from pi_notebook.local.tool_calls import shape_request, tools_grammar
 
 PYTHON = {"type": "object", "properties": {"code": {"type": "string"}}, "required": ["code"]}
 TOOLS = [{"type": "function", "function": {"name": "python", "parameters": PYTHON}}]
@@ -110,7 +110,7 @@ def test_a_request_that_spells_out_code_is_not_steered() -> None:
 
 # --- what a request asks to leave behind, by where its words stand (issue 22) ---------------
 
-from pi_notebook.ai.providers.local_intent import Outcome, expected_outcomes, notebook_columns  # noqa: E402
+from pi_notebook.local.intent import Outcome, expected_outcomes, notebook_columns  # noqa: E402
 
 
 @pytest.mark.parametrize(("text", "name"), [
@@ -158,7 +158,7 @@ def test_the_first_call_is_bound_to_a_name_only_if_it_is_new() -> None:
 
 
 def test_a_request_naming_no_variable_reads_the_only_dataframe() -> None:
-    from pi_notebook.ai.providers.local_intent import implicit_subject
+    from pi_notebook.local.intent import implicit_subject
 
     one = "Notebook variables (2):\nloans: DataFrame 32 x 7 (member: str, days: int64)\nn: int 3\n"
     assert implicit_subject("who borrowed the most books?", one) == "loans"

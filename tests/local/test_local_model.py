@@ -1,7 +1,7 @@
 """The embedded model, for real: llama-server + the default Qwen2.5-Coder through provider ``local``.
 
 Marked ``local_model``: it needs the ``local`` extra and a built llama-server
-(``python -m pi_notebook.ai.providers.local_setup``). CI builds both, so here a
+(``python -m pi_notebook.local.setup``). CI builds both, so here a
 missing piece is a failure, not a skip.
 """
 
@@ -13,8 +13,8 @@ import pytest
 
 from pi_notebook.agent import Agent, tool
 from pi_notebook.ai import get_model
-from pi_notebook.ai.providers.local import get_local_server, local_model_available, stop_local_servers
-from pi_notebook.ai.providers.local_setup import DEFAULT_LOCAL_MODEL
+from pi_notebook.local.provider import get_local_server, local_model_available, stop_local_servers
+from pi_notebook.local.setup import DEFAULT_LOCAL_MODEL
 
 pytestmark = [pytest.mark.local_model, pytest.mark.timeout(600)]
 
@@ -26,7 +26,7 @@ def _servers():
 
 
 def test_embedded_model_is_installed():
-    assert local_model_available(), "run: python -m pi_notebook.ai.providers.local_setup"
+    assert local_model_available(), "run: python -m pi_notebook.local.setup"
 
 
 async def test_agent_calls_add_tool_and_answers_with_the_sum():

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from pi_notebook.ai.abort import AbortController
-from pi_notebook.ai.providers.local_repeat import MIN_SPAN, cut_loops, loop_start
+from pi_notebook.local.repeat import MIN_SPAN, cut_loops, loop_start
 from pi_notebook.ai.types import (
     AssistantMessage,
     DoneEvent,

@@ -19,9 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from pi_notebook.ai.providers import local_setup
-from pi_notebook.ai.providers.local_server import choose_threads, remember_prefix, server_key, servers_dir
-from pi_notebook.ai.providers.local_setup import DEFAULT_LOCAL_MODEL, LocalSetupError, run_with_progress
+from pi_notebook.local.server import choose_threads, remember_prefix, server_key, servers_dir
+from pi_notebook.local.setup import DEFAULT_LOCAL_MODEL, LocalSetupError, run_with_progress
 
 MODEL = DEFAULT_LOCAL_MODEL
 
@@ -39,7 +38,7 @@ def test_threads_follow_cores_and_load(monkeypatch):
 
 
 def test_prompt_processing_takes_every_core_whatever_the_load(monkeypatch):
-    from pi_notebook.ai.providers.local_server import choose_batch_threads
+    from pi_notebook.local.server import choose_batch_threads
 
     monkeypatch.delenv("PI_NOTEBOOK_LLAMA_THREADS", raising=False)
     assert choose_batch_threads(1, cpus=2) == 2        # one generation thread under load, both for prompts
@@ -50,7 +49,7 @@ def test_prompt_processing_takes_every_core_whatever_the_load(monkeypatch):
 
 
 def test_slots_default_to_four_and_follow_the_environment(monkeypatch):
-    from pi_notebook.ai.providers.local_server import choose_slots
+    from pi_notebook.local.server import choose_slots
 
     monkeypatch.delenv("PI_NOTEBOOK_LLAMA_SLOTS", raising=False)
     assert choose_slots() == 4
@@ -97,7 +96,7 @@ def test_the_warm_prefix_is_the_system_prompt_and_tools(tmp_path, monkeypatch):
 
 _HOLDER = """
 import sys, time
-from pi_notebook.ai.providers.local_server import LlamaServer
+from pi_notebook.local.server import LlamaServer
 s = LlamaServer(sys.argv[1])
 s.start_blocking()
 print(f"{s.port} {s.pid}", flush=True)
@@ -129,10 +128,10 @@ def _wait_gone(pid: int, timeout: float = 15.0) -> bool:
 @pytest.fixture
 def private_cache(tmp_path, monkeypatch):
     """A cache of our own (servers/, logs/), reusing the real binary and assembled model."""
-    from pi_notebook.ai.providers.local_setup import assemble_packaged_model, find_llama_server
+    from pi_notebook.local.setup import assemble_packaged_model, find_llama_server
 
     binary = find_llama_server()
-    assert binary is not None, "run: python -m pi_notebook.ai.providers.local_setup"
+    assert binary is not None, "run: python -m pi_notebook.local.setup"
     gguf = assemble_packaged_model(MODEL, log=lambda _line: None)
     models = tmp_path / "models"
     models.mkdir()
@@ -187,7 +186,7 @@ def test_a_kernel_killed_mid_answer_leaves_no_llama_server(private_cache):
     try:
         kc.execute_interactive("%load_ext pi_notebook\n%config AgentMagics.autosave = False", timeout=60)
         kc.execute_interactive(
-            "from pi_notebook.ai.providers.local import get_local_server\n"
+            "from pi_notebook.local.provider import get_local_server\n"
             f"_s = get_local_server({MODEL!r}); _s.start_blocking(); print('PID', _s.pid)",
             timeout=120, output_hook=lambda msg: _collect(msg))
         pid = _pids[-1]
@@ -220,7 +219,7 @@ def _collect(msg: dict) -> None:
 _ASKER = """
 import asyncio, json, sys, time
 from pi_notebook.ai import stream
-from pi_notebook.ai.providers.local import get_local_server, local_model
+from pi_notebook.local.provider import get_local_server, local_model
 from pi_notebook.ai.types import Context, UserMessage
 get_local_server(sys.argv[1]).start_blocking()
 print("ready", flush=True)
@@ -278,7 +277,7 @@ async def test_the_real_server_wants_its_key_and_answers_the_same_request_the_sa
     import urllib.request
 
     from pi_notebook.ai import complete
-    from pi_notebook.ai.providers.local import get_local_server, local_model, stop_local_servers
+    from pi_notebook.local.provider import get_local_server, local_model, stop_local_servers
     from pi_notebook.ai.types import Context, UserMessage
 
     try:

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from pi_notebook.ai.providers import local_setup
-from pi_notebook.ai.providers.local_setup import (LocalSetupError, PackagedModel, SetupInterrupted,
+from pi_notebook.local import setup as local_setup
+from pi_notebook.local.setup import (LocalSetupError, PackagedModel, SetupInterrupted,
                                                   run_with_progress)
 
 REPO = Path(__file__).resolve().parents[2]
@@ -122,7 +122,7 @@ def test_real_ctrl_c_prints_one_line_not_a_traceback(tmp_path):
     slow = "import time; print('[1/9] Building C object a.c.o', flush=True); time.sleep(60)"
     driver = textwrap.dedent(f"""
         import sys
-        from pi_notebook.ai.providers.local_setup import guarded, run_with_progress
+        from pi_notebook.local.setup import guarded, run_with_progress
         sys.exit(guarded(lambda: run_with_progress([sys.executable, "-c", {slow!r}], print, "compiling")))
     """)
     env = {**os.environ, "PYTHONPATH": str(REPO)}

@@ -1,5 +1,5 @@
 """Tool calls of the embedded model without a model: the request shape, the grammar, and the
-parsing/recovery of streamed replies (local_tools.py). No server needed."""
+parsing/recovery of streamed replies (local/tool_calls.py). No server needed."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import json
 import pytest
 
 from pi_notebook.agent import AgentTool
-from pi_notebook.ai.providers.local_tools import (
+from pi_notebook.local.tool_calls import (
     NOTE_PREFIX,
     TOOLCALL_FAILURE_HINT,
     TextToolCallStream,
@@ -159,7 +159,7 @@ def test_grammar_without_tools_properties_allows_any_object():
 
 
 def test_numbers_come_from_results_not_from_errors():
-    from pi_notebook.ai.providers.local_tools import grounded_numbers
+    from pi_notebook.local.tool_calls import grounded_numbers
 
     messages = [{"role": "user", "content": "which month had the highest revenue?"},
                 {"role": "tool", "content": "[stdout]\n1445.25\n\n[error] KeyError: 'x'\nFile base.py:3823\n"
@@ -185,7 +185,7 @@ def test_the_answer_after_the_last_allowed_call_is_short():
 
 # --- values an answer states (issue 22: names, labels, dates, numbers) ----------------------
 
-from pi_notebook.ai.providers.local_tools import stated_values, ungrounded_values  # noqa: E402
+from pi_notebook.local.tool_calls import stated_values, ungrounded_values  # noqa: E402
 
 
 def test_an_answer_naming_values_absent_from_every_result_is_flagged() -> None:
@@ -257,7 +257,7 @@ async def test_the_calls_end_leaked_into_the_code_is_cut_when_that_makes_it_pars
 
 
 def test_code_that_parses_or_cannot_be_mended_runs_as_written():
-    from pi_notebook.ai.providers.local_tools import repair_call_tail
+    from pi_notebook.local.tool_calls import repair_call_tail
 
     assert repair_call_tail("d = {\"a\": \"b\"}") is None              # parses: untouched
     assert repair_call_tail("try:\n    x = 1\"}}") is None             # cut, still no parse
@@ -265,7 +265,7 @@ def test_code_that_parses_or_cannot_be_mended_runs_as_written():
 
 
 def test_braces_leaked_in_place_of_closing_brackets_are_mended():
-    from pi_notebook.ai.providers.local_tools import repair_call_tail
+    from pi_notebook.local.tool_calls import repair_call_tail
 
     # measured on the 1.5B (the quickstart asked in plain words) and on the 0.5B (issue 22)
     code = "m = df.groupby('month')['revenue'].sum()\nprint(m.index[m.values.argmax()]}"

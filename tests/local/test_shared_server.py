@@ -26,10 +26,10 @@ import pytest
 
 from pi_notebook.ai import complete
 from pi_notebook.ai.abort import AbortController
-from pi_notebook.ai.providers import local_server
-from pi_notebook.ai.providers.local import get_local_server, local_model, stop_local_servers
-from pi_notebook.ai.providers.local_server import LlamaServer, private_dir, server_key, servers_dir
-from pi_notebook.ai.providers.local_setup import LocalSetupError
+from pi_notebook.local import server as local_server
+from pi_notebook.local.provider import get_local_server, local_model, stop_local_servers
+from pi_notebook.local.server import LlamaServer, private_dir, server_key, servers_dir
+from pi_notebook.local.setup import LocalSetupError
 from pi_notebook.ai.types import Context, UserMessage
 
 FAKE = Path(__file__).with_name("fake_llama_server.py")
@@ -305,7 +305,7 @@ async def test_two_kernels_at_once_both_get_answers_without_waiting_for_each_oth
     script = (
         "import asyncio, sys, time\n"
         "from pi_notebook.ai import complete\n"
-        "from pi_notebook.ai.providers.local import local_model, get_local_server\n"
+        "from pi_notebook.local.provider import local_model, get_local_server\n"
         "from pi_notebook.ai.types import Context, UserMessage\n"
         "get_local_server(sys.argv[1]).start_blocking()\n"
         "print('ready', flush=True); sys.stdin.readline()\n"

@@ -14,7 +14,8 @@ from pathlib import Path
 from any_annotations import any_annotations, mentions_any
 
 ROOT = Path(__file__).resolve().parents[2] / "pi_notebook"
-CHECKED = sorted((ROOT / "magics").glob("*.py"))
+# the notebook layer, and the small model's run checks it applies (local/checks.py, local/apply.py)
+CHECKED = [*sorted((ROOT / "magics").glob("*.py")), ROOT / "local" / "checks.py", ROOT / "local" / "apply.py"]
 # where the notebook layer's aliases for foreign untyped objects may be defined
 ALIAS_HOMES = [*CHECKED, ROOT / "tools" / "kernel_host.py"]
 
@@ -28,7 +29,7 @@ FOREIGN_UNTYPED = {
     "ForeignWidget": "magics/frontend.py",
     # a value in the user's namespace: anything the user made; the small-model checks read
     # DataFrames by duck typing (columns, rows) without importing pandas
-    "UserValue": "magics/outcome.py",
+    "UserValue": "local/checks.py",
 }
 
 

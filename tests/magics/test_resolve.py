@@ -52,7 +52,7 @@ def no_sources(monkeypatch):
 
 
 def test_nothing_configured_gives_one_line_help(no_sources, monkeypatch):
-    from pi_notebook.ai.providers import local_setup
+    from pi_notebook.local import setup as local_setup
 
     monkeypatch.setattr(local_setup, "packaged_model_installed", lambda name="": False)
     with pytest.raises(UsageError) as info:
@@ -65,7 +65,7 @@ def test_nothing_configured_gives_one_line_help(no_sources, monkeypatch):
 
 def test_weights_installed_but_no_build_names_the_build_not_pip(no_sources, monkeypatch):
     """The extra is installed, only llama-server is missing: the advice is the build command."""
-    from pi_notebook.ai.providers import local_setup
+    from pi_notebook.local import setup as local_setup
 
     monkeypatch.setattr(local_setup, "packaged_model_installed", lambda name="": True)
     monkeypatch.setattr(local_setup, "find_llama_server", lambda: None)
@@ -155,7 +155,7 @@ def test_base_url_overrides_endpoint():
 
 
 def test_embedded_model_when_installed_and_nothing_else(no_sources, monkeypatch):
-    from pi_notebook.ai.providers import local
+    from pi_notebook.local import provider as local
 
     monkeypatch.setattr(resolve, "_embedded_model", _real_embedded)  # undo the fixture's stub
     monkeypatch.setattr(local, "local_model_available", lambda *a, **k: True)

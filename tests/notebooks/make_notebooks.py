@@ -535,7 +535,7 @@ quickstart` shows it at work). `python -m pi_notebook setup` builds the server a
 weights ahead of time.
 """),
         code("""
-from pi_notebook.ai.providers.local import local_model_available
+from pi_notebook.local.provider import local_model_available
 
 m = get_model("local/qwen2.5-coder-1.5b")
 print(m.name, "| context", m.context_window, "| installed here:", local_model_available())

@@ -55,7 +55,7 @@ def test_the_readme_setup_commands_work_in_a_fresh_venv_with_empty_caches(tmp_pa
     """What a new user meets: a fresh copy, a fresh venv, no pip cache, an empty project cache.
     Only the compiled llama-server may come from the developer's cache (the build is slow and
     has its own tests); the install, the weight assembly and the quickstart all run cold."""
-    from pi_notebook.ai.providers.local_setup import find_llama_server
+    from pi_notebook.local.setup import find_llama_server
 
     commands = _readme_setup_commands()
     assert len(commands) == 2 and commands[1] == "python -m pi_notebook quickstart", commands

@@ -284,3 +284,47 @@ async def test_history_without_a_user_message_still_fits_with_a_note_in_front():
     assert isinstance(result[0], UserMessage)
     assert "earlier messages of this conversation were dropped" in result[0].content[0].text
     assert result[-1].tool_call_id == "c59"
+
+
+async def test_a_long_conversation_on_a_small_window_always_leaves_the_whole_answer():
+    """Fifteen requests on an 8k text-only model that answers 2,048 tokens, half of them with a
+    figure, the provider counting 30 % more tokens than chars/4: whatever the compactor sends,
+    the max-tokens clamp gives the whole answer (a fixed 4096 margin and images counted for a
+    text-only model gave the fourth answer 1 token)."""
+    from pi_notebook.ai.options import clamp_max_tokens_to_context, estimate_context_tokens
+    from pi_notebook.ai.types import ImageContent, Model, Usage
+    from pi_notebook.session.compaction import context_overhead_tokens
+
+    model = Model(id="m", api="openai-completions", provider="p", context_window=8192, max_tokens=2048,
+                  input=["text"])
+    system_prompt = "You are an analyst. " * 60
+    overhead = context_overhead_tokens(system_prompt, [])
+    compact = make_context_compactor(8192, max_output_tokens=2048, overhead_tokens=overhead, images=False)
+    history: list = []
+    clock = 0
+    for request in range(15):
+        clock += 10
+        history.append(UserMessage(content=f"question {request}: " + "what about region y? " * 30,
+                                   timestamp=clock))
+        sent = await compact(list(history))
+        context = Context(system_prompt=system_prompt, messages=sent)
+        assert clamp_max_tokens_to_context(model, context, 2048) == 2048, request
+        # the reply, with the provider's real count of what was sent (30 % over the estimate)
+        real_input = int(estimate_context_tokens(context, images=False).tokens * 1.3)
+        clock += 1
+        history.append(AssistantMessage(
+            content=[ToolCall(id=f"t{request}", name="python", arguments={"code": "df.plot()\n" * 40})],
+            api="openai-completions", provider="p", model="m", stop_reason="toolUse", timestamp=clock,
+            usage=Usage(input=real_input, output=300, total_tokens=real_input + 300)))
+        clock += 1
+        content = [TextContent(text="out: " + "1.5 " * 400)]
+        if request % 2:
+            content.append(ImageContent(data="iVBORw0KGgo=", mime_type="image/png"))
+        history.append(ToolResultMessage(tool_call_id=f"t{request}", tool_name="python", content=content,
+                                         timestamp=clock))
+        clock += 1
+        history.append(AssistantMessage(content=[TextContent(text="The answer is 42. " * 20)],
+                                        api="openai-completions", provider="p", model="m",
+                                        stop_reason="stop", timestamp=clock,
+                                        usage=Usage(input=real_input + 900, output=120,
+                                                    total_tokens=real_input + 1020)))

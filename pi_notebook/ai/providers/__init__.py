@@ -1,4 +1,5 @@
-"""Wire-API adapters, the embedded local model and the faux test provider.
+"""Wire-API adapters and the faux test provider (the embedded local model is a package of
+its own, ``pi_notebook/local/``, registered through ``stream.add_provider_extension``).
 
 Each built-in adapter module exposes ``register()``; ``register_builtin_providers``
 imports them lazily, on the first ``stream()`` call, so that importing the package
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 import importlib
 
-_BUILTIN_MODULES = ("openai_completions", "openai_responses", "anthropic", "google", "local")
+_BUILTIN_MODULES = ("openai_completions", "openai_responses", "anthropic", "google")
 
 
 def register_builtin_providers() -> None:

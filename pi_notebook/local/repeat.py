@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-from ..abort import AbortController
-from ..types import AssistantMessageEvent, DoneEvent, TextContent, TextEndEvent
+from ..ai.abort import AbortController
+from ..ai.types import AssistantMessageEvent, DoneEvent, TextContent, TextEndEvent
 
 __all__ = ["MAX_PERIOD", "MIN_REPEATS", "MIN_SPAN", "loop_start", "cut_loops", "LOOP_NOTE"]
 

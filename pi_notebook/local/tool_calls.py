@@ -22,7 +22,7 @@ So each request is reshaped (``shape_request``, an ``on_payload`` hook):
   the conversation contains (and their roundings): the 0.5B model otherwise answers "the
   total revenue is 100" next to a tool output that says 1445.2.
 
-The run checks (magics/outcome.py) use ``stated_values`` / ``ungrounded_values`` (the names,
+The run checks (local/checks.py) use ``stated_values`` / ``ungrounded_values`` (the names,
 labels, dates and numbers an answer states, and those no result shows), and may end a run with
 a corrective user message whose ``FORCED_REPLY_MARK`` sentence becomes the reply word for word.
 
@@ -45,16 +45,16 @@ import uuid
 from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any
 
-from .._fast import append_delta, delta_event
-from .._json import parse_streaming_json
-from .local_intent import (
+from ..ai._fast import append_delta, delta_event
+from ..ai._json import parse_streaming_json
+from .intent import (
     implicit_subject,
     notebook_columns,
     notebook_variables,
     requested_subject,
     requested_target,
 )
-from ..types import (
+from ..ai.types import (
     AssistantMessage,
     AssistantMessageEvent,
     DoneEvent,
@@ -197,7 +197,7 @@ def tools_grammar(tools: list[Mapping[str, Any]], *, allow_call: bool = True, al
     With ``numbers``, the prose may state only those numbers (digits elsewhere are refused):
     the answer can quote what the tool output and the prompt showed, not make numbers up.
     With ``start`` (``"name = "`` or ``"name"``), a ``code`` argument starts with it
-    (local_intent.py)."""
+    (intent.py)."""
     alternatives: list[str] = []
     rules: list[str] = []
     if allow_call:
@@ -426,7 +426,7 @@ def _strip_notes(messages: list[dict[str, Any]]) -> None:
                 isinstance(p, Mapping) and str(p.get("text", "")).startswith(NOTE_PREFIX))]
 
 
-# A corrective user message of the run checks (magics/outcome.py) that ends with
+# A corrective user message of the run checks (local/checks.py) that ends with
 # FORCED_REPLY_MARK + a sentence makes the next reply exactly that sentence.
 CHECK_PREFIX = "Check: "
 FORCED_REPLY_MARK = "Reply exactly: "
@@ -457,7 +457,7 @@ def shape_request(params: dict[str, Any], *, mode: str, max_tool_calls: int = DE
         return params
     forced = _forced_reply(messages)
     if forced is not None:
-        # the run checks' last word on an answer no result supports (magics/outcome.py): the
+        # the run checks' last word on an answer no result supports (local/checks.py): the
         # reply is exactly this sentence, so the run ends saying what is known and what failed
         params["grammar"] = f"root ::= {json.dumps(forced, ensure_ascii=False)}\n"
         params["max_tokens"] = FINAL_ANSWER_TOKENS
@@ -480,7 +480,7 @@ def shape_request(params: dict[str, Any], *, mode: str, max_tool_calls: int = DE
         params["max_tokens"] = min(int(params.get("max_tokens") or FINAL_ANSWER_TOKENS), FINAL_ANSWER_TOKENS)
     numbers = grounded_numbers(messages) if ground_numbers else None
     # the first call of a prompt that names its result assigns it, else starts from the
-    # notebook variable the request names (local_intent.py)
+    # notebook variable the request names (intent.py)
     start = None
     if first_turn:
         request, context = _request_parts(messages)

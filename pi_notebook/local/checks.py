@@ -1,14 +1,14 @@
 """Checks of a small model's run against the kernel state (docs/design/local-model.md).
 
-Applied with the small-model profile (magics/profile.py), for each run:
+Applied with the small-model profile (local/apply.py), for each run:
 
 - **the outcome, not the phrasing.** When the model answers, what the request asked to leave
-  behind (ai/providers/local_intent.expected_outcomes: a named variable, a new column, a
+  behind (intent.expected_outcomes: a named variable, a new column, a
   figure) is looked up in the user's namespace and the run's tool results. When it is missing
   the model gets one precise corrective turn ("Check: `top3` does not exist. Assign the result
   to `top3`."), a user message the view shows like a steer.
 - **every value from a result.** The names, labels, dates and numbers the answer states
-  (local_tools.stated_values) must appear in the prompt's tool outputs, the user's words or the
+  (tool_calls.stated_values) must appear in the prompt's tool outputs, the user's words or the
   notebook's names; otherwise one corrective turn names them ('Check: no output shows
   "Apple"...'). One correction of each kind per prompt, so a run always ends. A value the
   model's own code printed as a literal (``print('apple')``, ``x = 'apple'; print(x)``) is not
@@ -16,7 +16,7 @@ Applied with the small-model profile (magics/profile.py), for each run:
 - **a failing call is not repeated.** A call identical to one that already failed in this
   prompt is not run; its result says so and asks for another approach or an honest answer.
   Sent again after it was blocked (the same call blocked twice), the request ends with what
-  is known: the next reply is made that sentence (local_tools.FORCED_REPLY_MARK).
+  is known: the next reply is made that sentence (tool_calls.FORCED_REPLY_MARK).
 - **paths as the user wrote them.** Code that reads a file path that neither the request, an
   earlier message nor one of the user's cells wrote is not run; the result names the data
   already in the notebook (the 0.5B read a non-existent ``data.csv`` with ``df`` present).
@@ -34,8 +34,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..agent.types import BeforeToolCallResult
-from ..ai.providers.local_intent import Outcome, expected_outcomes
-from ..ai.providers.local_tools import CHECK_PREFIX, FORCED_REPLY_MARK, NOTE_PREFIX, ungrounded_values
+from .intent import Outcome, expected_outcomes
+from .tool_calls import CHECK_PREFIX, FORCED_REPLY_MARK, NOTE_PREFIX, ungrounded_values
 
 from ..ai.types import AssistantMessage, ToolCall, ToolResultMessage, UserMessage
 
@@ -392,7 +392,7 @@ class RunChecks:
             return (f"{CHECK_PREFIX}{_VALUES} {quoted}.{failed} State only values the "
                     "output shows, or run code that shows them.")
         # the second answer still states them: the run ends with what is known, in words
-        # the model is made to write (local_tools: FORCED_REPLY_MARK)
+        # the model is made to write (tool_calls: FORCED_REPLY_MARK)
         return f"{CHECK_PREFIX}{_VALUES} {quoted} again. {FORCED_REPLY_MARK}{_what_is_known(results)}"
 
     def before_tool_call(self, ctx: BeforeToolCallContext) -> BeforeToolCallResult | None:

@@ -1,4 +1,4 @@
-"""The small model's run checks (magics/outcome.py): the outcome a request names is checked
+"""The small model's run checks (local/checks.py): the outcome a request names is checked
 against the namespace and corrected once, answers state only values a result showed, an
 identical failing call is not run again, and a path nobody wrote is not read. Scripted
 model (faux provider), real Agent loop, a dict as the namespace."""
@@ -14,8 +14,8 @@ import pytest
 from pi_notebook.agent import Agent, tool
 from pi_notebook.ai.providers.faux import faux_assistant_message, faux_tool_call, register_faux_provider
 from pi_notebook.magics.config import DEFAULT_SYSTEM_PROMPT
-from pi_notebook.magics.outcome import RunChecks, read_paths
-from pi_notebook.magics.profile import apply_model_profile
+from pi_notebook.local.checks import RunChecks, read_paths
+from pi_notebook.local.apply import apply_model_profile
 
 SALES = pd.DataFrame({"product": ["Widget", "Gizmo", "Gadget", "Doohickey"], "units": [40, 31, 25, 3]})
 
@@ -38,7 +38,8 @@ def _run(prompt: str, steps: list[Any], ns: dict[str, Any], monkeypatch: pytest.
     try:
         faux.set_responses(steps)
         agent = Agent(initial_state={"tools": [python], "model": faux.get_model()})
-        apply_model_profile(agent, DEFAULT_SYSTEM_PROMPT, [python], user_ns=ns)
+        apply_model_profile(agent, DEFAULT_SYSTEM_PROMPT, [python], user_ns=ns,
+                            default_system_prompt=DEFAULT_SYSTEM_PROMPT)
         asyncio.run(agent.prompt(prompt))
     finally:
         faux.unregister()
@@ -239,7 +240,7 @@ def test_read_paths_finds_the_files_code_reads():
 
 
 def test_an_answer_still_unsupported_after_the_correction_ends_with_what_is_known(monkeypatch):
-    from pi_notebook.ai.providers.local_tools import shape_request
+    from pi_notebook.local.tool_calls import shape_request
 
     ns = {"pd": pd, "sales": SALES}
     agent, _ = _run("which product sold the most units?", [
@@ -305,7 +306,7 @@ def test_a_value_computed_from_the_data_still_grounds_the_answer():
 
 
 def test_printed_literals_and_cutting_them():
-    from pi_notebook.magics.outcome import printed_literals, without_literals
+    from pi_notebook.local.checks import printed_literals, without_literals
 
     assert printed_literals("x = 'apple'\nprint(x, 42)\ndf.groupby('region').sum()\nprint(', ')") == [
         "apple", "42"]
@@ -316,7 +317,7 @@ def test_printed_literals_and_cutting_them():
 # --- a blocked call sent again ends the request honestly (issue 22, class b) -------------------
 
 def test_a_blocked_call_sent_again_ends_the_request_with_what_is_known(monkeypatch):
-    from pi_notebook.ai.providers.local_tools import FORCED_REPLY_MARK
+    from pi_notebook.local.tool_calls import FORCED_REPLY_MARK
 
     ns = {"pd": pd, "orders": SALES, "In": ["", "orders = load()"]}
     agent, executed = _run("which product sold the most units?", [
@@ -406,7 +407,7 @@ def test_when_every_call_failed_a_tracebacks_line_numbers_ground_nothing():
 
 
 def test_the_honest_ending_names_the_error_without_where_in_the_agents_code():
-    from pi_notebook.magics.outcome import _what_is_known
+    from pi_notebook.local.checks import _what_is_known
     from pi_notebook.ai.types import TextContent, ToolResultMessage
 
     failed = ToolResultMessage(tool_call_id="a", tool_name="python", is_error=True, content=[TextContent(

@@ -4,9 +4,9 @@
 hold ...", "make a DataFrame north with ...": the 0.5B model computes the right value for each
 of these and then often shows it instead of assigning it. Two levers use what this module
 finds: the first call of the prompt is constrained to start with the assignment
-(local_tools.tools_grammar's ``start``), and after the answer the magics check the kernel
+(tool_calls.tools_grammar's ``start``), and after the answer the magics check the kernel
 state and give the model one corrective turn when the result is missing
-(magics/outcome.py, docs/design/local-model.md).
+(local/checks.py, docs/design/local-model.md).
 
 The names are found by *where* a word stands, not by a list of phrasings (the old list,
 "into X", "called X", "store it in X", missed "put ... in X" and the next spelling too):

@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from ..types import Model
+from ..ai.types import Model
 
 __all__ = ["SmallModelProfile", "SMALL_MODEL_SYSTEM_PROMPT", "small_model_profile"]
 

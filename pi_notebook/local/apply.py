@@ -1,7 +1,7 @@
 """Per-model conversation settings: small embedded models get a short prompt, fewer tools, a
-turn budget and the run checks of magics/outcome.py (docs/design/local-model.md); every other
-model the configured prompt and all tools. Applied when each run starts, so switching models
-switches profiles."""
+turn budget and the run checks of local/checks.py (docs/design/local-model.md); every other
+model the configured prompt and all tools. Applied by the magics when each run starts, so
+switching models switches profiles."""
 
 from __future__ import annotations
 
@@ -9,9 +9,8 @@ import inspect
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, cast
 
-from ..ai.providers.local_profile import small_model_profile
-from .config import DEFAULT_SYSTEM_PROMPT
-from .outcome import RunChecks, UserValue
+from .profile import small_model_profile
+from .checks import RunChecks, UserValue
 
 if TYPE_CHECKING:
     from ..agent import Agent, AgentTool
@@ -25,10 +24,12 @@ _BASE = "_pi_notebook_base_hook"  # the hook a profile wrapper replaced (the app
 
 
 def apply_model_profile(agent: Agent, system_prompt: str, all_tools: list[AgentTool],
-                        user_ns: Mapping[str, UserValue] | None = None, *, instructions: str = "") -> None:
-    """``user_ns``: the namespace the run's code works in (default: the running IPython's);
-    without one the run checks are off. ``instructions``: the project's
-    (magics/instructions.py), after either prompt."""
+                        user_ns: Mapping[str, UserValue] | None = None, *, instructions: str = "",
+                        default_system_prompt: str | None = None) -> None:
+    """``user_ns``: the namespace the run's code works in; without one the run checks are off.
+    ``instructions``: the project's (magics/instructions.py), after either prompt.
+    ``default_system_prompt``: the configured default, which the profile's own prompt replaces;
+    any other prompt is the user's and is kept."""
     base_before = getattr(agent.before_tool_call, _BASE, agent.before_tool_call)
     profile = small_model_profile(agent.state.model)
     if profile is None:
@@ -38,15 +39,14 @@ def apply_model_profile(agent: Agent, system_prompt: str, all_tools: list[AgentT
         agent.before_tool_call = base_before
         return
     # a system prompt the user set is theirs to keep; only the default is replaced
-    agent.state.system_prompt = (profile.system_prompt if system_prompt == DEFAULT_SYSTEM_PROMPT
+    agent.state.system_prompt = (profile.system_prompt if system_prompt == default_system_prompt
                                  else system_prompt) + instructions
     agent.state.tools = [t for t in all_tools if t.name in profile.tool_names]
-    ns = user_ns if user_ns is not None else _shell_namespace()
-    if ns is None:
+    if user_ns is None:
         agent.should_stop_after_turn = _turn_budget(profile.max_turns)
         agent.before_tool_call = base_before
         return
-    checks = RunChecks(ns, agent.steer, profile.max_turns)
+    checks = RunChecks(user_ns, agent.steer, profile.max_turns)
     agent.should_stop_after_turn = checks.should_stop
     agent.before_tool_call = _checked(checks, base_before)
 
@@ -68,13 +68,6 @@ def _checked(checks: RunChecks, base: BeforeHook | None) -> BeforeHook:
 
     setattr(before, _BASE, base)
     return before
-
-
-def _shell_namespace() -> Mapping[str, UserValue] | None:
-    from IPython import get_ipython
-
-    shell = get_ipython()
-    return getattr(shell, "user_ns", None) if shell is not None else None
 
 
 def _turn_budget(max_turns: int | None) -> Callable[..., bool] | None:

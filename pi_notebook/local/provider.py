@@ -2,21 +2,21 @@
 
 ``local/<model>`` (a packaged name such as ``qwen2.5-coder-0.5b``, or a path to a
 ``.gguf``) joins or starts the machine user's one ``llama-server`` for that model
-(local_server.py: a lease per kernel, the server stops with the last one) and talks
+(server.py: a lease per kernel, the server stops with the last one) and talks
 to it through the openai-completions wire API, with each request reshaped for the
-small model's tool calls (local_tools.py). Leases are dropped at interpreter exit and
+small model's tool calls (tool_calls.py). Leases are dropped at interpreter exit and
 on ``stop_local_servers()`` (called by ``%unload_ext``). Nothing here blocks the event
 loop: joining or starting the server runs in a worker thread, and an abort ends the wait
 for it at once (the start goes on in the background; the next request joins it). A start
 that fails ends the request with one error line: what, where, the log's last lines.
 
-Sharing: the server works on several requests at once (local_server.choose_slots); when
+Sharing: the server works on several requests at once (server.choose_slots); when
 they are all taken a request waits in the server's queue. The first-byte timeout counts
 only while nothing waits there (``/metrics``), so a kernel is not failed because another
 one is busy; it is checked here, not in the transport.
 
 Decoding is deterministic unless asked otherwise: temperature 0 and a fixed seed (so a
-sampled retry, local_tools.py, is reproducible too); an explicit ``temperature`` or
+sampled retry, tool_calls.py, is reproducible too); an explicit ``temperature`` or
 ``sampling_params`` option wins.
 """
 
@@ -32,20 +32,20 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from .._http import DEFAULT_FIRST_BYTE_TIMEOUT_MS
-from ..abort import AbortController, AbortSignal
-from ..event_stream import AssistantMessageEventStream
-from ..types import AssistantMessage, AssistantMessageEvent, Context, ErrorEvent, Model, ModelCost, Usage
-from .local_server import CONTEXT_WINDOW, LlamaServer, remember_prefix
-from .local_setup import (
+from ..ai._http import DEFAULT_FIRST_BYTE_TIMEOUT_MS
+from ..ai.abort import AbortController, AbortSignal
+from ..ai.event_stream import AssistantMessageEventStream
+from ..ai.types import AssistantMessage, AssistantMessageEvent, Context, ErrorEvent, Model, ModelCost, Usage
+from .server import CONTEXT_WINDOW, LlamaServer, remember_prefix
+from .setup import (
     DEFAULT_LOCAL_MODEL,
     PACKAGED_MODELS,
     LocalSetupError,
     find_llama_server,
     packaged_model_installed,
 )
-from .local_repeat import cut_loops
-from .local_tools import TextToolCallStream, shape_request, tool_call_mode
+from .repeat import cut_loops
+from .tool_calls import TextToolCallStream, shape_request, tool_call_mode
 
 __all__ = [
     "LOCAL_API", "LOCAL_PROVIDER", "local_model", "local_model_available", "LlamaServer",
@@ -244,7 +244,7 @@ def _stream(model: Model, context: Context, options: dict[str, Any], simple: boo
             out.end()
 
     async def relay(server: LlamaServer, base_url: str) -> None:
-        from ..stream import get_api_provider
+        from ..ai.stream import get_api_provider
 
         wire = get_api_provider("openai-completions")
         assert wire is not None, "the openai-completions provider is built in"
@@ -296,7 +296,7 @@ def _last_result_failed(context: Context) -> bool:
 
 
 def _payload_hook(model_id: str, mode: str, user_hook: Any, last_result_failed: bool) -> Any:
-    """Reshape the request for llama-server (local_tools.shape_request), remember its prefix for
+    """Reshape the request for llama-server (tool_calls.shape_request), remember its prefix for
     the next server's warm start, then the caller's hook."""
 
     async def hook(params: dict[str, Any], model: Model) -> Any:
@@ -332,7 +332,7 @@ def stream_simple_local(model: Model, context: Context, options: dict[str, Any] 
 
 
 def register() -> None:
-    from ..stream import register_api_provider
+    from ..ai.stream import register_api_provider
 
     register_api_provider(LOCAL_API, stream_local, stream_simple_local)
 

@@ -1,6 +1,6 @@
 """The supervisor of one shared llama-server: started by the first kernel, gone with the last.
 
-Run as a script (``python local_supervisor.py SPEC.json``, standard library only, so it starts
+Run as a script (``python supervisor.py SPEC.json``, standard library only, so it starts
 in milliseconds and imports nothing of the package). Why a supervisor at all
 (docs/design/local-model.md, "One server per model"): kernels on the same machine share one
 server per model, so the server cannot be the child of one kernel (it would die with it,
@@ -54,7 +54,7 @@ def _healthy(port: int) -> bool:
 
 
 def _read_own(path: Path) -> str:
-    """A file of ours that nobody else may read or write (local_server.read_private, reduced)."""
+    """A file of ours that nobody else may read or write (server.read_private, reduced)."""
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     with os.fdopen(fd, "r", encoding="utf-8", errors="replace") as f:
         info = os.fstat(f.fileno())

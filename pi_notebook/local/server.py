@@ -6,7 +6,7 @@
    this kernel's lease (the OS drops it when the kernel exits, SIGKILL included);
 2. under the exclusive start lock ``servers/<key>.start``, reads the port file
    ``servers/<key>.json``; a live, healthy server there is used as is;
-3. otherwise starts the supervisor (local_supervisor.py), which starts llama-server on a
+3. otherwise starts the supervisor (supervisor.py), which starts llama-server on a
    free port, logs to ``logs/llama-server-<key>.log`` in the cache, writes the port file when
    healthy and stops the server when no lease is left.
 
@@ -45,7 +45,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from .local_setup import (build_time_estimate,
+from .setup import (build_time_estimate,
     PACKAGED_MODELS,
     SETUP_HINT,
     LocalSetupError,
@@ -58,9 +58,9 @@ __all__ = ["CONTEXT_WINDOW", "DEFAULT_SLOTS", "LlamaServer", "choose_slots", "ch
            "read_private", "server_key", "servers_dir", "remember_prefix", "write_private"]
 
 HEALTH_TIMEOUT_S = 120.0
-CONTEXT_WINDOW = 8192  # tokens of each slot; local.py's Model says the same
+CONTEXT_WINDOW = 8192  # tokens of each slot; provider.py's Model says the same
 DEFAULT_SLOTS = 4
-SUPERVISOR = Path(__file__).with_name("local_supervisor.py")
+SUPERVISOR = Path(__file__).with_name("supervisor.py")
 
 
 def servers_dir() -> Path:
@@ -184,7 +184,7 @@ def choose_slots() -> int:
     With one slot a second kernel's request waited behind a 134 s answer of the first (and
     failed on the first-byte timeout). Each slot has a full context window of its own (KV
     cache, measured in docs/design/local-model.md); a fifth concurrent request waits in the
-    server's queue, and the client does not count that wait (local.py).
+    server's queue, and the client does not count that wait (provider.py).
     """
     explicit = os.environ.get("PI_NOTEBOOK_LLAMA_SLOTS", "").strip()
     if explicit.isdigit() and int(explicit) > 0:
@@ -305,7 +305,7 @@ def _healthy(port: int) -> bool:
 
 def remember_prefix(model_id: str, messages: list[dict[str, Any]], tools: list[Any]) -> None:
     """Keep the system prompt + tools of the latest request: the next server start warms its
-    prompt cache with them (local_supervisor.py)."""
+    prompt cache with them (supervisor.py)."""
     system = [m for m in messages[:1] if m.get("role") == "system"]
     data = json.dumps({"messages": system, "tools": tools}, sort_keys=True)
     path = servers_dir() / f"{server_key(model_id)}.warm.json"
