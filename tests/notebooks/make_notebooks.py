@@ -93,13 +93,13 @@ stays free.
 """),
         code("""
 %%agent -m local/qwen2.5-coder-1.5b --approve auto
-Sum the revenue per month into `monthly`. Which month had the highest total revenue?
+Which month had the highest total revenue?
 """),
         md("""
 ## 4. Check the answer
 
-The agent's code ran in this kernel: `monthly` is now an ordinary variable of yours. This cell
-works the answer out without the agent and checks that the agent's reply names the same month.
+The agent's code ran in this kernel: what it defined is now an ordinary variable of yours. This
+cell works the answer out without the agent and checks that the agent's reply names the same month.
 """),
         code("""
 import pi_notebook
