@@ -93,7 +93,7 @@ stays free.
 """),
         code("""
 %%agent -m local/qwen2.5-coder-1.5b --approve auto
-Which month had the highest total revenue?
+Sum the revenue per month, then tell me which month had the highest total.
 """),
         md("""
 ## 4. Check the answer
