@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .agent import Agent
 
-__version__ = "0.1.0"
+from .version import __version__
+
 __all__ = ["__version__", "load_ipython_extension", "unload_ipython_extension", "get_agent"]
 
 

@@ -65,3 +65,103 @@ def test_the_map_names_no_module_that_does_not_exist():
             if not target.exists():
                 stale.append(f"{layer}/{name}" if layer else name)
     assert not stale, f"the map names modules that are gone: {stale}"
+
+
+# --- every other map of modules in docs/ ----------------------------------------------------
+# A table whose first header cell is "module" is a map. Under a heading that names a folder
+# (``## magics/``, ``## Modules (`pi_notebook/mcp/`, ...)``, ``### `openai_completions/` `` inside
+# the section of its parent folder) it is that folder's map: every module of the folder is named
+# in one of the page's maps; a heading that names none is in its parent heading's folder. Every
+# name a map gives, with or without a folder, exists.
+
+DOCS = ROOT / "docs"
+_FOLDER = re.compile(r"`?((?:pi_notebook/)?[a-z_]+(?:/[a-z_]+)*/)`?")
+
+
+def _folder_of(heading: str, parent: Path | None) -> Path | None:
+    match = _FOLDER.search(heading)
+    if not match:
+        return None
+    name = match.group(1).removeprefix("pi_notebook/")
+    for base in (PACKAGE, parent):
+        if base is not None and (base / name).is_dir():
+            return base / name
+    return None
+
+
+def _doc_maps(page: Path) -> list[tuple[Path | None, list[str]]]:
+    """(folder or None, backticked names of the first column) for each map on the page."""
+    maps: list[tuple[Path | None, list[str]]] = []
+    folder: Path | None = None
+    levels: dict[int, Path | None] = {}
+    in_table = False
+    for line in page.read_text().splitlines():
+        heading = re.match(r"^(#+)\s+(.*)", line)
+        if heading:
+            level = len(heading.group(1))
+            parent = next((levels[k] for k in sorted(levels, reverse=True) if k < level and levels[k]), None)
+            # a heading without a folder belongs to the folder of its parent heading
+            folder = _folder_of(heading.group(2), parent) or parent
+            levels = {k: v for k, v in levels.items() if k < level}
+            levels[level] = folder
+            in_table = False
+            continue
+        cells = line.split("|")
+        if line.startswith("|") and cells[1].strip().lower() == "module":
+            maps.append((folder, []))
+            in_table = True
+        elif in_table and line.startswith("|"):
+            maps[-1][1].extend(re.findall(r"`([^`]+)`", cells[1]))
+        else:
+            in_table = False
+    return maps
+
+
+def _pages() -> list[Path]:
+    return sorted(p for p in DOCS.rglob("*.md") if p != MAP)
+
+
+def _named(base: Path, name: str) -> list[Path]:
+    if "*" in name:
+        return sorted(base.glob(name))
+    target = base / name
+    return [target] if target.exists() else []
+
+
+def _is_module_name(name: str) -> bool:
+    return name.endswith((".py", "/")) and " " not in name
+
+
+def test_every_page_with_a_map_is_found():
+    found = {p.name for p in _pages() if _doc_maps(p)}
+    assert {"notebook-layer.md", "ai-core.md", "mcp.md", "notebook-context.md"} <= found, found
+
+
+def test_every_map_names_only_modules_that_exist():
+    stale = []
+    for page in _pages():
+        for folder, names in _doc_maps(page):
+            for name in filter(_is_module_name, names):
+                bases = [folder] if folder else [PACKAGE]
+                if not any(_named(base, name) for base in bases):
+                    stale.append(f"{page.name}: {name}")
+    assert not stale, f"maps in docs/ name modules that are gone: {stale}"
+
+
+def test_a_folder_map_names_every_module_of_its_folder():
+    missing = []
+    for page in _pages():
+        maps = _doc_maps(page)
+        for folder, _ in maps:
+            if folder is None:
+                continue
+            # a module named in any map of the page counts (ai-core.md lists agent/types.py
+            # with the data model, not under agent/)
+            covered = {t.resolve() for f, names in maps for name in filter(_is_module_name, names)
+                       for base in ([f] if f else [PACKAGE]) for t in _named(base, name)}
+            for module in sorted(folder.rglob("*.py")):
+                if module.name == "__init__.py" and module.parent == folder:
+                    continue  # a folder's __init__ re-exports; its section is its row
+                if not any(module.resolve() == c or c in module.resolve().parents for c in covered):
+                    missing.append(f"{page.name}: {module.relative_to(PACKAGE)}")
+    assert not missing, f"folder maps in docs/ miss modules: {missing}"

@@ -1,6 +1,6 @@
 """The agent core: a port of pi agent-core 0.85.1. No IPython imports.
 
-The public names are those of architecture.md ("Public API") plus the event classes.
+The public names are those of docs/design/architecture.md ("Public API") plus the event classes.
 ``set_default_stream_fn`` / ``get_default_stream_fn`` live in ``pi_notebook.agent.loop``;
 the default stream function is ``pi_notebook.ai.stream.stream_simple``.
 """

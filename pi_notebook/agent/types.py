@@ -87,7 +87,7 @@ class AgentToolResult(PiModel):
     details: Any = None
     usage: Usage | None = None
     terminate: bool | None = None
-    is_error: bool | None = None  # pi 0.99: a tool may *return* an error (architecture.md)
+    is_error: bool | None = None  # pi 0.99: a tool may *return* an error (docs/design/architecture.md)
 
 
 AgentToolUpdateCallback = Callable[[AgentToolResult], None]

@@ -82,7 +82,7 @@ class EventStream(Generic[T, R]):
         """End the stream so that iteration raises ``error`` once queued events are drained.
 
         Not in pi: used by ``agent_loop()`` so that a raising loop never leaves its
-        consumer hanging (architecture.md, "Semantics").
+        consumer hanging (docs/design/architecture.md, "Semantics").
         """
         if self._done and self._error is None and not self._queue and self._result is not _UNSET:
             return

@@ -89,7 +89,7 @@ PACKAGED_MODELS: dict[str, PackagedModel] = {
 }
 DEFAULT_LOCAL_MODEL = "qwen2.5-coder-1.5b"
 
-SETUP_HINT = "python -m pi_notebook.local.setup"
+SETUP_HINT = "python -m pi_notebook setup"
 
 
 def cache_dir() -> Path:

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING
 
 from IPython.core.error import UsageError
 
+from ..version import __version__
+
 if TYPE_CHECKING:  # only for the annotation: %load_ext must not import the model layer
     from ..levels import AgentThinkingLevel
     from ..tools.policy import ApprovalPolicy
@@ -79,6 +81,7 @@ def status_lines(snapshot: StatusSnapshot) -> list[str]:
         lines.append(f"session file: not yet written; goes to {snapshot.session_dir} "
                      f"as {snapshot.session_name}-…")
     lines.extend(snapshot.extra_lines)
+    lines.append(f"version: pi_notebook {__version__}")
     return lines
 
 

