@@ -47,13 +47,8 @@ from typing import Any
 
 from ..ai._fast import append_delta, delta_event
 from ..ai._json import parse_streaming_json
-from .intent import (
-    implicit_subject,
-    notebook_columns,
-    notebook_variables,
-    requested_subject,
-    requested_target,
-)
+from ..tools.namespace import read_listed_variables
+from .intent import implicit_subject, requested_subject, requested_target
 from ..ai.types import (
     AssistantMessage,
     AssistantMessageEvent,
@@ -488,9 +483,10 @@ def shape_request(params: dict[str, Any], *, mode: str, max_tool_calls: int = DE
         # only DataFrame as a forced start, the quickstart's `monthly = df.groupby(...)` lost
         # its `monthly = ` and failed with a NameError)
         if not _CODE_IN_REQUEST.search(request):
-            target = requested_target(request, notebook_variables(context), notebook_columns(context))
-            subject = requested_subject(request, context) if target is None else None
-            implicit = implicit_subject(request, context) if target is None and subject is None else None
+            listed = read_listed_variables(context)
+            target = requested_target(request, listed.names, listed.columns)
+            subject = requested_subject(request, listed) if target is None else None
+            implicit = implicit_subject(request, listed) if target is None and subject is None else None
             start = f"{target} = " if target else subject or (implicit + READ_ONLY_START if implicit else None)
     params["grammar"] = tools_grammar(tools, allow_call=allow_call, allow_text=allow_text, numbers=numbers,
                                       start=start)
