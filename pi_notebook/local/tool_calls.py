@@ -74,14 +74,8 @@ __all__ = [
 TOOLCALL_MODES = ("grammar", "parse", "server")
 DEFAULT_MAX_TOOL_CALLS = 3
 PROMPT_TOOL_CALLS_FACTOR = 2
-# Left alone, the 0.5B model writes a comment and a print for every attribute it can think of
-# (measured: 300 tokens of "# Display the ..." lines for "load the CSV into df"). Code arguments
-# are therefore limited to this many non-empty lines of at most MAX_LINE_CHARS characters,
-# without comments, and without backslashes other than \" (it wrote "\\n" line continuations).
-MAX_CODE_LINES = 8
 RETRY_TEMPERATURE = 0.7
 FINAL_ANSWER_TOKENS = 200
-MAX_LINE_CHARS = 160
 
 # Notes the provider adds to the transcript for the user; stripped again from what the model reads.
 NOTE_PREFIX = "[embedded model] "
@@ -111,14 +105,17 @@ boolean ::= "true" | "false"
 value ::= object | array | string | number | boolean | "null"
 object ::= "{" ws ( string ws ":" ws value ( ws "," ws string ws ":" ws value )* )? ws "}"
 array ::= "[" ws ( value ( ws "," ws value )* )? ws "]"
-codeline ::= codechar{1,%d}
-codechar ::= [^"\\\x7F\x00-\x1F#] | "\\\""
-'''.strip() % MAX_LINE_CHARS
-_CODE_RULE = r'code ::= "\"" codeline ( "\\n" codeline ){0,' + str(MAX_CODE_LINES - 1) + r'} "\""'
+'''.strip()
+# The code argument is any JSON string: every escape JSON has, so decoding it gives back exactly
+# the code the model wrote ('\\n'.join, sep='\\t', regexes, Windows paths, '#' comments). No
+# line or character cap: the reply's max_tokens bounds it. (A narrower rule, without backslash
+# escapes or '#' and 8 lines, turned the model's "\\n" inside a string literal into a line
+# break and cut multi-step code at line 8: SyntaxErrors the model did not write.)
+_CODE_RULE = r'code ::= "\"" char* "\""'
 # the request named its result ("into totals"): the code starts by assigning it. (Measured on
 # the 0.5B: allowed import lines first, it filled them with imports it then misused; made to
 # end with a line showing the name, it could not close the string and wrote prose into it.)
-_START_RULE = r'code ::= "\"" {start} codechar{{0,{chars}}} ( "\\n" codeline ){{0,{lines}}} "\""'
+_START_RULE = r'code ::= "\"" {start} char* "\""'
 _CODE_IN_REQUEST = re.compile(r"[=;(]|\n")
 _START = re.compile(r"[A-Za-z_][A-Za-z0-9_]*( = )?")
 READ_ONLY_START = "[.["  # a start ``name[.[`` : the code begins with ``name.`` or ``name[``
@@ -182,7 +179,7 @@ def _code_rule(start: str | None) -> str:
     # (an identifier and " = " need no escaping, in JSON or in GBNF; a read-only start goes on
     # with an attribute or an index, so the user's data is read, not replaced)
     literal = f'"{name}" ("." | "[")' if read else f'"{name}"'
-    return _START_RULE.format(start=literal, chars=MAX_LINE_CHARS, lines=MAX_CODE_LINES - 1)
+    return _START_RULE.format(start=literal)
 
 
 def tools_grammar(tools: list[Mapping[str, Any]], *, allow_call: bool = True, allow_text: bool = True,

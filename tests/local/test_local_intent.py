@@ -50,8 +50,8 @@ def _code_rule(grammar: str) -> str:
 def test_the_assign_grammar_starts_the_code_with_the_assignment() -> None:
     free, bound = _code_rule(tools_grammar(TOOLS)), _code_rule(tools_grammar(TOOLS, start="totals = "))
     assert '"totals = "' not in free
-    assert bound.startswith('code ::= "\\"" "totals = " codechar')
-    assert _code_rule(tools_grammar(TOOLS, start="df")).startswith('code ::= "\\"" "df" codechar')
+    assert bound.startswith('code ::= "\\"" "totals = " char*')
+    assert _code_rule(tools_grammar(TOOLS, start="df")).startswith('code ::= "\\"" "df" char*')
     # not an identifier: no constraint (nothing the grammar could be broken by)
     assert _code_rule(tools_grammar(TOOLS, start='x" | "y')) == free
 
@@ -110,7 +110,7 @@ def test_a_named_result_wins_over_a_named_subject() -> None:
     assert '"merged = "' in _code_rule(shape_request(_params([user]), mode="grammar")["grammar"])
     user["content"][1]["text"] = "plot a bar chart of totals"
     assert _code_rule(shape_request(_params([user]), mode="grammar")["grammar"]).startswith(
-        'code ::= "\\"" "totals" codechar')
+        'code ::= "\\"" "totals" char*')
 
 
 def test_a_request_that_spells_out_code_is_not_steered() -> None:
@@ -122,7 +122,7 @@ def test_a_request_that_spells_out_code_is_not_steered() -> None:
     one = "Notebook variables (1):\ndf: DataFrame 24 x 4 (month: str, region: str, units: int64)\n"
     user = {"role": "user", "content": [{"type": "text", "text": one}, {"type": "text", "text": text}]}
     rule = _code_rule(shape_request(_params([user]), mode="grammar")["grammar"])
-    assert '"df"' not in rule and rule.startswith('code ::= "\\"" codeline'), rule
+    assert '"df"' not in rule and rule.startswith('code ::= "\\"" char*'), rule
 
 
 # --- what a request asks to leave behind, by where its words stand (issue 22) ---------------
