@@ -45,7 +45,8 @@ from typing import Literal
 
 from ..tools.namespace import ListedVariables
 
-__all__ = ["Outcome", "expected_outcomes", "implicit_subject", "requested_subject", "requested_target"]
+__all__ = ["Outcome", "expected_outcomes", "implicit_subject", "requested_subject", "requested_target",
+           "requested_format", "FORMAT_TAG"]
 
 
 @dataclass(frozen=True)
@@ -144,11 +145,21 @@ def _candidates(tokens: list[tuple[str, bool]]) -> list[tuple[int, str, bool]]:
     return found
 
 
+# an answer form a question states: "end with @mean_fare[value]", "@city[name] @std[value]"
+FORMAT_TAG = re.compile(r"@([A-Za-z_][A-Za-z0-9_]*)\[([^\]\n]{0,80})\]")
+
+
+def requested_format(text: str) -> list[str]:
+    """The keys of the ``@key[...]`` tags ``text`` asks the answer to carry, in order."""
+    return list(dict.fromkeys(m.group(1) for m in FORMAT_TAG.finditer(text)))
+
+
 def expected_outcomes(text: str, known: Collection[str] = (), columns: Collection[str] = ()
                       ) -> list[Outcome]:
     """What ``text`` asks to leave behind. ``known``: the notebook's variable names; ``columns``:
-    the columns of its DataFrames (neither can be a new name after a preposition)."""
-    tokens = _tokens(text)
+    the columns of its DataFrames (neither can be a new name after a preposition). An answer
+    form (``@mean_fare[value]``) names a tag of the answer, not a variable."""
+    tokens = _tokens(FORMAT_TAG.sub(" ", text))
     outcomes: list[Outcome] = []
     known_set, column_set = set(known), set(columns)
     for _, word, strong in _candidates(tokens):
