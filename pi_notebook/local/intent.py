@@ -88,6 +88,11 @@ _NOT_NAMES = frozenset({
     "rows", "row", "lowercase", "uppercase", "thousands", "millions", "decimals", "decimal",
     "dollars", "euros", "words", "part", "there", "here", "table", "list", "chart",
     "plot", "graph", "figure", "index", "days", "weeks", "months", "years", "hours", "minutes",
+    # units a question states its answer in ("the mean rainfall in mm"), never a result's name
+    "mm", "cm", "km", "kg", "mg", "ml", "ms", "sec", "secs", "seconds", "mins",
+    "hrs", "kmh", "mph", "knots", "miles", "meters", "metres", "kilometers", "kilometres", "inches",
+    "feet", "pounds", "grams", "kilograms", "liters", "litres", "celsius", "fahrenheit", "kelvin",
+    "degrees", "usd", "eur", "gbp", "cents", "bytes", "kb", "mb", "gb",
     # connecting words that can follow a kind of value ("a DataFrame called x", "a list of")
     "called", "named", "with", "of", "for", "from", "by", "on", "at", "per", "where", "which",
     "containing", "holding", "and", "or", "to", "in", "into", "as",
@@ -173,8 +178,9 @@ def expected_outcomes(text: str, known: Collection[str] = (), columns: Collectio
         for i, (word, code) in enumerate(tokens):
             near = {lowered[j] for j in (i - 1, i + 1) if 0 <= j < len(tokens)}
             named = i > 1 and lowered[i - 1] in _NAMING and lowered[i - 2] in _COLUMN
+            # (not a word that ends a clause: "a new column using the ratio" names no column)
             if (near & _COLUMN or named) and _usable(word, code) and word not in column_set \
-                    and word not in known_set:
+                    and word not in known_set and (code or word.lower() not in _CLAUSE_END):
                 outcome = Outcome("column", word)
                 if outcome not in outcomes:
                     outcomes.append(outcome)

@@ -191,3 +191,11 @@ def test_a_request_naming_no_variable_reads_the_only_dataframe() -> None:
     # the first call reads it (an attribute or an index), it does not replace it
     assert _code_rule(shape_request(_params([user]), mode="grammar")["grammar"]).startswith(
         'code ::= "\\"" "loans" ("." | "[") ')
+
+
+@pytest.mark.parametrize("text", [
+    "what is the mean rainfall in mm?", "report the total precipitation in mm", "give the distance in km",
+    "add a new column using the ratio of fare to distance",
+])
+def test_a_unit_or_a_connecting_word_is_not_a_result_name(text: str) -> None:
+    assert expected_outcomes(text) == []
