@@ -68,7 +68,7 @@ from ..ai.types import (
 __all__ = [
     "NOTE_PREFIX", "TOOLCALL_MODES", "TOOLCALL_FAILURE_HINT", "tool_call_mode", "tools_grammar",
     "shape_request", "TextToolCallStream", "friendly_error", "recover_tool_name", "stated_values",
-    "ungrounded_values", "CHECK_PREFIX", "FORCED_REPLY_MARK", "repair_call_tail",
+    "ungrounded_values", "CHECK_PREFIX", "FORCED_REPLY_MARK", "repair_call_tail", "escapes_in_literals",
 ]
 
 TOOLCALL_MODES = ("grammar", "parse", "server")
@@ -564,6 +564,64 @@ def _open_brackets(code: str) -> list[str] | None:
     return stack
 
 
+def escapes_in_literals(code: str) -> str | None:
+    """``code`` with each line break inside a one-line string literal written as the ``\\n``
+    escape, when that makes code that does not compile compile; else None.
+
+    A small model writes Python into the JSON call without escaping its backslashes: for
+    ``print('\\n'.join(x))`` it writes ``"print('\\n'.join(x))"``, whose JSON ``\\n`` decodes to
+    a line break. No line break can stand inside a one-line literal, so there it can only be
+    the escape the model meant (the value at run time is the same line break)."""
+    try:
+        compile(code, "<call>", "exec")
+        return None
+    except SyntaxError:
+        pass
+    except (ValueError, OverflowError, MemoryError, RecursionError):
+        return None
+    out: list[str] = []
+    i, n = 0, len(code)
+    changed = False
+    while i < n:
+        ch = code[i]
+        if ch == "#":
+            end = code.find("\n", i)
+            end = n if end < 0 else end
+            out.append(code[i:end])
+            i = end
+            continue
+        if ch not in "'\"":
+            out.append(ch)
+            i += 1
+            continue
+        # (a raw literal too: there the two characters are what the model meant as well)
+        quote = code[i:i + 3] if code[i:i + 3] in ("'''", '"""') else ch
+        out.append(quote)
+        i += len(quote)
+        while i < n and not code.startswith(quote, i):
+            if code[i] == "\\" and i + 1 < n:
+                out.append(code[i:i + 2])
+                i += 2
+            elif code[i] in "\r\n" and len(quote) == 1:
+                out.append("\\n" if code[i] == "\n" else "\\r")
+                changed = True
+                i += 1
+            else:
+                out.append(code[i])
+                i += 1
+        if i < n:
+            out.append(quote)
+            i += len(quote)
+    if not changed:
+        return None
+    fixed = "".join(out)
+    try:
+        compile(fixed, "<call>", "exec")
+    except (SyntaxError, ValueError, OverflowError, MemoryError, RecursionError):
+        return None
+    return fixed
+
+
 def repair_call_tail(code: str) -> str | None:
     """``code`` without a leaked end of the JSON call on its last line, when the code does not
     parse as written and parses once that end is cut; else None (the code runs as written).
@@ -682,7 +740,7 @@ class TextToolCallStream:
                 name = name or "invalid_tool_call"
         code = arguments.get("code")
         if isinstance(code, str):
-            repaired = repair_call_tail(code)
+            repaired = escapes_in_literals(code) or repair_call_tail(code)
             if repaired is not None:
                 arguments = {**arguments, "code": repaired}
         block.name = name

@@ -168,3 +168,37 @@ async def test_every_program_reaches_the_call_unchanged(fake, monkeypatch, tmp_p
         assert [c.arguments for c in calls] == [{"code": program}], (program, message)
         grammar = fake.requests()[-1]["body"]["grammar"]
         assert GbnfMatcher(grammar).matches("root", reply), program
+
+
+# the model writes Python into JSON without escaping its backslashes: '\n' inside a one-line
+# literal arrives as a line break (its JSON "\n"), which no one-line literal can hold
+UNESCAPED = [
+    ("print('\n'.join(['alpha', 'beta']))", "print('\\n'.join(['alpha', 'beta']))"),
+    ('rows = ["a", "b"]\nprint("rows:\n" + "\n".join(rows))', 'rows = ["a", "b"]\nprint("rows:\\n" + "\\n".join(rows))'),
+    ("import re\nprint(re.split(r'\n', 'a\\nb'))", "import re\nprint(re.split(r'\\n', 'a\\nb'))"),
+    ("# it's a comment\ns = '''two\nlines'''\nprint(s + '\n')", "# it's a comment\ns = '''two\nlines'''\nprint(s + '\\n')"),
+]
+
+
+def test_a_line_break_inside_a_one_line_literal_is_the_escape_the_model_meant() -> None:
+    from pi_notebook.local.tool_calls import escapes_in_literals
+
+    for written, meant in UNESCAPED:
+        assert escapes_in_literals(written) == meant
+        compile(meant, "<meant>", "exec")
+    for program in PROGRAMS:  # code that compiles is never touched
+        assert escapes_in_literals(program) is None
+    assert escapes_in_literals("print('never closed)\n") is None  # no fix: as written
+
+
+async def test_unescaped_code_reaches_the_call_as_meant(fake, monkeypatch, tmp_path):  # noqa: F811
+    monkeypatch.setattr(provider, "PACKAGED_MODELS", {**provider.PACKAGED_MODELS, fake.model_id: None})
+    chunks_file = tmp_path / "chunks.json"
+    monkeypatch.setenv("FAKE_LLAMA_CHUNKS_FILE", str(chunks_file))
+    tool = Tool(name="python", description="Run Python code in the notebook.", parameters=PYTHON)
+    written, meant = UNESCAPED[0]
+    # (the reply the 1.5B wrote for "one print of '\n'.join(...)": {"code": "print('\n'.join(...))"})
+    reply = '{"name": "python", "arguments": {"code": ' + json.dumps(written) + "}}"
+    chunks_file.write_text(json.dumps([reply]))
+    message = await complete(fake.model, Context(messages=[UserMessage(content="two lines")], tools=[tool]))
+    assert [c.arguments for c in message.content if c.type == "toolCall"] == [{"code": meant}]
