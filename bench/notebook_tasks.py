@@ -358,8 +358,13 @@ def score_keys(task: Task, answer: str) -> tuple[bool, bool]:
         stated.setdefault(key, []).append(value)
     right = all(any(_key_matches(v, want) for v in stated.get(key, [])) for key, want in task.keys)
     wrong = any(not _key_matches(v, want) for key, want in task.keys for v in stated.get(key, [])
-                if v.strip() and v.strip().lower() not in ("value", "name", "count"))
+                if _STATED.fullmatch(v.strip()) and v.strip().lower() not in ("value", "name", "count"))
     return right, wrong
+
+
+# a value as an answer states it (a number, a word, a date); not a placeholder or code
+# (``@mean_fare[{mean_fare_rounded}]`` in a code block states nothing)
+_STATED = __import__("re").compile(r"[-+$]?[\w.,:% -]+")
 
 
 # --- the notebook of one task ---------------------------------------------------------------
