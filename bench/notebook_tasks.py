@@ -21,17 +21,21 @@ user waits for it; the model's server is started (and its prompt-cache warm-up a
 ``_WAIT_WARM``) in an untimed setup cell first, so the
 first task does not pay for loading the weights.
 
-Three sets: ``--set core`` (the default: the 15 tasks the levers were tuned on), ``--set
+The sets: ``--set core`` (the default: the 15 tasks the levers were tuned on), ``--set
 heldout`` (12 requests on other data, written before any tuning on them and only ever run to
 measure: issue 22), ``--set tuning`` (10 requests on a third data set, written in the second
-round to tune on instead of the held-out set), or ``--set all`` (core and held-out).
+round to tune on instead of the held-out set), ``--set multistep`` (13 analysis questions of
+several steps on bench/data/trips.csv that state their answer format, ``@key[value]``, scored
+by exact keys; written before any tuning and only run to measure), or ``--set all`` (core and
+held-out). ``--no-agent`` measures the baseline for a set with keys: one completion of the
+same model per question, no tools.
 
 "Invented" also covers a value the model's own code printed as a literal (``print('apple')``):
 such output is cut from the tool text the checker compares against, as the run checks do.
 
 Usage::
 
-    python bench/notebook_tasks.py -m local/qwen2.5-coder-1.5b [--set core|heldout|tuning|all]
+    python bench/notebook_tasks.py -m local/qwen2.5-coder-1.5b [--set core|heldout|tuning|multistep|all]
         [-k load,plot] [--json out.json] [--profile small|default]
 
 ``--profile small`` forces the small-model profile (short system prompt, fewer tools, a turn
@@ -80,6 +84,10 @@ class Task:
     #                                   ("a|b": either spelling, e.g. a date written two ways)
     wrong: tuple[str, ...] = ()       # a name question: the other candidates; naming one is invented
     needs: str = ""                   # which notebook-context tool the task relies on
+    # a question that states its answer format: each ``@key[value]`` the answer must end with,
+    # and the right value (a number is right within half a unit of its last decimal, a name
+    # when it is the same word); a tag with another value is a value presented as the result
+    keys: tuple[tuple[str, str], ...] = ()
 
 
 def _round(x: float) -> float:
@@ -245,7 +253,118 @@ TUNING_TASKS: list[Task] = [
          check="_series_equal(branch_days, loans.groupby('branch')['days'].sum())", setup=(LOAD_LOANS,)),
 ]
 
-SETS = {"core": TASKS, "heldout": HELDOUT_TASKS, "tuning": TUNING_TASKS}
+# --- the multi-step set --------------------------------------------------------------------
+# Written before any tuning on it, and only ever run to measure: analysis questions of several
+# steps (load, clean, group, test, answer in a stated @key[value] format), as a data scientist
+# asks them with nothing loaded yet. Data of its own (bench/data/trips.csv: 120 trips in four
+# cities by bike, scooter or car; fares written "$16.94", some distances and ratings missing).
+# The keys are computed here from the file by the steps the question names.
+
+TRIPS_PATH = "bench/data/trips.csv"
+TRIPS = pd.read_csv(ROOT / TRIPS_PATH)
+_FARE = TRIPS["fare"].str.lstrip("$").astype(float)
+_CLEAN = TRIPS.dropna(subset=["distance_km"]).assign(fare=_FARE)
+_SPEED = _CLEAN["distance_km"] / _CLEAN["duration_min"] * 60
+_TIP_PCT = (TRIPS["tip"] / _FARE * 100).groupby(TRIPS["vehicle"]).mean()
+_MONTH_FARE = _FARE.groupby(TRIPS["date"].str[:7]).sum()
+_WEEKDAY = pd.to_datetime(TRIPS["date"]).dt.day_name().value_counts()
+_DURATION_STD = TRIPS.groupby("city")["duration_min"].std()
+_PORTO = TRIPS[TRIPS["city"] == "Porto"]
+_LYON_FARE, _PORTO_FARE = _FARE[TRIPS["city"] == "Lyon"], _FARE[TRIPS["city"] == "Porto"]
+_WELCH_T = (_LYON_FARE.mean() - _PORTO_FARE.mean()) / (
+    _LYON_FARE.var() / len(_LYON_FARE) + _PORTO_FARE.var() / len(_PORTO_FARE)) ** 0.5
+_CAR_KM = _CLEAN[_CLEAN["vehicle"] == "car"]
+_PER_KM = (_CAR_KM["fare"] / _CAR_KM["distance_km"]).groupby(_CAR_KM["city"]).mean()
+
+
+def _key(value: float, decimals: int) -> str:
+    return f"{value:.{decimals}f}"
+
+
+MULTISTEP_TASKS: list[Task] = [
+    Task("m_mean_fare", f"Load {TRIPS_PATH}. The fare column is text like $16.94: turn it into "
+                        "numbers and give the mean fare rounded to 2 decimals. End your answer with "
+                        "@mean_fare[value].",
+         keys=(("mean_fare", _key(_FARE.mean(), 2)),), setup=("import pandas as pd",)),
+    Task("m_top_city", f"Read {TRIPS_PATH}, drop the trips that have no distance_km, and tell me which "
+                       "city has the most of the remaining trips. Answer as @top_city[name].",
+         keys=(("top_city", str(_CLEAN["city"].value_counts().idxmax())),), setup=("import pandas as pd",)),
+    Task("m_speed", f"Using {TRIPS_PATH}: compute each trip's speed in km/h (distance_km divided by "
+                    "duration_min, times 60), ignoring trips without a distance, and report the median "
+                    "speed rounded to 1 decimal as @median_speed[value].",
+         keys=(("median_speed", _key(_SPEED.median(), 1)),), setup=("import pandas as pd",)),
+    Task("m_tip_vehicle", f"From {TRIPS_PATH}, work out the tip as a percentage of the fare (the fare has "
+                          "a $ sign) for every trip, average it per vehicle, and say which vehicle has "
+                          "the highest average tip percentage: @best_vehicle[name].",
+         keys=(("best_vehicle", str(_TIP_PCT.idxmax())),), setup=("import pandas as pd",)),
+    Task("m_corr", f"Load {TRIPS_PATH}, convert fare to a number, drop rows with a missing distance_km, "
+                   "and compute the Pearson correlation between distance_km and fare, rounded to 3 "
+                   "decimals. Finish with @corr[value].",
+         keys=(("corr", _key(_CLEAN["distance_km"].corr(_CLEAN["fare"]), 3)),), setup=("import pandas as pd",)),
+    Task("m_welch", f"In {TRIPS_PATH}, compare the fares of Lyon and Porto (fare is text with a $ sign) "
+                    "with Welch's t statistic: (mean Lyon - mean Porto) / sqrt(var Lyon / n Lyon + "
+                    "var Porto / n Porto), sample variances. Round to 2 decimals and end with "
+                    "@t_stat[value].",
+         keys=(("t_stat", _key(_WELCH_T, 2)),), setup=("import pandas as pd",)),
+    Task("m_month", f"Which month had the highest total fare in {TRIPS_PATH}? Clean the $ from the fare "
+                    "first, group by month of the date column, and answer as @best_month[YYYY-MM].",
+         keys=(("best_month", str(_MONTH_FARE.idxmax())),), setup=("import pandas as pd",)),
+    Task("m_ratings", f"Load {TRIPS_PATH}. How many trips have no rating, and what is the mean rating of "
+                      "the rated trips, rounded to 2 decimals? Answer with @missing_ratings[count] and "
+                      "@mean_rating[value].",
+         keys=(("missing_ratings", str(int(TRIPS["rating"].isna().sum()))),
+               ("mean_rating", _key(TRIPS["rating"].mean(), 2))), setup=("import pandas as pd",)),
+    Task("m_bike_share", f"Of the trips in Porto in {TRIPS_PATH}, what percentage were made by bike? "
+                         "Round to 1 decimal and give it as @bike_share[value].",
+         keys=(("bike_share", _key((_PORTO["vehicle"] == "bike").mean() * 100, 1)),),
+         setup=("import pandas as pd",)),
+    Task("m_long_cheap", f"Read {TRIPS_PATH} and count the trips longer than 10 km whose fare (after "
+                         "removing the $) is below 20. Answer @long_cheap[count].",
+         keys=(("long_cheap", str(int(((_CLEAN["distance_km"] > 10) & (_CLEAN["fare"] < 20)).sum()))),),
+         setup=("import pandas as pd",)),
+    Task("m_duration_std", f"Group {TRIPS_PATH} by city and compute the standard deviation of "
+                           "duration_min. Which city varies most, and by how much (2 decimals)? End "
+                           "with @city[name] @std[value].",
+         keys=(("city", str(_DURATION_STD.idxmax())), ("std", _key(_DURATION_STD.max(), 2))),
+         setup=("import pandas as pd",)),
+    Task("m_car_per_km", f"For the car trips in {TRIPS_PATH} that have a distance, compute the fare per "
+                         "km (fare without the $ divided by distance_km), average it per city, and "
+                         "report the cheapest city: @cheapest_city[name].",
+         keys=(("cheapest_city", str(_PER_KM.idxmin())),), setup=("import pandas as pd",)),
+    Task("m_weekday", f"On which day of the week were the most trips taken in {TRIPS_PATH}? Use the date "
+                      "column and answer as @weekday[name], e.g. @weekday[Monday].",
+         keys=(("weekday", str(_WEEKDAY.idxmax())),), setup=("import pandas as pd",)),
+]
+
+SETS = {"core": TASKS, "heldout": HELDOUT_TASKS, "tuning": TUNING_TASKS, "multistep": MULTISTEP_TASKS}
+
+
+_TAG = __import__("re").compile(r"@(\w+)\[([^\]\n]*)\]")
+
+
+def _key_matches(got: str, want: str) -> bool:
+    got = got.strip().strip("'\"`").lstrip("$").rstrip("%").strip()
+    try:
+        decimals = len(want.split(".", 1)[1]) if "." in want else 0
+        return abs(float(got) - float(want)) <= 0.5 * 10 ** -decimals + 1e-9
+    except ValueError:
+        return got.lower() == want.lower()
+
+
+def score_keys(task: Task, answer: str) -> tuple[bool, bool]:
+    """(every key right, some key stated with a wrong value) for a task with stated keys."""
+    stated: dict[str, list[str]] = {}
+    for key, value in _TAG.findall(answer):
+        stated.setdefault(key, []).append(value)
+    right = all(any(_key_matches(v, want) for v in stated.get(key, [])) for key, want in task.keys)
+    wrong = any(not _key_matches(v, want) for key, want in task.keys for v in stated.get(key, [])
+                if _STATED.fullmatch(v.strip()) and v.strip().lower() not in ("value", "name", "count"))
+    return right, wrong
+
+
+# a value as an answer states it (a number, a word, a date); not a placeholder or code
+# (``@mean_fare[{mean_fare_rounded}]`` in a code block states nothing)
+_STATED = __import__("re").compile(r"[-+$]?[\w.,:% -]+")
 
 
 # --- the notebook of one task ---------------------------------------------------------------
@@ -419,7 +538,7 @@ print({mark!r} + _json.dumps({{
     "warm_s": globals().get("_bench_warm_s"),
     "state_ok": _state_ok, "state_error": _state_error, "numbers_ok": _numbers_ok,
     "named_wrong": _named_wrong, "unsupported_values": _unsupported_values,
-    "answer": answer[:300], "calls": _calls, "errors": _errors[:2], "trace": _trace,
+    "answer": answer[:300], "tags": _re.findall(r"@\w+\[[^\]\n]*\]", answer), "calls": _calls, "errors": _errors[:2], "trace": _trace,
     "turns": sum(1 for m in _msgs if m.role == "assistant"),
 }}))
 '''
@@ -549,7 +668,27 @@ def run_task(task: Task, model: str, profile: str | None, timeout: int) -> dict:
                     "answer": "", "errors": [*errors, out[-300:]][-2:], "wall": round(wall, 1)}
         verdict = json.loads(out.split(VERDICT_MARK, 1)[1].strip().splitlines()[0])
         verdict.update(task=task.name, wall=round(wall, 1), needs=task.needs)
+        if task.keys:
+            right, wrong = score_keys(task, " ".join(verdict.get("tags") or []))
+            verdict["passed"] = bool(verdict["passed"] and right)
+            verdict["invented"] = not verdict["passed"] and bool(verdict["invented"] or wrong)
         return verdict
+
+
+def run_without_agent(task: Task, model: str) -> dict:
+    """The baseline: one completion of the same model for the request alone, no tools, no code
+    (the answer is scored by the task's keys; a wrong tagged value counts as invented)."""
+    import asyncio
+
+    from pi_notebook.ai import complete, get_model
+    from pi_notebook.ai.types import Context, UserMessage
+
+    started = time.monotonic()
+    message = asyncio.run(complete(get_model(model), Context(messages=[UserMessage(content=task.prompt)])))
+    answer = "".join(getattr(c, "text", "") for c in message.content)
+    right, wrong = score_keys(task, answer)
+    return {"task": task.name, "passed": right, "invented": not right and wrong,
+            "seconds": round(time.monotonic() - started, 1), "answer": answer[-300:], "calls": 0}
 
 
 def summarize(model: str, results: list[dict], label: str = "") -> str:
@@ -570,10 +709,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("-m", "--model", default="local/qwen2.5-coder-1.5b")
     parser.add_argument("-k", "--tasks", default="", help="comma-separated task names (default: all)")
-    parser.add_argument("--set", choices=("core", "heldout", "tuning", "all"), default="core",
+    parser.add_argument("--set", choices=("core", "heldout", "tuning", "multistep", "all"), default="core",
                         help="core: the 15 tasks the levers were tuned on; heldout: the 12 written "
-                             "before tuning and never tuned on (issue 22); tuning: 10 more requests "
-                             "written to tune on in the second round; all: core and held-out")
+                             "before tuning and never tuned on; tuning: 10 more requests written to "
+                             "tune on; multistep: 13 analysis questions of several steps with a stated "
+                             "answer format, never tuned on; all: core and held-out")
+    parser.add_argument("--no-agent", action="store_true",
+                        help="the baseline: one completion per request, no tools (tasks with keys)")
     parser.add_argument("--profile", choices=("small", "default"), default=None)
     parser.add_argument("--timeout", type=int, default=600)
     parser.add_argument("--json", default="", help="write the verdicts to this file")
@@ -586,8 +728,11 @@ def main(argv: list[str] | None = None) -> int:
           f"{' (' + args.label + ')' if args.label else ''}; load average {os.getloadavg()[0]:.1f}",
           flush=True)
     results = []
+    if args.no_agent:
+        import pi_notebook.local  # noqa: F401  (registers local/<id>)
     for task in chosen:
-        verdict = run_task(task, args.model, args.profile, args.timeout)
+        verdict = (run_without_agent(task, args.model) if args.no_agent
+                   else run_task(task, args.model, args.profile, args.timeout))
         results.append(verdict)
         mark = "PASS" if verdict["passed"] else ("INVENTED" if verdict["invented"] else "fail")
         seconds = verdict.get("seconds")

@@ -25,8 +25,9 @@ ALLOWED = {
     "widgets": {"widgets", "ai", "agent", "tools.updates", "tools.approval", "tools.policy",
                 "tools.tracebacks"},
     # the embedded small model: its provider registers with ai/ (models.register_model_factory,
-    # stream.add_provider_extension), so ai/ never imports it; its run checks read agent types
-    "local": {"local", "agent", "ai"},
+    # stream.add_provider_extension), so ai/ never imports it; its run checks read agent types;
+    # its intent reader takes the variables the namespace summary listed (tools/namespace.py)
+    "local": {"local", "agent", "ai", "tools.namespace"},
     # the MCP logs live in the project's one cache folder (local/setup.py's cache_dir)
     "mcp": {"mcp", "tools", "agent", "ai", "local.setup"},
     # the kernel served over MCP: the notebook tools behind the SDK's server

@@ -14,6 +14,10 @@ Applied with the small-model profile (local/apply.py), for each run:
   "Apple"...'). One correction of each kind per prompt, so a run always ends. A value the
   model's own code printed as a literal (``print('apple')``, ``x = 'apple'; print(x)``) is not
   a result: it is cut from that call's output and from the code before grounding.
+- **the form asked.** A question that states its answer form (``end with @mean_fare[value]``,
+  intent.requested_format) gets one corrective turn when the answer lacks a tag or leaves its
+  placeholder ('Check: the question asks for the answer as @mean_fare[value]...'); its values
+  are checked like any other (a tagged number no output shows is a values correction).
 - **a failing call is not repeated.** A call identical to one that already failed in this
   prompt is not run; its result says so and asks for another approach or an honest answer.
   Sent again after it was blocked (the same call blocked twice), the request ends with what
@@ -40,7 +44,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..agent.types import BeforeToolCallResult, CheckMessage
-from .intent import Outcome, expected_outcomes
+from .intent import FORMAT_TAG, Outcome, expected_outcomes, requested_format
 from .tool_calls import CHECK_PREFIX, FORCED_REPLY_MARK, NOTE_PREFIX, ungrounded_values
 
 from ..ai.types import AssistantMessage, ToolCall, ToolResultMessage
@@ -58,6 +62,8 @@ __all__ = ["CHECK_PREFIX", "MAX_ANSWER_CHARS", "NamespaceSnapshot", "check_messa
            "without_literals"]
 
 _VALUES = "no output shows"  # the words that mark a values correction
+_FORMAT = "the question asks for the answer as"  # ... and a format correction
+_PLACEHOLDERS = frozenset({"", "value", "name", "count", "values", "number", "yyyy-mm", "none", "..."})
 _MAX_LABEL_ROWS = 20_000
 _MAX_LABELS = 2_000
 # the part of an answer whose values are checked: a reply of 70,000 numbers took 14 s to check
@@ -409,7 +415,8 @@ class RunChecks:
         guessed = [v for c in code.values() for v in printed_literals(c) if v.isidentifier()]
         missing = ungrounded_values(answer, sources, [*_labels(self.user_ns), *guessed])
         if not missing:
-            return None
+            failed_only = bool(results) and all(m.is_error for m in results)
+            return None if "format" in given else format_correction(request, answer, all_failed=failed_only)
         quoted = ", ".join(f'"{v}"' for v in missing[:5])
         errors = [_last_error_line(_text(m.content)) for m in results if m.is_error]
         all_failed = bool(results) and len(errors) == len(results)
@@ -492,14 +499,34 @@ def check_message(check: str) -> CheckMessage:
         asked = "to state only values its code's output shows"
     else:  # the first sentence says what was found ("`top3` does not exist")
         finding = re.split(r"(?<=[^.])\.(?:\s|$)", body, maxsplit=1)[0]
-        asked = "to make what the request asked for" if kind == "outcome" else "to end with what the results show"
+        asked = {"outcome": "to make what the request asked for",
+                 "format": "to end in that form, with values its outputs show"}.get(
+            kind, "to end with what the results show")
     finding = finding[:1].upper() + finding[1:]
     return CheckMessage(content=check, shown=f"{finding}: the agent was asked {asked}.")
+
+
+def format_correction(request: str, answer: str, *, all_failed: bool = False) -> str | None:
+    """The corrective turn for an answer without the ``@key[value]`` tags the request asks for
+    (or with a placeholder in one), else None. After code that only failed there is no value to
+    tag: the answer says so instead (nothing is made up to fill the form)."""
+    keys = requested_format(request)
+    if not keys or all_failed:
+        return None
+    given = {m.group(1): m.group(2).strip().lower() for m in FORMAT_TAG.finditer(answer)}
+    lacking = [k for k in keys if given.get(k, "") in _PLACEHOLDERS]
+    if not lacking:
+        return None
+    form = " ".join(f"@{k}[value]" for k in keys)
+    return (f"{CHECK_PREFIX}{_FORMAT} {form}. End the answer with {' '.join('@' + k + '[...]' for k in keys)}, "
+            "each holding the value an output above shows; if no output shows it, say what is not known.")
 
 
 def _kind(check: str) -> str:
     if FORCED_REPLY_MARK in check:
         return "final"
+    if _FORMAT in check:
+        return "format"
     return _VALUES if _VALUES in check else "outcome"
 
 

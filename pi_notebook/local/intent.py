@@ -27,9 +27,10 @@ subject), not capitalised unless spelled as code ("the orders in Leeds": a value
 alias of an import. A column ("column price", "a price column") is a column outcome, not a
 variable. Anything vaguer names nothing and the model is left free.
 
-``requested_subject(text, context)``: the first notebook variable the request names as a word
-("plot a bar chart of totals", "how many rows does df have?"), found in the prompt's notebook
-context (its "Notebook variables" lines, tools/namespace.py). The first call's code then starts
+``requested_subject(text, listed)``: the first notebook variable the request names as a word
+("plot a bar chart of totals", "how many rows does df have?"), among the variables the prompt's
+notebook context lists (``ListedVariables``, read back by tools/namespace.py, which printed
+them). The first call's code then starts
 with it (``totals.plot(...)``, ``df.shape``): the 0.5B otherwise reached for ``df`` whatever
 the request named.
 """
@@ -42,7 +43,10 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["Outcome", "expected_outcomes", "notebook_variables", "requested_subject", "requested_target"]
+from ..tools.namespace import ListedVariables
+
+__all__ = ["Outcome", "expected_outcomes", "implicit_subject", "requested_subject", "requested_target",
+           "requested_format", "FORMAT_TAG"]
 
 
 @dataclass(frozen=True)
@@ -84,6 +88,11 @@ _NOT_NAMES = frozenset({
     "rows", "row", "lowercase", "uppercase", "thousands", "millions", "decimals", "decimal",
     "dollars", "euros", "words", "part", "there", "here", "table", "list", "chart",
     "plot", "graph", "figure", "index", "days", "weeks", "months", "years", "hours", "minutes",
+    # units a question states its answer in ("the mean rainfall in mm"), never a result's name
+    "mm", "cm", "km", "kg", "mg", "ml", "ms", "sec", "secs", "seconds", "mins",
+    "hrs", "kmh", "mph", "knots", "miles", "meters", "metres", "kilometers", "kilometres", "inches",
+    "feet", "pounds", "grams", "kilograms", "liters", "litres", "celsius", "fahrenheit", "kelvin",
+    "degrees", "usd", "eur", "gbp", "cents", "bytes", "kb", "mb", "gb",
     # connecting words that can follow a kind of value ("a DataFrame called x", "a list of")
     "called", "named", "with", "of", "for", "from", "by", "on", "at", "per", "where", "which",
     "containing", "holding", "and", "or", "to", "in", "into", "as",
@@ -141,11 +150,21 @@ def _candidates(tokens: list[tuple[str, bool]]) -> list[tuple[int, str, bool]]:
     return found
 
 
+# an answer form a question states: "end with @mean_fare[value]", "@city[name] @std[value]"
+FORMAT_TAG = re.compile(r"@([A-Za-z_][A-Za-z0-9_]*)\[([^\]\n]{0,80})\]")
+
+
+def requested_format(text: str) -> list[str]:
+    """The keys of the ``@key[...]`` tags ``text`` asks the answer to carry, in order."""
+    return list(dict.fromkeys(m.group(1) for m in FORMAT_TAG.finditer(text)))
+
+
 def expected_outcomes(text: str, known: Collection[str] = (), columns: Collection[str] = ()
                       ) -> list[Outcome]:
     """What ``text`` asks to leave behind. ``known``: the notebook's variable names; ``columns``:
-    the columns of its DataFrames (neither can be a new name after a preposition)."""
-    tokens = _tokens(text)
+    the columns of its DataFrames (neither can be a new name after a preposition). An answer
+    form (``@mean_fare[value]``) names a tag of the answer, not a variable."""
+    tokens = _tokens(FORMAT_TAG.sub(" ", text))
     outcomes: list[Outcome] = []
     known_set, column_set = set(known), set(columns)
     for _, word, strong in _candidates(tokens):
@@ -159,8 +178,9 @@ def expected_outcomes(text: str, known: Collection[str] = (), columns: Collectio
         for i, (word, code) in enumerate(tokens):
             near = {lowered[j] for j in (i - 1, i + 1) if 0 <= j < len(tokens)}
             named = i > 1 and lowered[i - 1] in _NAMING and lowered[i - 2] in _COLUMN
+            # (not a word that ends a clause: "a new column using the ratio" names no column)
             if (near & _COLUMN or named) and _usable(word, code) and word not in column_set \
-                    and word not in known_set:
+                    and word not in known_set and (code or word.lower() not in _CLAUSE_END):
                 outcome = Outcome("column", word)
                 if outcome not in outcomes:
                     outcomes.append(outcome)
@@ -178,43 +198,16 @@ def requested_target(text: str, known: Collection[str] = (), columns: Collection
     return None
 
 
-_VARIABLES_HEADER = re.compile(r"^Notebook variables \(\d+\):$", re.MULTILINE)
-_VARIABLE_LINE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*): ", re.MULTILINE)
-_COLUMNS_PART = re.compile(r"\(([^()]*)\)\s*$")
 _WORD = re.compile(r"`?\b([A-Za-z_][A-Za-z0-9_]*)\b`?")
 
 
-def _variables_block(context: str) -> str:
-    header = _VARIABLES_HEADER.search(context)
-    if header is None:
-        return ""
-    return context[header.end():].split("\n\n", 1)[0]  # the summary ends at a blank line
-
-
-def notebook_variables(context: str) -> list[str]:
-    """The names listed under "Notebook variables (n):" in a notebook-context block."""
-    return _VARIABLE_LINE.findall(_variables_block(context))
-
-
-def notebook_columns(context: str) -> list[str]:
-    """The DataFrame columns the context's variable lines list (``df: DataFrame 24 x 4 (month:
-    str, region: str)``)."""
-    names: list[str] = []
-    for line in _variables_block(context).splitlines():
-        match = _COLUMNS_PART.search(line)
-        if match and "DataFrame" in line:
-            names += [part.split(":", 1)[0].strip() for part in match.group(1).split(",") if ":" in part]
-    return names
-
-
-_FRAME_LINE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*): DataFrame\b", re.MULTILINE)
 _FILE_WORD = re.compile(r"[\w-]\.(?:csv|tsv|txt|json|jsonl|xlsx?|parquet|feather|pkl|pickle|h5|sqlite|db|"
                         r"npy|npz|xml|html?)\b", re.IGNORECASE)
 
 
-def requested_subject(text: str, context: str) -> str | None:
-    """The first word of ``text`` that names a notebook variable of ``context``, or None."""
-    names = set(notebook_variables(context))
+def requested_subject(text: str, listed: ListedVariables) -> str | None:
+    """The first word of ``text`` that names a listed notebook variable, or None."""
+    names = set(listed.names)
     if not names:
         return None
     for match in _WORD.finditer(text):
@@ -223,13 +216,13 @@ def requested_subject(text: str, context: str) -> str | None:
     return None
 
 
-def implicit_subject(text: str, context: str) -> str | None:
+def implicit_subject(text: str, listed: ListedVariables) -> str | None:
     """The notebook's only DataFrame when ``text`` names no notebook variable and no file, else
     None: a question about "the customers" is about the data that is loaded (measured, the
     0.5B read a guessed ``loans.csv`` for "who borrowed the most books?" with ``loans`` loaded)."""
-    if requested_subject(text, context) is not None or _FILE_WORD.search(text):
+    if requested_subject(text, listed) is not None or _FILE_WORD.search(text):
         return None
-    frames = _FRAME_LINE.findall(_variables_block(context))
+    frames = listed.frames
     if len(frames) == 1 and not keyword.iskeyword(frames[0]):
         return str(frames[0])
     return None

@@ -47,13 +47,8 @@ from typing import Any
 
 from ..ai._fast import append_delta, delta_event
 from ..ai._json import parse_streaming_json
-from .intent import (
-    implicit_subject,
-    notebook_columns,
-    notebook_variables,
-    requested_subject,
-    requested_target,
-)
+from ..tools.namespace import read_listed_variables
+from .intent import implicit_subject, requested_subject, requested_target
 from ..ai.types import (
     AssistantMessage,
     AssistantMessageEvent,
@@ -73,20 +68,14 @@ from ..ai.types import (
 __all__ = [
     "NOTE_PREFIX", "TOOLCALL_MODES", "TOOLCALL_FAILURE_HINT", "tool_call_mode", "tools_grammar",
     "shape_request", "TextToolCallStream", "friendly_error", "recover_tool_name", "stated_values",
-    "ungrounded_values", "CHECK_PREFIX", "FORCED_REPLY_MARK", "repair_call_tail",
+    "ungrounded_values", "CHECK_PREFIX", "FORCED_REPLY_MARK", "repair_call_tail", "escapes_in_literals",
 ]
 
 TOOLCALL_MODES = ("grammar", "parse", "server")
 DEFAULT_MAX_TOOL_CALLS = 3
 PROMPT_TOOL_CALLS_FACTOR = 2
-# Left alone, the 0.5B model writes a comment and a print for every attribute it can think of
-# (measured: 300 tokens of "# Display the ..." lines for "load the CSV into df"). Code arguments
-# are therefore limited to this many non-empty lines of at most MAX_LINE_CHARS characters,
-# without comments, and without backslashes other than \" (it wrote "\\n" line continuations).
-MAX_CODE_LINES = 8
 RETRY_TEMPERATURE = 0.7
 FINAL_ANSWER_TOKENS = 200
-MAX_LINE_CHARS = 160
 
 # Notes the provider adds to the transcript for the user; stripped again from what the model reads.
 NOTE_PREFIX = "[embedded model] "
@@ -116,14 +105,17 @@ boolean ::= "true" | "false"
 value ::= object | array | string | number | boolean | "null"
 object ::= "{" ws ( string ws ":" ws value ( ws "," ws string ws ":" ws value )* )? ws "}"
 array ::= "[" ws ( value ( ws "," ws value )* )? ws "]"
-codeline ::= codechar{1,%d}
-codechar ::= [^"\\\x7F\x00-\x1F#] | "\\\""
-'''.strip() % MAX_LINE_CHARS
-_CODE_RULE = r'code ::= "\"" codeline ( "\\n" codeline ){0,' + str(MAX_CODE_LINES - 1) + r'} "\""'
+'''.strip()
+# The code argument is any JSON string: every escape JSON has, so decoding it gives back exactly
+# the code the model wrote ('\\n'.join, sep='\\t', regexes, Windows paths, '#' comments). No
+# line or character cap: the reply's max_tokens bounds it. (A narrower rule, without backslash
+# escapes or '#' and 8 lines, turned the model's "\\n" inside a string literal into a line
+# break and cut multi-step code at line 8: SyntaxErrors the model did not write.)
+_CODE_RULE = r'code ::= "\"" char* "\""'
 # the request named its result ("into totals"): the code starts by assigning it. (Measured on
 # the 0.5B: allowed import lines first, it filled them with imports it then misused; made to
 # end with a line showing the name, it could not close the string and wrote prose into it.)
-_START_RULE = r'code ::= "\"" {start} codechar{{0,{chars}}} ( "\\n" codeline ){{0,{lines}}} "\""'
+_START_RULE = r'code ::= "\"" {start} char* "\""'
 _CODE_IN_REQUEST = re.compile(r"[=;(]|\n")
 _START = re.compile(r"[A-Za-z_][A-Za-z0-9_]*( = )?")
 READ_ONLY_START = "[.["  # a start ``name[.[`` : the code begins with ``name.`` or ``name[``
@@ -187,7 +179,7 @@ def _code_rule(start: str | None) -> str:
     # (an identifier and " = " need no escaping, in JSON or in GBNF; a read-only start goes on
     # with an attribute or an index, so the user's data is read, not replaced)
     literal = f'"{name}" ("." | "[")' if read else f'"{name}"'
-    return _START_RULE.format(start=literal, chars=MAX_LINE_CHARS, lines=MAX_CODE_LINES - 1)
+    return _START_RULE.format(start=literal)
 
 
 def tools_grammar(tools: list[Mapping[str, Any]], *, allow_call: bool = True, allow_text: bool = True,
@@ -488,9 +480,10 @@ def shape_request(params: dict[str, Any], *, mode: str, max_tool_calls: int = DE
         # only DataFrame as a forced start, the quickstart's `monthly = df.groupby(...)` lost
         # its `monthly = ` and failed with a NameError)
         if not _CODE_IN_REQUEST.search(request):
-            target = requested_target(request, notebook_variables(context), notebook_columns(context))
-            subject = requested_subject(request, context) if target is None else None
-            implicit = implicit_subject(request, context) if target is None and subject is None else None
+            listed = read_listed_variables(context)
+            target = requested_target(request, listed.names, listed.columns)
+            subject = requested_subject(request, listed) if target is None else None
+            implicit = implicit_subject(request, listed) if target is None and subject is None else None
             start = f"{target} = " if target else subject or (implicit + READ_ONLY_START if implicit else None)
     params["grammar"] = tools_grammar(tools, allow_call=allow_call, allow_text=allow_text, numbers=numbers,
                                       start=start)
@@ -569,6 +562,64 @@ def _open_brackets(code: str) -> list[str] | None:
     except (tokenize.TokenError, SyntaxError):
         pass  # "EOF in multi-line statement": what was read so far is what counts
     return stack
+
+
+def escapes_in_literals(code: str) -> str | None:
+    """``code`` with each line break inside a one-line string literal written as the ``\\n``
+    escape, when that makes code that does not compile compile; else None.
+
+    A small model writes Python into the JSON call without escaping its backslashes: for
+    ``print('\\n'.join(x))`` it writes ``"print('\\n'.join(x))"``, whose JSON ``\\n`` decodes to
+    a line break. No line break can stand inside a one-line literal, so there it can only be
+    the escape the model meant (the value at run time is the same line break)."""
+    try:
+        compile(code, "<call>", "exec")
+        return None
+    except SyntaxError:
+        pass
+    except (ValueError, OverflowError, MemoryError, RecursionError):
+        return None
+    out: list[str] = []
+    i, n = 0, len(code)
+    changed = False
+    while i < n:
+        ch = code[i]
+        if ch == "#":
+            end = code.find("\n", i)
+            end = n if end < 0 else end
+            out.append(code[i:end])
+            i = end
+            continue
+        if ch not in "'\"":
+            out.append(ch)
+            i += 1
+            continue
+        # (a raw literal too: there the two characters are what the model meant as well)
+        quote = code[i:i + 3] if code[i:i + 3] in ("'''", '"""') else ch
+        out.append(quote)
+        i += len(quote)
+        while i < n and not code.startswith(quote, i):
+            if code[i] == "\\" and i + 1 < n:
+                out.append(code[i:i + 2])
+                i += 2
+            elif code[i] in "\r\n" and len(quote) == 1:
+                out.append("\\n" if code[i] == "\n" else "\\r")
+                changed = True
+                i += 1
+            else:
+                out.append(code[i])
+                i += 1
+        if i < n:
+            out.append(quote)
+            i += len(quote)
+    if not changed:
+        return None
+    fixed = "".join(out)
+    try:
+        compile(fixed, "<call>", "exec")
+    except (SyntaxError, ValueError, OverflowError, MemoryError, RecursionError):
+        return None
+    return fixed
 
 
 def repair_call_tail(code: str) -> str | None:
@@ -702,7 +753,7 @@ class TextToolCallStream:
                 name = name or "invalid_tool_call"
         code = arguments.get("code")
         if isinstance(code, str):
-            repaired = repair_call_tail(code)
+            repaired = escapes_in_literals(code) or repair_call_tail(code)
             if repaired is not None:
                 arguments = {**arguments, "code": repaired}
         block.name = name

@@ -1,4 +1,11 @@
-"""A one-line hint for a missing key: "did you mean 'region' (a column of df)?".
+"""A one-line hint for an error whose traceback lacks the one fact that fixes it.
+
+- a missing key: "did you mean 'region' (a column of df)?";
+- a common import alias that is not defined (``NameError: name 'plt' is not defined``): the
+  import that defines it, "import matplotlib.pyplot as plt" (a small model forgets imports the
+  user's notebook never made, and retries the same line);
+- a package that is not installed (``ModuleNotFoundError``): say so, and name the analysis
+  packages this kernel does have, so the next call uses one of them instead of retrying.
 
 Python suggests close names for a NameError or an AttributeError, pandas suggests nothing for
 ``df.groupby('regoin')`` or ``df['revenu']``: the error is a bare ``KeyError: 'regoin'``. A
@@ -12,12 +19,14 @@ from __future__ import annotations
 
 import ast
 import difflib
+import importlib.util
+import re
 from collections.abc import Mapping
 from typing import Any
 
 from .redact import redact
 
-__all__ = ["key_error_hint"]
+__all__ = ["error_hint", "key_error_hint"]
 
 _MAX_CANDIDATES = 5000  # keys looked at in all; a namespace of huge dicts costs no more than this
 
@@ -37,6 +46,61 @@ def _keys(value: Any) -> list[str] | None:
     if isinstance(value, dict):
         return [k for k in list(value)[:_MAX_CANDIDATES] if isinstance(k, str)]
     return None
+
+
+# the aliases analysis code takes for granted, and the import that defines each
+COMMON_IMPORTS = {
+    "pd": "import pandas as pd", "np": "import numpy as np", "plt": "import matplotlib.pyplot as plt",
+    "sns": "import seaborn as sns", "mpl": "import matplotlib as mpl", "stats": "from scipy import stats",
+    "sp": "import scipy as sp", "tf": "import tensorflow as tf", "px": "import plotly.express as px",
+    "pandas": "import pandas", "numpy": "import numpy", "math": "import math", "re": "import re",
+    "json": "import json", "os": "import os", "datetime": "import datetime", "statistics": "import statistics",
+}
+# what a missing package's work is usually done with, in the order they are offered
+_ANALYSIS_PACKAGES = ("pandas", "numpy", "matplotlib", "scipy", "seaborn", "statsmodels", "sklearn")
+_NAME_ERROR = re.compile(r"^name '([A-Za-z_][A-Za-z0-9_]*)' is not defined")
+_NO_MODULE = re.compile(r"^No module named '([A-Za-z_][A-Za-z0-9_.]*)'")
+
+
+def error_hint(ename: str, evalue: str, user_ns: Mapping[str, Any]) -> str | None:
+    """The hint for an error (see the module docstring), or None when there is nothing to add."""
+    if ename == "KeyError":
+        return key_error_hint(ename, evalue, user_ns)
+    if ename == "NameError":
+        return _import_hint(evalue)
+    if ename == "ModuleNotFoundError":
+        return _missing_package_hint(evalue)
+    return None
+
+
+def _import_hint(evalue: str) -> str | None:
+    match = _NAME_ERROR.match(evalue.strip())
+    if match is None or match.group(1) not in COMMON_IMPORTS:
+        return None
+    name = match.group(1)
+    module = COMMON_IMPORTS[name].split()[1]
+    if not _installed(module):
+        return _missing_package_hint(f"No module named '{module}'")
+    return f"{name} is not imported in this notebook: start the code with `{COMMON_IMPORTS[name]}`"
+
+
+def _missing_package_hint(evalue: str) -> str | None:
+    match = _NO_MODULE.match(evalue.strip())
+    if match is None:
+        return None
+    package = match.group(1).split(".", 1)[0]
+    if _installed(package):
+        return None  # the package is there, a submodule is not: the message says it all
+    have = [p for p in _ANALYSIS_PACKAGES if p != package and _installed(p)]
+    use = f"; use what is installed: {', '.join(have)}" if have else ""
+    return f"{package} is not installed in this kernel (do not install it){use}"
+
+
+def _installed(package: str) -> bool:
+    try:
+        return importlib.util.find_spec(package.split(".", 1)[0]) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def key_error_hint(ename: str, evalue: str, user_ns: Mapping[str, Any]) -> str | None:

@@ -51,7 +51,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from .capture import capture_active
-from .error_hints import key_error_hint
+from .error_hints import error_hint
 from .credentials import redact_all as redact
 from .format import bundle_text, cut, dataframe_summary, series_summary, strip_ansi
 from .kernel_host import kernel_host
@@ -294,7 +294,7 @@ class ExecutionHistory:
         return CellError(ename=ename, evalue=_raw(evalue), lineno=lineno,
                          line=_raw(line) if line else None,
                          traceback=_raw(tb_text), before_exec=before,
-                         hint=key_error_hint(ename, evalue, user_ns))
+                         hint=error_hint(ename, evalue, user_ns))
 
     def _cell_files(self) -> dict[str, int]:
         compiler = getattr(self.shell, "compile", None)

@@ -24,6 +24,10 @@ namespace:
   every line is redacted (tools/redact.py) before it is counted against the budget.
 
 The token count uses the project's estimator (``ai/options.py``: characters / 4).
+
+``read_listed_variables(context) -> ListedVariables`` reads the listing back from a prompt's
+context (the small model's intent reader, local/intent.py, works from it): the printed form and
+its reading live here together, so the reader never depends on the wording.
 """
 
 from __future__ import annotations
@@ -33,13 +37,15 @@ import re
 import time
 import types
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from ..ai.options import estimate_text_tokens
 from .credentials import credential_name, hidden_value, looks_like_credential
 from .credentials import redact_all as redact
 
-__all__ = ["namespace_summary", "assigned_summary", "DEFAULT_TIME_BUDGET_S", "DEFAULT_TOKEN_BUDGET"]
+__all__ = ["namespace_summary", "assigned_summary", "DEFAULT_TIME_BUDGET_S", "DEFAULT_TOKEN_BUDGET",
+           "ListedVariable", "ListedVariables", "read_listed_variables"]
 
 DEFAULT_TOKEN_BUDGET = 400
 DEFAULT_TIME_BUDGET_S = 0.05  # the whole summary; a prompt must not wait on the user's objects
@@ -60,6 +66,61 @@ _PLAIN = frozenset({int, float, complex, bool, str, bytes, list, tuple, dict, se
                     type(None), range, bytearray})
 _CODE_PREFIX = "defined here: "
 _FOOTER_RESERVE = 90  # room for the "... N more" line
+_HEADER = "Notebook variables ({count}):"
+_HEADER_LINE = re.compile("^" + re.escape(_HEADER).replace(r"\{count\}", r"\d+") + "$", re.MULTILINE)
+_LISTED_LINE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*): (.*)$")
+_LISTED_COLUMNS = re.compile(r"\(([^()]*)\)\s*$")
+
+
+@dataclass(frozen=True)
+class ListedVariable:
+    """One line of the listing: ``df: DataFrame 24 x 4 (month: str, region: str)``."""
+
+    name: str
+    kind: str  # the first word of the description: "DataFrame", "Series", "int", "polars", ...
+    columns: tuple[str, ...] = ()  # a DataFrame's listed columns (the first _MAX_COLUMNS)
+
+
+@dataclass(frozen=True)
+class ListedVariables:
+    """The variables a namespace summary listed, in its order."""
+
+    variables: tuple[ListedVariable, ...] = ()
+
+    @property
+    def names(self) -> list[str]:
+        return [v.name for v in self.variables]
+
+    @property
+    def columns(self) -> list[str]:
+        """The columns of every listed DataFrame (pandas or polars)."""
+        return [c for v in self.variables for c in v.columns]
+
+    @property
+    def frames(self) -> list[str]:
+        """The pandas DataFrames listed."""
+        return [v.name for v in self.variables if v.kind == "DataFrame"]
+
+
+def read_listed_variables(context: str) -> ListedVariables:
+    """The listing a namespace summary put into ``context`` (empty when there is none): the
+    lines after its header, up to the first blank line (the summary is one paragraph)."""
+    header = _HEADER_LINE.search(context)
+    if header is None:
+        return ListedVariables()
+    listed: list[ListedVariable] = []
+    for line in context[header.end():].split("\n\n", 1)[0].splitlines():
+        match = _LISTED_LINE.match(line)
+        if match is None:
+            continue
+        name, description = match.groups()
+        kind = description.split(" ", 1)[0]
+        columns: tuple[str, ...] = ()
+        part = _LISTED_COLUMNS.search(description)
+        if part and "DataFrame" in description:
+            columns = tuple(p.split(":", 1)[0].strip() for p in part.group(1).split(",") if ":" in p)
+        listed.append(ListedVariable(name, kind, columns))
+    return ListedVariables(tuple(listed))
 
 
 def namespace_summary(user_ns: Mapping[str, Any], token_budget: int = DEFAULT_TOKEN_BUDGET,
@@ -94,7 +155,7 @@ def namespace_summary(user_ns: Mapping[str, Any], token_budget: int = DEFAULT_TO
         return ""
 
     budget_chars = max(0, token_budget) * 4 - _FOOTER_RESERVE
-    header = f"Notebook variables ({total}):"
+    header = _HEADER.format(count=total)
     lines = [header]
     room = budget_chars - len(header) - 1
     clock = _Clock(time_budget_s)

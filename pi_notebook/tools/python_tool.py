@@ -79,7 +79,7 @@ from .capture import _state as _capture_state
 from .kernel_host import kernel_host
 from .execution import Outcome, caller_cancelled, execute
 from .interrupt import interrupt_main_for
-from .error_hints import key_error_hint
+from .error_hints import error_hint
 from .model_text import result_content
 from .namespace import assigned_summary
 from .namespace_review import finish_call, watch_call
@@ -257,7 +257,7 @@ def make_python_tool(shell: InteractiveShell, settings: SettingsSource = None,
         assigned = assigned_summary(code, shell.user_ns) if quiet else None
         hint = None
         if result.error is not None and not result.interrupted:
-            hint = key_error_hint(result.error.ename, result.error.evalue, shell.user_ns)
+            hint = error_hint(result.error.ename, result.error.evalue, shell.user_ns)
         return AgentToolResult(
             content=result_content(result, conf, assigned, hint, changes),
             details=result.details(changes),

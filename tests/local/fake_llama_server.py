@@ -12,6 +12,8 @@ Behaviour from the environment:
   FAKE_LLAMA_CHUNKS        the answer's text chunks, as a JSON list (default: 5 words)
   FAKE_LLAMA_DIE_AFTER     the server process exits after sending this many chunks of an
                            answer sent chunked (the client sees an incomplete chunked read)
+  FAKE_LLAMA_CHUNKS_FILE   a file read at each request: its chunks, as a JSON list (a script
+                           of replies for one server; FAKE_LLAMA_CHUNKS when it is missing)
   FAKE_LLAMA_RECORD        a file: one JSON line per request (path, auth header, body), and one
                            per answer the client stopped reading ({"dropped_after": chunks sent})
   FAKE_LLAMA_ARGV          a file: the command line, as JSON
@@ -31,6 +33,13 @@ from pathlib import Path
 
 def _arg(argv: list[str], name: str, default: str | None = None) -> str | None:
     return argv[argv.index(name) + 1] if name in argv else default
+
+
+def _chunks() -> list[str]:
+    path = os.environ.get("FAKE_LLAMA_CHUNKS_FILE")
+    if path and Path(path).is_file():
+        return list(json.loads(Path(path).read_text()))
+    return CHUNKS
 
 
 ARGV = sys.argv[1:]
@@ -118,9 +127,10 @@ class Handler(BaseHTTPRequestHandler):
             if DIE_AFTER >= 0:
                 self.send_header("Transfer-Encoding", "chunked")
             self.end_headers()
-            for i, word in enumerate(CHUNKS):
+            chunks = _chunks()
+            for i, word in enumerate(chunks):
                 if i:
-                    time.sleep(STREAM_S / len(CHUNKS))
+                    time.sleep(STREAM_S / len(chunks))
                 if i == DIE_AFTER:
                     os._exit(1)  # mid-answer, as a crashed llama-server
                 chunk = {"id": "c1", "object": "chat.completion.chunk", "model": "fake",

@@ -428,3 +428,46 @@ def test_ipythons_bookkeeping_names_ground_no_digit():
     ns = {"loans": SALES, "_i1": "loans = load()", "_1": 3, "In": ["", "loans = load()"]}
     correction = RunChecks(ns, steer=lambda m: None).correction(messages)
     assert correction is not None and '"1"' in correction
+
+
+def test_an_answer_without_the_form_the_question_states_gets_one_corrective_turn(monkeypatch):
+    ns = {"pd": pd, "sales": SALES}
+    agent, _ = _run("What is the mean of units? End your answer with @mean_units[value].", [
+        _call("sales['units'].mean()"),
+        faux_assistant_message("The mean of units is 24.75."),        # right value, no form
+        faux_assistant_message("The mean is 24.75. @mean_units[24.75]"),
+    ], ns, monkeypatch)
+    checks = [u for u in _users(agent) if u.startswith("Check: ")]
+    assert len(checks) == 1 and "@mean_units[value]" in checks[0], checks
+    assert agent.state.messages[-1].content[0].text.endswith("@mean_units[24.75]")
+
+
+def test_an_answer_in_the_form_asked_is_left_alone(monkeypatch):
+    ns = {"pd": pd, "sales": SALES}
+    agent, _ = _run("Which product sold most units, and how many? Answer @top[name] @units[count].", [
+        _call("sales.loc[sales['units'].idxmax()]"),
+        faux_assistant_message("Widget sold the most: @top[Widget] @units[40]"),
+    ], ns, monkeypatch)
+    assert not [u for u in _users(agent) if u.startswith("Check: ")]
+
+
+def test_a_tagged_value_no_output_shows_is_not_presented_after_failed_calls(monkeypatch):
+    ns = {"pd": pd, "sales": SALES}
+    agent, _ = _run("What is the mean price? End with @mean_price[value].", [
+        _call("sales['price'].mean()"),                                # KeyError: no price
+        faux_assistant_message("The mean price is 12.0. @mean_price[12.0]"),
+        faux_assistant_message("The mean price is 12.0. @mean_price[12.0]"),
+        faux_assistant_message("The code failed, so I do not know the answer."),
+    ], ns, monkeypatch)
+    checks = [u for u in _users(agent) if u.startswith("Check: ")]
+    assert checks and '"12.0"' in checks[0] and "@mean_price" not in " ".join(checks), checks
+    # no format correction asks for a value nothing computed
+    assert not any("the question asks for the answer as" in c for c in checks)
+
+
+def test_a_stated_form_is_not_a_result_name():
+    from pi_notebook.local.intent import expected_outcomes, requested_format
+
+    text = "Load trips.csv and give the mean fare. End your answer with @mean_fare[value]."
+    assert requested_format(text) == ["mean_fare"]
+    assert all(o.name != "mean_fare" for o in expected_outcomes(text))

@@ -7,8 +7,9 @@ import json
 
 import pytest
 
-from pi_notebook.local.intent import notebook_variables, requested_subject, requested_target
+from pi_notebook.local.intent import requested_subject, requested_target
 from pi_notebook.local.tool_calls import shape_request, tools_grammar
+from pi_notebook.tools.namespace import ListedVariable, namespace_summary, read_listed_variables
 
 PYTHON = {"type": "object", "properties": {"code": {"type": "string"}}, "required": ["code"]}
 TOOLS = [{"type": "function", "function": {"name": "python", "parameters": PYTHON}}]
@@ -49,8 +50,8 @@ def _code_rule(grammar: str) -> str:
 def test_the_assign_grammar_starts_the_code_with_the_assignment() -> None:
     free, bound = _code_rule(tools_grammar(TOOLS)), _code_rule(tools_grammar(TOOLS, start="totals = "))
     assert '"totals = "' not in free
-    assert bound.startswith('code ::= "\\"" "totals = " codechar')
-    assert _code_rule(tools_grammar(TOOLS, start="df")).startswith('code ::= "\\"" "df" codechar')
+    assert bound.startswith('code ::= "\\"" "totals = " char*')
+    assert _code_rule(tools_grammar(TOOLS, start="df")).startswith('code ::= "\\"" "df" char*')
     # not an identifier: no constraint (nothing the grammar could be broken by)
     assert _code_rule(tools_grammar(TOOLS, start='x" | "y')) == free
 
@@ -77,14 +78,30 @@ CONTEXT = ("[Notebook context for this prompt, added by pi_notebook; the user di
            "targets: DataFrame 2 x 2 (region: str, target: int64)\n\nNotebook file: a.ipynb")
 
 
+LISTED = read_listed_variables(CONTEXT)
+
+
 def test_the_subject_is_the_first_notebook_variable_the_request_names() -> None:
-    assert notebook_variables(CONTEXT) == ["totals", "df", "targets"]
-    assert requested_subject("plot a bar chart of totals", CONTEXT) == "totals"
-    assert requested_subject("how many rows does `df` have?", CONTEXT) == "df"
-    assert requested_subject("what is the mean of the units column?", CONTEXT) is None
-    assert requested_subject("plot totals", "no variables listed") is None
+    assert LISTED.names == ["totals", "df", "targets"]
+    assert requested_subject("plot a bar chart of totals", LISTED) == "totals"
+    assert requested_subject("how many rows does `df` have?", LISTED) == "df"
+    assert requested_subject("what is the mean of the units column?", LISTED) is None
+    assert requested_subject("plot totals", read_listed_variables("no variables listed")) is None
     # "region" is a column inside a line, not a variable
-    assert requested_subject("sum by region", CONTEXT) is None
+    assert requested_subject("sum by region", LISTED) is None
+
+
+def test_the_listing_the_summary_prints_is_the_value_the_intent_reader_gets() -> None:
+    pd = pytest.importorskip("pandas")
+    ns = {"sales": pd.DataFrame({"month": ["Jan"], "region": ["N"], "units": [3]}),
+          "rate": 0.2, "by_region": pd.Series([1.0], name="units")}
+    summary = namespace_summary(ns)
+    context = f"[Notebook context]\nLast error: none\n\n{summary}\n\nNotebook file: a.ipynb"
+    listed = read_listed_variables(context)
+    assert sorted(listed.names) == ["by_region", "rate", "sales"]
+    assert ListedVariable("sales", "DataFrame", ("month", "region", "units")) in listed.variables
+    assert listed.frames == ["sales"] and listed.columns == ["month", "region", "units"]
+    assert requested_subject("plot by_region", listed) == "by_region"
 
 
 def test_a_named_result_wins_over_a_named_subject() -> None:
@@ -93,7 +110,7 @@ def test_a_named_result_wins_over_a_named_subject() -> None:
     assert '"merged = "' in _code_rule(shape_request(_params([user]), mode="grammar")["grammar"])
     user["content"][1]["text"] = "plot a bar chart of totals"
     assert _code_rule(shape_request(_params([user]), mode="grammar")["grammar"]).startswith(
-        'code ::= "\\"" "totals" codechar')
+        'code ::= "\\"" "totals" char*')
 
 
 def test_a_request_that_spells_out_code_is_not_steered() -> None:
@@ -105,12 +122,12 @@ def test_a_request_that_spells_out_code_is_not_steered() -> None:
     one = "Notebook variables (1):\ndf: DataFrame 24 x 4 (month: str, region: str, units: int64)\n"
     user = {"role": "user", "content": [{"type": "text", "text": one}, {"type": "text", "text": text}]}
     rule = _code_rule(shape_request(_params([user]), mode="grammar")["grammar"])
-    assert '"df"' not in rule and rule.startswith('code ::= "\\"" codeline'), rule
+    assert '"df"' not in rule and rule.startswith('code ::= "\\"" char*'), rule
 
 
 # --- what a request asks to leave behind, by where its words stand (issue 22) ---------------
 
-from pi_notebook.local.intent import Outcome, expected_outcomes, notebook_columns  # noqa: E402
+from pi_notebook.local.intent import Outcome, expected_outcomes  # noqa: E402
 
 
 @pytest.mark.parametrize(("text", "name"), [
@@ -142,7 +159,7 @@ def test_columns_and_figures_are_outcomes_too() -> None:
         Outcome("column", "margin")]
     assert expected_outcomes("what is the mean of the revenue column?", {"df"}, {"revenue"}) == []
     assert expected_outcomes("a histogram of revenue", {"df"}) == [Outcome("figure")]
-    assert notebook_columns(CONTEXT) == ["month", "region", "target"]
+    assert LISTED.columns == ["month", "region", "target"]
 
 
 def test_the_first_call_is_bound_to_a_name_only_if_it_is_new() -> None:
@@ -161,14 +178,24 @@ def test_a_request_naming_no_variable_reads_the_only_dataframe() -> None:
     from pi_notebook.local.intent import implicit_subject
 
     one = "Notebook variables (2):\nloans: DataFrame 32 x 7 (member: str, days: int64)\nn: int 3\n"
-    assert implicit_subject("who borrowed the most books?", one) == "loans"
-    assert implicit_subject("how many are there?", one.replace("loans: DataFrame", "loans: Series")) is None
+    listed = read_listed_variables(one)
+    assert implicit_subject("who borrowed the most books?", listed) == "loans"
+    series = read_listed_variables(one.replace("loans: DataFrame", "loans: Series"))
+    assert implicit_subject("how many are there?", series) is None
     # a file the request names, a variable it names, or two DataFrames to choose from: no guess
-    assert implicit_subject("read shop/visits.csv and count the rows", one) is None
-    assert implicit_subject("what is n?", one) is None
-    assert implicit_subject("what is the mean of the units column?", CONTEXT) is None
+    assert implicit_subject("read shop/visits.csv and count the rows", listed) is None
+    assert implicit_subject("what is n?", listed) is None
+    assert implicit_subject("what is the mean of the units column?", LISTED) is None
     user = {"role": "user", "content": [{"type": "text", "text": one},
                                         {"type": "text", "text": "who borrowed the most books?"}]}
     # the first call reads it (an attribute or an index), it does not replace it
     assert _code_rule(shape_request(_params([user]), mode="grammar")["grammar"]).startswith(
         'code ::= "\\"" "loans" ("." | "[") ')
+
+
+@pytest.mark.parametrize("text", [
+    "what is the mean rainfall in mm?", "report the total precipitation in mm", "give the distance in km",
+    "add a new column using the ratio of fare to distance",
+])
+def test_a_unit_or_a_connecting_word_is_not_a_result_name(text: str) -> None:
+    assert expected_outcomes(text) == []

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pi_notebook.tools.error_hints import key_error_hint
+from pi_notebook.tools.error_hints import error_hint, key_error_hint
 from pi_notebook.tools.history import ExecutionHistory
 
 pd = pytest.importorskip("pandas")
@@ -51,3 +51,48 @@ def test_the_last_error_note_carries_the_hint() -> None:
     assert note is not None
     assert note.startswith("Cell [") and ("raised KeyError: 'regoin' (did you mean 'region' (a column of "
                                           "hint_df)?) at line 1: hint_df.groupby('regoin')") in note
+
+
+@pytest.mark.parametrize(("name", "line"), [
+    ("plt", "import matplotlib.pyplot as plt"), ("np", "import numpy as np"), ("pd", "import pandas as pd")])
+def test_a_common_import_that_is_missing_gets_its_import_line(name: str, line: str) -> None:
+    assert error_hint("NameError", f"name '{name}' is not defined", {}) == \
+        f"{name} is not imported in this notebook: start the code with `{line}`"
+
+
+def test_a_package_that_is_not_installed_is_named_with_what_is() -> None:
+    hint = error_hint("ModuleNotFoundError", "No module named 'not_a_package_here'", {})
+    assert hint is not None and hint.startswith("not_a_package_here is not installed in this kernel")
+    assert "use what is installed: pandas, numpy, matplotlib" in hint
+    # an alias of a package this kernel lacks: the same hint, not an import line that fails
+    sns = error_hint("NameError", "name 'sns' is not defined", {})
+    assert sns == error_hint("ModuleNotFoundError", "No module named 'seaborn'", {})
+    assert sns is not None and sns.startswith("seaborn is not installed")
+
+
+@pytest.mark.parametrize(("ename", "evalue"), [
+    ("NameError", "name 'totals' is not defined"),  # the user's own name: nothing to import
+    ("ModuleNotFoundError", "No module named 'pandas.not_a_submodule'"),  # installed: the message says it
+    ("ValueError", "No module named 'x'"),
+])
+def test_no_hint_for_other_names_and_errors(ename: str, evalue: str) -> None:
+    assert error_hint(ename, evalue, {}) is None
+
+
+async def test_the_python_tool_result_carries_the_import_hint() -> None:
+    from tools_helpers import get_shell, routed
+
+    from pi_notebook.tools.python_tool import PythonToolSettings, make_python_tool
+
+    shell = get_shell()
+    saved = shell.user_ns.pop("plt", None)
+    tool = make_python_tool(shell, PythonToolSettings())
+    try:
+        with routed():
+            result = await tool.execute("c1", {"code": "plt.plot([1, 2])"})
+    finally:
+        if saved is not None:
+            shell.user_ns["plt"] = saved
+    text = result.content[0].text
+    assert "[error] NameError: name 'plt' is not defined (plt is not imported in this notebook: start " \
+           "the code with `import matplotlib.pyplot as plt`)" in text
