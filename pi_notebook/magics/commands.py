@@ -252,12 +252,12 @@ _SUBCOMMANDS = (
     Subcommand("fix", 0, "", "explain and fix the error of your last cell", lambda m, c: m._fix()),
     Subcommand("code", 0, "", "put the code the latest run ran into a new cell below",
                lambda m, c: m._code()),
-    Subcommand("undo", 0, "", "restore the variables the last agent run changed (run again for earlier runs)",
+    Subcommand("undo", 0, "", "restore what the last agent run changed (again: the run before)",
                lambda m, c: m._undo()),
     Subcommand("mcp", -1, "[tools|add|restart|off] ...", "MCP servers: list them; %agent mcp help for more",
                lambda m, c: m._mcp(list(c.rest))),  # magics/mcp_command.py
-    Subcommand("serve", -1, "[status|stop|rotate]",
-               "serve this kernel to outside agents over MCP; %agent serve help for more",
+    Subcommand("serve", -1, "[stop|rotate]",
+               "this kernel as an MCP server; %agent serve help for more",
                lambda m, c: m._serve(list(c.rest))),  # magics/serve_command.py
     Subcommand("help", 0, "", "show this help", lambda m, c: print(help_text())),
 )

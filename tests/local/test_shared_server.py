@@ -435,7 +435,7 @@ async def test_a_server_that_dies_mid_answer_is_explained_and_starts_again(fake,
 
 
 async def test_a_slow_start_is_announced_once_and_a_running_server_says_nothing(fake, monkeypatch):
-    from pi_notebook.ai.providers.local import STARTING_TEXT
+    from pi_notebook.local.provider import STARTING_TEXT
 
     monkeypatch.setenv("FAKE_LLAMA_HEALTH_DELAY", "2.5")
     said: list[str] = []
