@@ -3,6 +3,7 @@ the extension loaded, a recording fake view and a faux model registered in-proce
 
 from __future__ import annotations
 
+import signal
 import types
 
 import pytest
@@ -45,5 +46,10 @@ def shell(tmp_path, faux, monkeypatch):
     ip.run_line_magic("unload_ext", "pi_notebook")
     del ip.kernel
     InteractiveShell.clear_instance()
+    # A run's Stop guard puts back the SIGINT handler it found: here that is the handler of the
+    # asyncio runner that ran the test body, which pytest-asyncio leaves behind when the guard
+    # was left during another of its runs (a fixture's). Later tests that send SIGINT would meet
+    # that stale handler; a kernel never has one.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
