@@ -290,8 +290,8 @@ def _shown_literal_nodes(tree: ast.AST) -> list[ast.expr]:
 
 
 def printed_literals(code: str) -> list[str]:
-    """The values ``code`` prints, shows or assigns as literals it wrote itself (issue 22: the
-    0.5B answered "apple" after ``print('apple')``): what such code outputs is the model's own
+    """The values ``code`` prints, shows or assigns as literals it wrote itself (the 0.5B
+    answered "apple" after ``print('apple')``): what such code outputs is the model's own
     guess, not a value computed from data. Values with no letter or digit are left out (a
     separator like ", " says nothing and cutting it would change numbers)."""
     try:

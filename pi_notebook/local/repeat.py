@@ -3,8 +3,9 @@
 A small model decoding greedily can lock into repeating one stretch of text, a table row or
 a sentence, until the output limit: on the 2-core machine that is 2,048 tokens, 1.5 minutes
 of the 0.5B and about 4 of the 1.5B, for a reply nobody can use (`docs/design/local-model.md`,
-"Stop 26"). Sampling penalties (llama.cpp's repeat/DRY samplers) would also bend the code the
-model writes, where repeating a name is right; so the loop is caught in the stream instead.
+"A reply caught in a loop is cut"). Sampling penalties (llama.cpp's repeat/DRY samplers) would
+also bend the code the model writes, where repeating a name is right; so the loop is caught in
+the stream instead.
 
 The check is on the text itself, not on phrasings: the reply's tail is one block of at most
 ``MAX_PERIOD`` characters repeated back to back, at least ``MIN_REPEATS`` times and over at

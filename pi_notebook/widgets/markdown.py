@@ -188,7 +188,7 @@ def _parser() -> MarkdownIt:
     return md
 
 
-# Bounds on what is parsed as Markdown (issue 20). The parser's cost grows faster than the
+# Bounds on what is parsed as Markdown. The parser's cost grows faster than the
 # text with unclosed brackets, emphasis runs and formulas (200,000 "[": 5.7 s; 3,000 distinct
 # formulas: 1.4 s), and the view renders on the kernel. Past these, the text is shown plain.
 MAX_MARKDOWN_CHARS = 200_000
