@@ -1,4 +1,4 @@
-"""Where ``Any`` stands in the annotations of a module (issue 19: no ``Any`` in a parameter
+"""Where ``Any`` stands in the annotations of a module (the rule: no ``Any`` in a parameter
 or attribute of the notebook layer). One walker for the checks of ``widgets/`` and
 ``magics/``; each check keeps its own allow-list of what may stay untyped, and why."""
 

@@ -1,5 +1,5 @@
 """Every ``# type: ignore`` in the package names its error code and says why on the same line
-(issue 19: an ignore without a reason is a question nobody can answer later)."""
+(an ignore without a reason is a question nobody can answer later)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The typed message seam (issue 19): ``AgentMessage`` is pi's messages plus a typed custom
+"""The typed message seam: ``AgentMessage`` is pi's messages plus a typed custom
 extension point; event payloads are typed yet hold exactly the objects they were given."""
 
 from __future__ import annotations

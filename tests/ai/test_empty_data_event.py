@@ -1,5 +1,5 @@
 """A ``data:`` line with an empty value is a valid, empty SSE event: it is skipped, it does
-not end the answer with "Invalid JSON in stream event" (issue 20, a first-round leftover)."""
+not end the answer with "Invalid JSON in stream event"."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
-"""Issue 20: approvals you can audit, in a real browser (JupyterLab, headless Chromium).
+"""Approvals you can audit, in a real browser (JupyterLab, headless Chromium).
 
-Reported once in four tries: after Run on call 1 and Skip on call 2, calls 3 and 4 ran without
-a prompt under ``ask``. The view now numbers approval requests and gives every request new
-buttons, so a click answers only the panel it was made on. This drives one run of fourteen
+The failure checked for (seen once in four tries): after Run on call 1 and Skip on call 2, calls
+3 and 4 run without a prompt under ``ask``. The view numbers approval requests and gives every
+request new buttons, so a click answers only the panel it was made on. This drives one run of fourteen
 calls under ``ask`` (all with the id ``call_0``, as some servers send) with the clicks a hurried user makes: double clicks on Run, Skip and
 Always, more clicks on a panel already answered while the next one renders, and theme and
 width changes while a panel is pending. Then it reads the session file the kernel wrote and

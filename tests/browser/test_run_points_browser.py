@@ -1,4 +1,4 @@
-"""What a new user saw wrong in JupyterLab (issue 18, "In the browser"), checked in the page.
+"""What a new user can see go wrong in JupyterLab, checked in the page.
 
 One notebook page, the cases in order (a restart is last):
 

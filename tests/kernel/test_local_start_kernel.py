@@ -1,4 +1,4 @@
-"""Starting the shared embedded server from a real kernel (issue 20): ``%agent abort`` ends a
+"""Starting the shared embedded server from a real kernel: ``%agent abort`` ends a
 run whose server is slow to become healthy, a cache path that is not a folder ends the run
 with one clear line, and in both cases the next plain cell runs. The server is the fake
 llama-server of tests/local (no model needed)."""

@@ -1,8 +1,8 @@
-"""Issue 20: the kernel keeps answering whatever the notebook holds, measured by probe gaps.
+"""The kernel keeps answering whatever the notebook holds, measured by probe gaps.
 
 While an agent run reads a 100,000-cell notebook file (parsed and validated on the kernel's
-loop before: 7.6-11.2 s without an answer) and then answers with pathological Markdown
-(200,000 open brackets, then 3,000 distinct formulas: 6.6-9.7 s silent before), ``%agent
+loop, it costs 7.6-11.2 s without an answer) and then answers with pathological Markdown
+(200,000 open brackets, then 3,000 distinct formulas: 6.6-9.7 s silent if parsed), ``%agent
 status`` probes are sent one after another and the longest wait for a reply is measured.
 """
 

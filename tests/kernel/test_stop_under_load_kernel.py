@@ -1,8 +1,8 @@
-"""Issue 20: the kernel's Stop ends agent ``while True: pass`` every time, under load.
+"""The kernel's Stop ends agent ``while True: pass`` every time, under load.
 
-Before, 1 run in 6 left the code running for over 15 s: a Stop that landed while the kernel
-handled a shell request (here: a frontend's poll that takes a moment) only interrupted that
-request. Two CPU-burning processes load the machine while six Stops are sent, alternately
+The failure checked for (1 run in 6, the code left running for over 15 s): a Stop that lands
+while the kernel handles a shell request (here: a frontend's poll that takes a moment) only
+interrupts that request. Two CPU-burning processes load the machine while six Stops are sent, alternately
 while the kernel is idle and while it handles a request. Each must end the code (its loop
 counter stops), give the tool an interrupted result and leave the kernel answering.
 """

@@ -1,4 +1,4 @@
-"""Issue 20 in a real kernel: what reaches the model server, searched in the request bodies.
+"""In a real kernel: what reaches the model server, searched in the request bodies.
 
 A tiny OpenAI-compatible HTTP server on 127.0.0.1 records every request body and answers "ok".
 The user's cells hold credentials by shape (Bearer value, DSN with a password, a passphrase in

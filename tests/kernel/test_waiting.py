@@ -228,8 +228,8 @@ def test_ask_with_wait_always_refuses_instead_of_hanging():
 
 
 def test_only_a_cell_wholly_of_control_lines_jumps_a_waiting_cell(kernel):
-    """Issue 20: ``%agent status`` followed by code, and a user magic ``%agentlog``, queue like
-    any cell: the order the user ran them in is kept (observed before: B, C, A)."""
+    """``%agent status`` followed by code, and a user magic ``%agentlog``, queue like any cell:
+    the order the user ran them in is kept (B, C, A would be wrong)."""
     kernel.ok("order = []\n"
               "from IPython.core.magic import register_line_magic\n"
               "@register_line_magic\n"

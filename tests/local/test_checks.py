@@ -264,7 +264,7 @@ def test_an_answer_still_unsupported_after_the_correction_ends_with_what_is_know
     assert agent.state.messages[-1].role == "assistant"
 
 
-# --- a literal the model printed is not a result (issue 22, class a) ---------------------------
+# --- a literal the model printed is not a result ----------------------------------------------
 
 def _checked_answer(code: str, output: str, answer: str, ns: dict[str, Any]) -> str | None:
     """The correction RunChecks gives for ``answer`` after one call of ``code`` that output
@@ -314,7 +314,7 @@ def test_printed_literals_and_cutting_them():
     assert without_literals("apple 42 142 4.2 42.5", ["apple", "42"]).split() == ["142", "4.2", "42.5"]
 
 
-# --- a blocked call sent again ends the request honestly (issue 22, class b) -------------------
+# --- a blocked call sent again ends the request honestly ---------------------------------------
 
 def test_a_blocked_call_sent_again_ends_the_request_with_what_is_known(monkeypatch):
     from pi_notebook.local.tool_calls import FORCED_REPLY_MARK

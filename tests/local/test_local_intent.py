@@ -125,7 +125,7 @@ def test_a_request_that_spells_out_code_is_not_steered() -> None:
     assert '"df"' not in rule and rule.startswith('code ::= "\\"" char*'), rule
 
 
-# --- what a request asks to leave behind, by where its words stand (issue 22) ---------------
+# --- what a request asks to leave behind, by where its words stand ---------------------------
 
 from pi_notebook.local.intent import Outcome, expected_outcomes  # noqa: E402
 

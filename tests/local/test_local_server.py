@@ -245,8 +245,8 @@ asyncio.run(main())
 @pytest.mark.local_model
 @pytest.mark.timeout(600)
 def test_two_kernels_asking_at_once_both_get_answers_and_are_served_together(private_cache):
-    """Issue 22: a second kernel's request no longer waits behind the first one's answer
-    (one slot each), and nobody fails on the first-byte timeout."""
+    """A second kernel's request does not wait behind the first one's answer (one slot each),
+    and nobody fails on the first-byte timeout."""
     prompts = ["Write a short poem about the sea.", "Explain in three sentences what a Python list is."]
     kernels = [subprocess.Popen([sys.executable, "-c", _ASKER, MODEL, prompt], env=private_cache, text=True,
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE) for prompt in prompts]

@@ -207,7 +207,7 @@ def test_the_answer_after_the_last_allowed_call_is_short():
     assert shape_request(first, mode="grammar")["max_tokens"] == 2048  # a reply that may call: as asked
 
 
-# --- values an answer states (issue 22: names, labels, dates, numbers) ----------------------
+# --- values an answer states (names, labels, dates, numbers) -------------------------------
 
 from pi_notebook.local.tool_calls import stated_values, ungrounded_values  # noqa: E402
 
@@ -291,7 +291,7 @@ def test_code_that_parses_or_cannot_be_mended_runs_as_written():
 def test_braces_leaked_in_place_of_closing_brackets_are_mended():
     from pi_notebook.local.tool_calls import repair_call_tail
 
-    # measured on the 1.5B (the quickstart asked in plain words) and on the 0.5B (issue 22)
+    # measured on the 1.5B (the quickstart asked in plain words) and on the 0.5B
     code = "m = df.groupby('month')['revenue'].sum()\nprint(m.index[m.values.argmax()]}"
     assert repair_call_tail(code) == "m = df.groupby('month')['revenue'].sum()\nprint(m.index[m.values.argmax()])"
     assert repair_call_tail("t = df['units'] * df['price'] / df['region']}}") == \

@@ -1,4 +1,4 @@
-"""Issue 20: which cells may run next to a waiting cell (magics/control_cells.py)."""
+"""Which cells may run next to a waiting cell (magics/control_cells.py)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""No ``Any`` in a parameter or attribute annotation of ``pi_notebook/magics`` (issue 19).
+"""No ``Any`` in a parameter or attribute annotation of ``pi_notebook/magics``.
 
 An object pi_notebook does not own and that has no useful types is named by an alias, and
 each alias is listed here, with why, in :data:`FOREIGN_UNTYPED`: the one place that says

@@ -1,4 +1,4 @@
-"""Issue 20: every approval decision is recorded with its tool result (details["approval"]),
+"""Every approval decision is recorded with its tool result (details["approval"]),
 so "why did this run without asking?" always has an answer, in the session and the card."""
 
 from __future__ import annotations

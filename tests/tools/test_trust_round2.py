@@ -1,4 +1,4 @@
-"""Issue 20 (trust, round 2): what the model is told about the user's data.
+"""Trust: what the model is told about the user's data.
 
 One test per class: credentials by shape, secrets known later, forged product words, budgets,
 and a namespace summary that runs no slow user code. The real-kernel versions (request bodies

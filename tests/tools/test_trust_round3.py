@@ -1,4 +1,4 @@
-"""Trust, round 3: credentials by shape in printed output (Azure connection strings, Slack app
+"""Trust: credentials by shape in printed output (Azure connection strings, Slack app
 tokens, a DataFrame's credential column, a dict cut by pandas, base64 and bare key bodies) and
 ordinary data that must stay readable. The kernel-level bounds are in
 tests/kernel/test_trust_round3_bounds_kernel.py."""

@@ -1,4 +1,4 @@
-"""Issue 20: pathological model text is not parsed as Markdown on the kernel (plain fallback)."""
+"""Pathological model text is not parsed as Markdown on the kernel (plain fallback)."""
 
 from __future__ import annotations
 

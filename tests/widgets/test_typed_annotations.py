@@ -1,4 +1,4 @@
-"""No ``Any`` in a parameter or attribute of ``pi_notebook/widgets`` (issue 19).
+"""No ``Any`` in a parameter or attribute of ``pi_notebook/widgets``.
 
 The widgets read typed agent events and messages; where a value really is open (a MIME
 bundle's data, a tool call's arguments as the model sent them) it is ``object`` and the

@@ -328,8 +328,8 @@ async def test_approval_of_an_mcp_call_names_server_and_tool_and_shows_the_argum
 
 
 async def test_a_late_click_from_an_earlier_panel_answers_nothing(view):
-    """Issue 20: after Run on one call and Skip on the next, later calls ran without a prompt
-    once in four browser tries. A click still in flight from an earlier panel (a double click;
+    """The failure checked for (once in four browser tries): after Run on one call and Skip on
+    the next, later calls run without a prompt. A click still in flight from an earlier panel (a double click;
     a server that reuses the id "call_0" in every turn) must not answer a later request."""
     first, card = await _show_approval(view, "call_0", "x = 1")
     old_run = card.approval_buttons["run"]

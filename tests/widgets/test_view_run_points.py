@@ -1,4 +1,4 @@
-"""What a user saw wrong in the browser (issue 18), as view logic checked without a browser:
+"""What a user can see go wrong in the browser, as view logic checked without a browser:
 
 - code that prints and then raises: the traceback reaches the card and the transcript;
 - a queued run's time in the queue is not run time; its button says "Remove";
@@ -187,8 +187,8 @@ def _walk(widget):
 
 
 def test_a_huge_value_is_previewed_in_the_card_not_sent_whole():
-    """Issue 20 (first round, still open): a 20 MB last-expression value went to the browser
-    whole. The card shows a bounded preview and says how much is left out."""
+    """A 20 MB last-expression value does not go to the browser whole.
+    The card shows a bounded preview and says how much is left out."""
     from pi_notebook.widgets.toolcard import MAX_RESULT_CHARS, display_html
 
     value = "x" * 20_000_000
