@@ -10,7 +10,7 @@ zeros are allocated lazily by the OS, so the run does not need 1 GiB of free mem
 
 Run: ``python bench/namespace_summary.py [--vars N] [--budget TOKENS] [--repeat R]``. Prints
 the median times, the ratio summary / baseline and the summary's estimated tokens. The goal
-(issue 11) is under 50 ms for the summary.
+is under 50 ms for the summary.
 """
 
 from __future__ import annotations

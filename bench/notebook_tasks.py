@@ -23,8 +23,8 @@ first task does not pay for loading the weights.
 
 The sets: ``--set core`` (the default: the 15 tasks the levers were tuned on), ``--set
 heldout`` (12 requests on other data, written before any tuning on them and only ever run to
-measure: issue 22), ``--set tuning`` (10 requests on a third data set, written in the second
-round to tune on instead of the held-out set), ``--set multistep`` (13 analysis questions of
+measure), ``--set tuning`` (10 requests on a third data set, written to tune on instead of the
+held-out set), ``--set multistep`` (13 analysis questions of
 several steps on bench/data/trips.csv that state their answer format, ``@key[value]``, scored
 by exact keys; written before any tuning and only run to measure), or ``--set all`` (core and
 held-out). ``--no-agent`` measures the baseline for a set with keys: one completion of the
@@ -144,7 +144,7 @@ TASKS: list[Task] = [
 
 
 # --- the held-out set -----------------------------------------------------------------------
-# Written before any tuning on it (issue 22) and never tuned on afterwards: only run to measure.
+# Written before any tuning on it and never tuned on afterwards: only run to measure.
 # Different data (bench/data/orders.csv: orders of six customers for five products in four
 # cities), different phrasings from the core set ("save it as X", "put ... in X", "I need X to
 # hold ..."), names and dates as answers, a join and a pivot.
@@ -206,8 +206,8 @@ HELDOUT_TASKS: list[Task] = [
 ]
 
 # --- the tuning set -------------------------------------------------------------------------
-# Requests written for tuning the levers of the second round of issue 22 (a printed guess, a
-# blocked call sent again), so that the held-out set stays untouched: other data again
+# Requests written for tuning the levers against a printed guess and a blocked call sent
+# again, so that the held-out set stays untouched: other data again
 # (bench/data/loans.csv: library loans of five members, seven titles, three branches) and
 # other phrasings ("open ... as X", "make X, the ...", "... stored as X", "keep ... in X").
 

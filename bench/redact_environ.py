@@ -1,4 +1,4 @@
-"""Redaction cost with a big environment (issue 20: 2,500 variables, a Kubernetes pod's normal).
+"""Redaction cost with a big environment (2,500 variables, a Kubernetes pod's normal).
 
 Two figures, each against a baseline measured in the same run:
 

@@ -18,8 +18,8 @@ For each, in one run and interleaved, it measures ``time.process_time()`` of
 * ``stream()``: the full adapter (SSE decoding, chunk mapping, the live partial message, one
   event object per delta) consumed with ``async for``.
 
-It prints the median CPU time of each, the ratio (target: <= 1.0 on the text workloads,
-issue 19) and the 20k/2k ratio of
+It prints the median CPU time of each, the ratio (target: <= 1.0 on the text workloads)
+and the 20k/2k ratio of
 ``stream()`` (about 10 means linear: no per-delta work that grows with the message).
 
 A third column, **minimum**, is the floor plus the one object pi's protocol requires per delta:
@@ -29,7 +29,7 @@ event's cost as a share of the floor, i.e. how much of the 0.15 allowance it tak
 
 Each ratio is compared with the one recorded in ``bench/recorded_ratios.json`` (the last
 accepted run): a ratio more than ``--tolerance`` (default 25 %: two runs of the same code on
-a loaded 2-core machine differ by up to about 20 %; the regression issue 19 reported was
+a loaded 2-core machine differ by up to about 20 %; a real regression measured
 +60 %) above its recorded value prints a ``WORSE than recorded`` line and the script exits
 with status 1. ``--record`` stores this run's ratios as the new reference
 (after a change that is meant to move them; say so in the commit).
