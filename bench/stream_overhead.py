@@ -253,7 +253,7 @@ async def measure(base: str, reps: int) -> dict[str, float]:
               f"{ours / floor:>8.2f}{minimum / floor:>15.2f}")
     small, large = results["2,000 text deltas"][2], results["20,000 text deltas"][2]
     print(f"stream() 20k / 2k CPU time: {large / small:.2f} (linear = 10)")
-    print("target: ratio <= 1.0 on the 2,000 and 20,000 text deltas (issue 19)")
+    print("target: ratio <= 1.0 on the 2,000 and 20,000 text deltas")
     print(f"100 small requests, shared client: {shared_cpu * 10:.2f} ms CPU / {shared_wall * 10:.2f} ms wall "
           f"per request; new client each time: {fresh_cpu * 10:.2f} ms CPU / {fresh_wall * 10:.2f} ms wall")
     return {f"stream()/floor, {label}": ours / floor for label, (floor, _m, ours) in results.items()}
