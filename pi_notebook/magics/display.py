@@ -71,15 +71,17 @@ class DisplayedView:
         view = AgentView(label, loop, on_abort, on_remove_queued, context_window=context_window or None)
         return cls(view, host, log)
 
-    def show(self) -> None:
-        """Display the view in the current cell under a fresh display id."""
+    def show(self, parent: ParentHeader | None = None) -> None:
+        """Display the view under a fresh display id: in the current cell, or in the cell of
+        ``parent`` (a request's parent header) when given."""
         if not self._displayed:
             return
         from IPython.display import display
 
         self.display_id = uuid.uuid4().hex
-        self._parent = self._host.parent_header()
-        display(self.view, display_id=self.display_id)
+        self._parent = parent or self._host.parent_header()
+        with self._host.publishing_as(self._parent):
+            display(self.view, display_id=self.display_id)
         attach = getattr(self.view, "attach", None)
         if callable(attach):  # a view that asks for its output to be republished
             attach(self._republish)

@@ -114,8 +114,10 @@ def _start(runtime: Runtime, host: str) -> str:
         return asked_from_a_frontend or has_widget_frontend(shell)
 
     servers: list[KernelServer] = []  # the server, once made (the views find calls' aborts there)
+    # the serve cell's parent: on ipykernel 6 (one global parent, the latest request) a call's
+    # view would otherwise show under whatever cell ran last
     views = ServeViews(runtime, lambda call_id: servers[0].abort_for(call_id) if servers else None,
-                       interactive)
+                       interactive, parent=runtime.host.parent_header())
     gate = ServeGate(lambda: runtime.settings_now().approval, views.ask, interactive,
                      timeout_s=lambda: runtime.settings_now().approval_timeout or None)
     audit = _Audit(runtime)

@@ -22,6 +22,7 @@ from ..agent.types import AgentToolResult, ToolExecutionEndEvent, ToolExecutionS
 from ..ai.abort import AbortController
 from ..serve.server import CallRecord, CallView
 from ..tools.approval import ApprovalRequest
+from ..tools.kernel_host import ParentHeader
 from ..tools.policy import ApprovalChoice
 from .display import DisplayedView
 
@@ -32,8 +33,10 @@ __all__ = ["NotebookCallView", "ServeViews"]
 
 
 class NotebookCallView(CallView):
-    def __init__(self, runtime: Runtime, record: CallRecord, abort: Callable[[], None]) -> None:
+    def __init__(self, runtime: Runtime, record: CallRecord, abort: Callable[[], None],
+                 parent: ParentHeader | None = None) -> None:
         self._record = record
+        self._parent = parent
         loop = runtime.attach_loop()
         self._shown = DisplayedView.for_host(runtime.host, runtime.host.log_warning,
                                              f"MCP · {record.client}", loop, abort, lambda token: None, 0)
@@ -46,7 +49,7 @@ class NotebookCallView(CallView):
     def started(self, code: str) -> None:
         record = self._record
         self._shown.view.add_user_message(f"{record.client} called {record.tool} over MCP")
-        self._shown.show()
+        self._shown.show(parent=self._parent)
         self._shown.view.handle_event(ToolExecutionStartEvent(tool_call_id=record.call_id, tool_name="python",
                                                               args={"code": code}))
         self._shown.view.set_status("running tool", "python")
@@ -74,8 +77,9 @@ class ServeViews:
     """The views of calls in flight, by call id: the gate asks through the one of its call."""
 
     def __init__(self, runtime: Runtime, aborts: Callable[[str], AbortController | None],
-                 interactive: Callable[[], bool]) -> None:
+                 interactive: Callable[[], bool], parent: ParentHeader | None = None) -> None:
         self._runtime = runtime
+        self._parent = parent  # the %agent serve cell's, where every call's view shows
         self._aborts = aborts
         self._interactive = interactive
         self._views: dict[str, NotebookCallView] = {}
@@ -90,7 +94,7 @@ class ServeViews:
             if controller is not None:
                 controller.abort("aborted in the notebook")
 
-        shown = _Tracked(self, NotebookCallView(self._runtime, record, abort), call_id)
+        shown = _Tracked(self, NotebookCallView(self._runtime, record, abort, self._parent), call_id)
         self._views[call_id] = shown.inner
         return shown
 
