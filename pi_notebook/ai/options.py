@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from .env import get_provider_env_value
+from .transform import TOOL_IMAGE_PLACEHOLDER, USER_IMAGE_PLACEHOLDER
 from .types import Model, get_field, usage_total_tokens
 
 __all__ = [
@@ -31,8 +32,8 @@ __all__ = [
 
 CHARS_PER_TOKEN = 4
 ESTIMATED_IMAGE_CHARS = 4800
-# what stands in for an image sent to a model without image input (ai/transform.py's placeholder)
-ESTIMATED_OMITTED_IMAGE_CHARS = 64
+# what stands in for an image sent to a model without image input (the longer placeholder)
+ESTIMATED_OMITTED_IMAGE_CHARS = max(len(USER_IMAGE_PLACEHOLDER), len(TOOL_IMAGE_PLACEHOLDER))
 CONTEXT_SAFETY_TOKENS = 4096
 MIN_MAX_TOKENS = 1
 MIN_ANSWER_TOKENS = 1024
@@ -148,10 +149,6 @@ def estimate_message_tokens(message: Any, images: bool = True) -> int:
 def last_assistant_usage(messages: list[Any]) -> tuple[Any, int] | None:
     """The usage that still describes the start of ``messages`` and the index of its assistant
     message (see :func:`estimate_context_tokens`), or None."""
-    return _last_assistant_usage(messages)
-
-
-def _last_assistant_usage(messages: list[Any]) -> tuple[Any, int] | None:
     latest_prefix = -math.inf
     found = None
     for index, message in enumerate(messages):
@@ -201,7 +198,7 @@ def estimate_context_tokens(context: Any, images: bool = True) -> ContextEstimat
         system_prompt = get_field(context, "system_prompt", "systemPrompt")
         tools = get_field(context, "tools")
         whole = True
-    found = _last_assistant_usage(messages)
+    found = last_assistant_usage(messages)
     if found is not None:
         usage, index = found
         usage_tokens = calculate_context_tokens(usage)

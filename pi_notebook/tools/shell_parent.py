@@ -51,7 +51,6 @@ class ShellParentGuard:
         self._set_parent = set_parent
         self._dispatch_shell = dispatch_shell
         self.holder: tuple[object, ParentHeader] | None = None
-        self.corrected = 0  # put-backs that would have given a request another's parent
         self._claiming = False
         self._seen: OrderedDict[str, None] = OrderedDict()
 
@@ -65,7 +64,6 @@ class ShellParentGuard:
             elif self.holder is not None and msg_id is not None and msg_id in self._seen \
                     and msg_id != _msg_id(self.holder[1]):
                 ident, parent = self.holder
-                self.corrected += 1
             if msg_id is not None:
                 self._remember(msg_id)
         return self._set_parent(ident, parent, channel)
