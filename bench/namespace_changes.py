@@ -33,10 +33,10 @@ import pandas as pd
 from IPython.core.interactiveshell import InteractiveShell
 
 from pi_notebook.review.watch import review_for
-from pi_notebook.tools.capture import install_capture, uninstall_capture
-from pi_notebook.tools.namespace_review import finish_call, watch_call
-from pi_notebook.tools.python_tool import run_code
-from pi_notebook.tools.python_types import PythonToolSettings
+from pi_notebook.tools.kernel.capture import install_capture, uninstall_capture
+from pi_notebook.tools.python.namespace_review import finish_call, watch_call
+from pi_notebook.tools.python.python_tool import run_code
+from pi_notebook.tools.python.python_types import PythonToolSettings
 
 
 def many_names(n: int) -> dict[str, Any]:

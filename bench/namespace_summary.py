@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from pi_notebook.ai.options import estimate_text_tokens
-from pi_notebook.tools.namespace import namespace_summary
+from pi_notebook.tools.context.namespace import namespace_summary
 
 
 def make_namespace(n: int) -> dict[str, Any]:

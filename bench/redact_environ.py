@@ -20,7 +20,7 @@ import os
 import sys
 import time
 
-r = importlib.import_module("pi_notebook.tools.redact")
+r = importlib.import_module("pi_notebook.tools.trust.redact")
 
 N_VARS = 2500
 CALLS = 200
@@ -51,7 +51,7 @@ def per_cell(shell, history, cells: int = CELLS) -> float:
 def main() -> None:
     from IPython.testing.globalipapp import start_ipython
 
-    from pi_notebook.tools.history import ExecutionHistory
+    from pi_notebook.tools.context.history import ExecutionHistory
 
     for i in range(N_VARS):
         os.environ[f"POD_SERVICE_{i}_PORT"] = f"tcp://10.0.{i % 250}.{i % 200}:8080"

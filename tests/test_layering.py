@@ -17,17 +17,17 @@ PACKAGE = Path(__file__).resolve().parent.parent / "pi_notebook"
 ALLOWED = {
     "ai": {"ai"},
     "agent": {"agent", "ai"},
-    "session": {"session", "agent", "ai", "tools.updates", "tools.redact", "widgets.markdown"},
+    "session": {"session", "agent", "ai", "tools.output.updates", "tools.trust.redact", "widgets.markdown"},
     "review": {"review"},
     "tools": {"tools", "agent", "ai", "review"},
     # the tools modules the views share with the tools: the typed updates, the approval types,
     # the policy vocabulary and the traceback rules (so the model and the view fold alike)
-    "widgets": {"widgets", "ai", "agent", "tools.updates", "tools.approval", "tools.policy",
-                "tools.tracebacks"},
+    "widgets": {"widgets", "ai", "agent", "tools.output.updates", "tools.trust.approval",
+                "tools.trust.policy", "tools.output.tracebacks"},
     # the embedded small model: its provider registers with ai/ (models.register_model_factory,
     # stream.add_provider_extension), so ai/ never imports it; its run checks read agent types;
-    # its intent reader takes the variables the namespace summary listed (tools/namespace.py)
-    "local": {"local", "agent", "ai", "tools.namespace"},
+    # its intent reader takes the variables the namespace summary listed (tools/context/namespace.py)
+    "local": {"local", "agent", "ai", "tools.context.namespace"},
     # the MCP logs live in the project's one cache folder (local/setup.py's cache_dir)
     "mcp": {"mcp", "tools", "agent", "ai", "local.setup"},
     # the kernel served over MCP: the notebook tools behind the SDK's server
@@ -102,6 +102,32 @@ def test_layers_point_one_way():
     assert not wrong, "imports against the layering:\n" + "\n".join(wrong)
 
 
+# the rooms of tools/, from the ground up: a room imports only from itself and the rooms before it
+TOOLS_ROOMS = ("trust", "output", "kernel", "context", "python")
+
+
+def _room(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[2] if len(parts) > 3 and parts[1] == "tools" else None
+
+
+def test_tools_rooms_point_one_way():
+    wrong = []
+    for module, imports in _graph().items():
+        room = _room(module)
+        if room is None:
+            continue
+        below = TOOLS_ROOMS[: TOOLS_ROOMS.index(room) + 1]
+        wrong += [f"{module} -> {t}" for t in sorted(imports) if _layer(t) == "tools" and _room(t) not in below]
+    assert not wrong, "imports against the rooms of tools/:\n" + "\n".join(wrong)
+
+
+def test_every_tools_module_is_in_a_room():
+    loose = [p.name for p in (PACKAGE / "tools").glob("*.py") if p.name != "__init__.py"]
+    rooms = {p.name for p in (PACKAGE / "tools").iterdir() if (p / "__init__.py").is_file()}
+    assert not loose and rooms == set(TOOLS_ROOMS), (loose, rooms)
+
+
 def test_command_shims_are_not_imported():
     importers = [m for m, imports in _graph().items() if imports & COMMAND_SHIMS]
     assert not importers
@@ -146,9 +172,9 @@ def test_only_http_module_imports_httpx():
 
 
 def test_image_mimes_are_defined_once():
-    # the views, the transcript and the model's content read one tuple (tools/updates.py)
+    # the views, the transcript and the model's content read one tuple (tools/output/updates.py)
     import re
 
     defining = sorted(str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py")
                       if re.search(r"^_?IMAGE_MIMES\b.*=", p.read_text(), re.M))
-    assert defining == ["tools/updates.py"]
+    assert defining == ["tools/output/updates.py"]

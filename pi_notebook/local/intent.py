@@ -29,7 +29,7 @@ variable. Anything vaguer names nothing and the model is left free.
 
 ``requested_subject(text, listed)``: the first notebook variable the request names as a word
 ("plot a bar chart of totals", "how many rows does df have?"), among the variables the prompt's
-notebook context lists (``ListedVariables``, read back by tools/namespace.py, which printed
+notebook context lists (``ListedVariables``, read back by tools/context/namespace.py, which printed
 them). The first call's code then starts
 with it (``totals.plot(...)``, ``df.shape``): the 0.5B otherwise reached for ``df`` whatever
 the request named.
@@ -43,7 +43,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Literal
 
-from ..tools.namespace import ListedVariables
+from ..tools.context.namespace import ListedVariables
 
 __all__ = ["Outcome", "expected_outcomes", "implicit_subject", "requested_subject", "requested_target",
            "requested_format", "FORMAT_TAG"]

@@ -11,7 +11,7 @@ apply it when they build a conversation (docs/design/local-model.md, "Wiring the
   ignored);
 - ``max_turns``: model turns per prompt before the run is stopped (the provider already
   allows only prose after ``max_tool_calls`` results, so a run always ends with an answer);
-- ``include_namespace_summary``: put the namespace summary (tools/namespace.py) at the start of
+- ``include_namespace_summary``: put the namespace summary (tools/context/namespace.py) at the start of
   each prompt's user message, not into the system prompt, so that the system prompt + tools
   prefix stays identical between prompts and llama-server reuses it from its cache.
 

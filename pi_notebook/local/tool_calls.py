@@ -47,7 +47,7 @@ from typing import Any
 
 from ..ai._fast import append_delta, delta_event
 from ..ai._json import parse_streaming_json
-from ..tools.namespace import read_listed_variables
+from ..tools.context.namespace import read_listed_variables
 from .intent import implicit_subject, requested_subject, requested_target
 from ..ai.types import (
     AssistantMessage,

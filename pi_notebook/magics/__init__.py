@@ -3,9 +3,9 @@
 ``load_ipython_extension`` installs, and ``unload_ipython_extension`` removes, exactly:
 the ``AgentMagics`` settings (in ``shell.configurables``), the magics, one
 ``input_transformers_cleanup`` hook, the execution-history recorder (``pre_run_cell`` /
-``post_run_cell`` events, tools/history.py) and the notebook tools' output-capture proxies.
+``post_run_cell`` events, tools/context/history.py) and the notebook tools' output-capture proxies.
 Every attribute replaced on a foreign object (the shell, the kernel, ``sys``...) is listed
-in the patch registry (tools/patches.py, ``PATCHES.describe()``) with why; unloading
+in the patch registry (tools/kernel/patches.py, ``PATCHES.describe()``) with why; unloading
 undoes each one.
 Provider, widget and agent code is imported only when first used, so loading stays cheap.
 The module map is in docs/design/notebook-layer.md.
@@ -38,7 +38,7 @@ def load_ipython_extension(ip: InteractiveShell) -> None:
     if _runtime is not None and _runtime.shell is ip:
         return
     from ..mcp.namespace import set_manager_source
-    from ..tools.history import install_history
+    from ..tools.context.history import install_history
     from .commands import PiNotebookMagics
     from .config import AgentMagics
     from .runtime import Runtime
@@ -80,7 +80,7 @@ def unload_ipython_extension(ip: InteractiveShell) -> None:
 
         set_manager_source(None)
         uninstall_transformers(ip)
-        from ..tools.history import uninstall_history
+        from ..tools.context.history import uninstall_history
 
         uninstall_history(ip)
         if runtime.capture_installed:
@@ -109,7 +109,7 @@ def _configurables(ip: InteractiveShell) -> list[object]:
 
 
 def _install_capture(ip: InteractiveShell) -> None:
-    from ..tools.kernel_host import kernel_host
+    from ..tools.kernel.kernel_host import kernel_host
 
     if not kernel_host(ip).has_kernel:
         return  # terminal IPython: nothing to route

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from IPython.core.error import UsageError
 
 from ..levels import AgentThinkingLevel, parse_thinking_level
-from ..tools.policy import APPROVAL_POLICIES, ApprovalPolicy, parse_policy
+from ..tools.trust.policy import APPROVAL_POLICIES, ApprovalPolicy, parse_policy
 
 __all__ = ["AgentArgs", "parse_agent_args", "split_line", "AGENT_USAGE"]
 

@@ -15,7 +15,7 @@ from traitlets import Bool, CaselessStrEnum, Float, Int, List, Unicode, default
 from traitlets.config import Configurable
 
 from ..levels import THINKING_LEVELS
-from ..tools.policy import APPROVAL_POLICIES, default_policy
+from ..tools.trust.policy import APPROVAL_POLICIES, default_policy
 
 __all__ = ["AgentMagics", "APPROVAL_POLICIES", "WAIT_MODES", "WaitSetting", "THINKING_LEVELS",
            "DEFAULT_SYSTEM_PROMPT", "parse_wait"]

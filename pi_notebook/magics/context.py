@@ -2,7 +2,7 @@
 
 - :func:`noted_message` builds a prompt's user message and attaches its notebook-context
   block (last error, references, namespace summary, notebook name;
-  ``tools/prompt_context.py``) as a transient ``PromptNotes`` note: the model sees it, the
+  ``tools/context/prompt_context.py``) as a transient ``PromptNotes`` note: the model sees it, the
   transcript, the view and the session file keep only what the user typed;
 - :func:`fix_request` is ``%agent fix``: the short line the user sees and the full request the
   model gets beside it, or None when the last code cell did not raise;
@@ -30,10 +30,10 @@ __all__ = ["FixRequest", "fix_request", "noted_message", "run_code_cell"]
 
 def fix_block(request: str) -> str:
     """The ``%agent fix`` request as the model gets it: the marker carries the kernel's note
-    boundary (tools/prompt_context.py), and the request's data (the cell, its traceback) has
+    boundary (tools/context/prompt_context.py), and the request's data (the cell, its traceback) has
     the boundary taken out, so printed output or an exception message that reads like this
     marker cannot pass for it."""
-    from ..tools.prompt_context import FIX_HEADER, NOTE_BOUNDARY, close_line, quote_data
+    from ..tools.context.prompt_context import FIX_HEADER, NOTE_BOUNDARY, close_line, quote_data
 
     return f"{FIX_HEADER} (boundary {NOTE_BOUNDARY})\n{quote_data(request)}\n{close_line()}"
 
@@ -55,7 +55,7 @@ def noted_message(shell: InteractiveShell, notes: PromptNotes, text: str, settin
     parts: list[str] = []
     if settings.context_tokens > 0:
         try:  # the context is a help, never a reason for a run to fail
-            from ..tools.prompt_context import context_for_prompt
+            from ..tools.context.prompt_context import context_for_prompt
 
             block = context_for_prompt(shell, text, settings.context_tokens,
                                        settings.notebook_path or None, offered=offered)
@@ -73,8 +73,8 @@ def noted_message(shell: InteractiveShell, notes: PromptNotes, text: str, settin
 
 def fix_request(shell: InteractiveShell) -> FixRequest | None:
     """``%agent fix``: None when the user's latest code cell did not raise."""
-    from ..tools.history import installed_history
-    from ..tools.history_tool import fix_prompt
+    from ..tools.context.history import installed_history
+    from ..tools.context.history_tool import fix_prompt
 
     history = installed_history(shell)
     if history is None:

@@ -12,8 +12,8 @@ treatment, since 6.x never processes them during a cell. Everything else queues 
 
 This leans on ipykernel internals (the main shell stream's receive callback, the parent
 header, the saved SIGINT handler), each reached through the kernel host
-(tools/kernel_host.py); docs/design/waiting.md lists each one and what was measured on 6.29
-and 7.4. The receive callback is replaced through the patch registry (tools/patches.py).
+(tools/kernel/kernel_host.py); docs/design/waiting.md lists each one and what was measured on 6.29
+and 7.4. The receive callback is replaced through the patch registry (tools/kernel/patches.py).
 When they are not found, nothing is installed and control cells queue like any other cell.
 """
 
@@ -22,8 +22,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from ..tools.kernel_host import KernelHost, kernel_host
-from ..tools.patches import PATCHES
+from ..tools.kernel.kernel_host import KernelHost, kernel_host
+from ..tools.kernel.patches import PATCHES
 
 if TYPE_CHECKING:
     from IPython.core.interactiveshell import InteractiveShell

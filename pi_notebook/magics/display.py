@@ -12,7 +12,7 @@ the display publisher's parent is swapped for the one synchronous ``update_displ
 call (on the loop thread, so no other output can slip in between).
 
 Which kernel, and its parent header, are the kernel host's business
-(tools/kernel_host.py: ``parent_header``, ``publishing_as``).
+(tools/kernel/kernel_host.py: ``parent_header``, ``publishing_as``).
 
 A client nobody sits at (``frontend.is_headless``) gets a
 :class:`~pi_notebook.widgets.static_view.StaticView`: no widget, one Markdown output that
@@ -27,7 +27,7 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from ..tools.kernel_host import KernelHost, ParentHeader
+from ..tools.kernel.kernel_host import KernelHost, ParentHeader
 from ..widgets.protocol import RunStatus, RunView
 
 if TYPE_CHECKING:

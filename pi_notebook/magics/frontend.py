@@ -28,8 +28,8 @@ import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..tools.kernel_host import kernel_host
-from ..tools.patches import PATCHES, Patch
+from ..tools.kernel.kernel_host import kernel_host
+from ..tools.kernel.patches import PATCHES, Patch
 
 if TYPE_CHECKING:
     from IPython.core.interactiveshell import InteractiveShell

@@ -2,13 +2,13 @@
 system prompt of new conversations.
 
 Which files: ``AGENTS.md`` in the notebook's folder and in its parents up to the repository
-root (tools/project.py), in the prompt from the outermost to the nearest ("nearest last":
+root (tools/context/project.py), in the prompt from the outermost to the nearest ("nearest last":
 the most specific words come last and win). ``AgentMagics.instructions`` comes after them.
 
 Budget: ``MAX_CHARS`` in all (about 3k tokens); a file beyond what is left is cut at a line
 end with a marker, and a notice says so. A file that cannot be read (permissions, not
 UTF-8, a dangling link, a link out of the project, not a regular file) is a one-line notice;
-nothing here ever fails a run. Every file is read through tools/project_files.py (inside the
+nothing here ever fails a run. Every file is read through tools/context/project_files.py (inside the
 project tree, regular, non-blocking, bounded, cut on a character boundary, redacted).
 """
 
@@ -17,9 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..tools.project import project_dirs
-from ..tools.project_files import ProjectFileError, read_project_file
-from ..tools.redact import redact
+from ..tools.context.project import project_dirs
+from ..tools.context.project_files import ProjectFileError, read_project_file
+from ..tools.trust.redact import redact
 
 __all__ = ["Instructions", "InstructionFile", "load_instructions", "FILE_NAME", "MAX_CHARS"]
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Literal, Protocol
 from IPython.core.error import UsageError
 
 from ..levels import AgentThinkingLevel
-from ..tools.policy import ApprovalPolicy
+from ..tools.trust.policy import ApprovalPolicy
 from ..widgets.protocol import NoticeLevel, QueueKind, RunStatus, RunView
 from .display import DisplayedView
 

@@ -12,7 +12,7 @@ import asyncio
 import threading
 from collections.abc import Callable
 
-from ..tools.kernel_host import KernelHost
+from ..tools.kernel.kernel_host import KernelHost
 
 __all__ = ["KernelLoop"]
 

@@ -33,8 +33,8 @@ if TYPE_CHECKING:
     from ..agent import Agent
     from ..agent.types import AgentTool, PrepareNextTurnContext
     from ..tools import PythonToolSettings
-    from ..tools.approval import ApprovalHook
-    from ..tools.policy import ApprovalPolicy
+    from ..tools.trust.approval import ApprovalHook
+    from ..tools.trust.policy import ApprovalPolicy
     from ..widgets.protocol import RunView
 
 __all__ = ["McpLink", "notebook_dir"]
@@ -44,7 +44,7 @@ _closing: set[asyncio.Task[None]] = set()  # strong references until the servers
 
 def notebook_dir(shell: InteractiveShell, explicit: str) -> Path:
     """The notebook's folder when the kernel can tell, else the working directory."""
-    from ..tools.notebook_file import locate_notebook
+    from ..tools.context.notebook_file import locate_notebook
 
     try:
         found = locate_notebook(getattr(shell, "user_ns", None), explicit or None)

@@ -11,7 +11,7 @@ module to its parts, never back):
 - ``autosave.py`` the session file; ``resolve.py`` the model; ``settings.py`` typed settings.
 
 What the kernel (or the terminal) offers is asked of ``self.host``, the kernel host
-(tools/kernel_host.py), never of ``shell.kernel`` directly.
+(tools/kernel/kernel_host.py), never of ``shell.kernel`` directly.
 
 Everything here runs on the kernel loop thread, except the ``*_threadsafe`` entry points
 a widget handler calls. Modules that import the agent core are imported on first use, so
@@ -29,8 +29,8 @@ from IPython.core.error import UsageError
 
 from ..levels import AgentThinkingLevel
 from ..review.watch import review_for
-from ..tools.kernel_host import kernel_host
-from ..tools.policy import ApprovalChoice, ApprovalPolicy
+from ..tools.kernel.kernel_host import kernel_host
+from ..tools.trust.policy import ApprovalChoice, ApprovalPolicy
 from ..widgets.protocol import NoticeLevel, QueueKind, RunStatus, RunView
 from .args import AgentArgs
 from .autosave import Autosave, session_dir, session_name
@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     from ..agent.types import AgentMessage
     from ..session.prompt_notes import PromptNotes
     from ..tools import PythonToolSettings
-    from ..tools.approval import ApprovalHook, ApprovalRequest
+    from ..tools.trust.approval import ApprovalHook, ApprovalRequest
     from .instructions import Instructions
     from .mcp_run import McpLink
     from .resolve import ResolvedModel
@@ -340,9 +340,9 @@ class Runtime:
 
     async def _drive(self, run: Run, loop: asyncio.AbstractEventLoop) -> None:
         # The kernel's Stop button aborts the run while no agent code executes and the
-        # kernel handles no request of the user's (tools/interrupt.py, docs/design/capture.md);
+        # kernel handles no request of the user's (tools/kernel/interrupt.py, docs/design/capture.md);
         # while agent code runs it interrupts that code, as before.
-        from ..tools.interrupt import stop_aborts_run
+        from ..tools.kernel.interrupt import stop_aborts_run
 
         def stop() -> None:  # called from the SIGINT handler: only schedule the abort
             loop.call_soon_threadsafe(loop.call_later, STOP_GRACE_S, self._stop_pressed, run)

@@ -78,7 +78,7 @@ def _start(runtime: Runtime, host: str) -> str:
     from ..serve.server import KernelServer, ServeHooks, check_bind
     from ..serve.turns import CellWatch
     from ..tools import make_notebook_tools
-    from ..tools.prompt_context import make_context_tools
+    from ..tools.context.prompt_context import make_context_tools
     from .frontend import has_widget_frontend, is_headless
     from .serve_view import ServeViews
     from .settings import python_tool_settings
@@ -171,7 +171,7 @@ class _Audit:
         return self._runtime.session_dir() / f"{self._runtime.session_name()}.serve.jsonl"
 
     def write(self, record: CallRecord) -> None:
-        from ..tools.redact import redact
+        from ..tools.trust.redact import redact
 
         arguments = {k: redact(v if isinstance(v, str) else json.dumps(v, default=str))[:20_000]
                      for k, v in record.arguments.items()}

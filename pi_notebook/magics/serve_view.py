@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING
 from ..agent.types import AgentToolResult, ToolExecutionEndEvent, ToolExecutionStartEvent, ToolExecutionUpdateEvent
 from ..ai.abort import AbortController
 from ..serve.server import CallRecord, CallView
-from ..tools.approval import ApprovalRequest
-from ..tools.kernel_host import ParentHeader
-from ..tools.policy import ApprovalChoice
+from ..tools.trust.approval import ApprovalRequest
+from ..tools.kernel.kernel_host import ParentHeader
+from ..tools.trust.policy import ApprovalChoice
 from .display import DisplayedView
 
 if TYPE_CHECKING:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING
 
 from ..levels import AgentThinkingLevel, parse_thinking_level
-from ..tools.policy import ApprovalPolicy, parse_policy
+from ..tools.trust.policy import ApprovalPolicy, parse_policy
 from .config import AgentMagics, WaitSetting, parse_wait
 
 if TYPE_CHECKING:  # the tools package imports the agent core: loaded with the first agent

@@ -21,7 +21,7 @@ from ..version import __version__
 
 if TYPE_CHECKING:  # only for the annotation: %load_ext must not import the model layer
     from ..levels import AgentThinkingLevel
-    from ..tools.policy import ApprovalPolicy
+    from ..tools.trust.policy import ApprovalPolicy
     from .config import WaitSetting
     from .wait import WaitMode
     from .resolve import ResolvedModel

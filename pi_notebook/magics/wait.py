@@ -39,8 +39,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol
 
-from ..tools.kernel_host import KernelHost, kernel_host
-from ..tools.patches import PATCHES
+from ..tools.kernel.kernel_host import KernelHost, kernel_host
+from ..tools.kernel.patches import PATCHES
 from .control_cells import install_control_bypass, is_control_cell, starts_run, uninstall_control_bypass
 from .frontend import (
     count_new_views,

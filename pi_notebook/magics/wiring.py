@@ -2,7 +2,7 @@
 context, compaction, keys, stream timeouts.
 
 The notebook tools are ``python``, ``list_variables``, ``inspect_variable`` and the context
-tools ``notebook_history`` and ``read_notebook`` (tools/prompt_context.py). Each prompt's
+tools ``notebook_history`` and ``read_notebook`` (tools/context/prompt_context.py). Each prompt's
 notebook-context block travels as a :class:`PromptNotes` note, merged into a copy of the
 prompt by ``transform_context`` before compaction (so the compactor counts it) and never
 into ``agent.state.messages`` (docs/design/notebook-context.md).
@@ -32,10 +32,10 @@ from ..session.compaction import (
 )
 from ..session.prompt_notes import PromptNotes
 from ..tools import PythonToolSettings, make_notebook_tools
-from ..tools.prompt_context import make_context_tools
-from ..tools.approval import ApprovalHook, ApprovalRequest, make_approval_hook
-from ..tools.namespace_review import preview_call
-from ..tools.policy import ApprovalChoice, ApprovalPolicy
+from ..tools.context.prompt_context import make_context_tools
+from ..tools.trust.approval import ApprovalHook, ApprovalRequest, make_approval_hook
+from ..tools.python.namespace_review import preview_call
+from ..tools.trust.policy import ApprovalChoice, ApprovalPolicy
 from .settings import RunSettings
 
 if TYPE_CHECKING:

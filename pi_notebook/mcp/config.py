@@ -12,14 +12,14 @@ Cursor, notebook-intelligence).
 
 Where it is read from, later sources overriding earlier ones server by server:
 ``~/.pi_notebook/mcp.json`` (the user's), the nearest ``.pi_notebook/mcp.json`` in the
-notebook's folder or a parent up to the repository root (tools/project.py), the file named
+notebook's folder or a parent up to the repository root (tools/context/project.py), the file named
 by ``AgentMagics.mcp_config``; ``%agent mcp add`` adds session-only servers on top.
 
 ``${VAR}`` in ``env`` values and ``headers`` is taken from the kernel's environment, and
 only the values named in ``env`` reach a stdio server (plus the SDK's short allow-list:
 HOME, LOGNAME, PATH, SHELL, TERM, USER): a server never inherits the kernel's secrets by
 accident. Every value that came from ``${VAR}``, and every header value, is registered for
-redaction (tools/redact.py) the moment it is read.
+redaction (tools/trust/redact.py) the moment it is read.
 
 Problems are per server: a bad entry becomes a :class:`ServerConfig` with ``error`` set
 (shown by ``%agent mcp``, never started); a file that cannot be read or parsed becomes a
@@ -36,9 +36,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from ..tools.project import project_dirs
-from ..tools.project_files import project_root, read_project_file
-from ..tools.redact import add_secret
+from ..tools.context.project import project_dirs
+from ..tools.context.project_files import project_root, read_project_file
+from ..tools.trust.redact import add_secret
 
 __all__ = ["ServerConfig", "LoadedConfig", "load_config", "parse_servers", "user_config_path",
            "project_config_path", "expand_vars", "CONFIG_NAME"]
@@ -242,7 +242,7 @@ _MAX_CONFIG_BYTES = 1_000_000
 
 
 def _read(path: Path, environ: Mapping[str, str], root: Path | None) -> dict[str, ServerConfig]:
-    """One config file, read as a project file (tools/project_files.py: regular, inside
+    """One config file, read as a project file (tools/context/project_files.py: regular, inside
     ``root``, non-blocking, bounded); not redacted, since no one sees its text and its
     header values must stay usable."""
     read = read_project_file(path, _MAX_CONFIG_BYTES, root, redacted=False)

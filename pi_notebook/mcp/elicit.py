@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ..tools.redact import redact
+from ..tools.trust.redact import redact
 
 __all__ = ["FormField", "FormRequest", "FormAnswer", "UnsupportedForm", "form_fields", "check_values",
            "elicitation_callback", "FieldKind"]

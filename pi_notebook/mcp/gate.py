@@ -1,4 +1,4 @@
-"""MCP calls pass the approval gate of Python calls (tools/approval.py).
+"""MCP calls pass the approval gate of Python calls (tools/trust/approval.py).
 
 The agent's ``before_tool_call`` is the :class:`ApprovalHook`; the MCP tools are added to the
 set of tools it gates, so under ``ask`` the card shows the call (server, tool, arguments as
@@ -40,9 +40,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..agent.types import BeforeToolCallResult
 from ..ai.types import get_field
-from ..tools.format import clip
-from ..tools.approval import DENIED_REASON, ApprovalHook, ApprovalRecord, ApprovalRequest
-from ..tools.policy import APPROVAL_CHOICES, ApprovalChoice, ApprovalPolicy, parse_policy
+from ..tools.output.format import clip
+from ..tools.trust.approval import DENIED_REASON, ApprovalHook, ApprovalRecord, ApprovalRequest
+from ..tools.trust.policy import APPROVAL_CHOICES, ApprovalChoice, ApprovalPolicy, parse_policy
 
 if TYPE_CHECKING:
     from .tools import McpToolMeta

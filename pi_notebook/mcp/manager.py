@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..tools.python_tool import PythonToolSettings
-from ..tools.redact import redact_data
+from ..tools.python.python_tool import PythonToolSettings
+from ..tools.trust.redact import redact_data
 from .config import CONFIG_NAME, LoadedConfig, ServerConfig, load_config, parse_servers, project_config_path
 from .gate import namespace_refusal
 from .schema import load_schema_checker
@@ -202,7 +202,7 @@ class McpManager:
         path = project_config_path(start) or Path(start) / CONFIG_NAME
         data: dict[str, Any] = {}
         if path.is_file():
-            from ..tools.project_files import project_root, read_project_file
+            from ..tools.context.project_files import project_root, read_project_file
 
             read = read_project_file(path, 1_000_000, project_root(start), redacted=False)
             if read.cut:

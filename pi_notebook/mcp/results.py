@@ -1,5 +1,5 @@
 """An MCP ``CallToolResult`` as what the model gets back, budgeted and redacted like Python
-output (tools/format.py, tools/redact.py).
+output (tools/output/format.py, tools/trust/redact.py).
 
 * text: cut head + tail to ``max_output_chars`` (shared between the text blocks);
 * images: attached when the model takes images (at most ``max_images``, downscaled to the
@@ -12,7 +12,7 @@ output (tools/format.py, tools/redact.py).
 
 Redaction is not field by field: the whole result is first turned into plain data and every
 string in it (names, URIs, content types, metadata, keys) goes through ``redact_all`` (known
-secrets and credential shapes, tools/credentials.py), so a field added to the protocol later
+secrets and credential shapes, tools/trust/credentials.py), so a field added to the protocol later
 is covered too. Only base64 payloads (``data``, ``blob``) are kept as they are: they are
 checked as images or named, never shown as text. A string over ``_SHAPES_CHARS`` gets the
 known secrets redacted in the walk and the credential shapes once it is cut to what is shown
@@ -29,10 +29,10 @@ from typing import Any
 
 from ..agent.types import AgentToolResult
 from ..ai.types import ImageContent, TextContent
-from ..tools.format import cut, prepare_image
-from ..tools.python_tool import PythonToolSettings
-from ..tools.credentials import redact_all, redact_shapes
-from ..tools.redact import redact
+from ..tools.output.format import cut, prepare_image
+from ..tools.python.python_tool import PythonToolSettings
+from ..tools.trust.credentials import redact_all, redact_shapes
+from ..tools.trust.redact import redact
 
 __all__ = ["convert_result", "error_result", "redact_result", "IMAGE_TYPES"]
 

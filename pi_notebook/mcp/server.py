@@ -41,8 +41,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..ai.private_files import open_private, private_dir
-from ..tools.credentials import redact_all
-from ..tools.redact import redact
+from ..tools.trust.credentials import redact_all
+from ..tools.trust.redact import redact
 from .config import ServerConfig
 
 if TYPE_CHECKING:

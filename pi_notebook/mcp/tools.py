@@ -6,7 +6,7 @@ A call runs through :meth:`McpServer.call` with the server's ``timeout`` (or
 every tool call of the transcript has a result. Arguments reach the server as the model
 sent them (validated against the schema by the loop); results are converted by
 ``results.py``. Approval is not decided here: the loop's ``before_tool_call`` gate
-(``gate.py`` in front of tools/approval.py) ran before ``execute``. Progress notifications
+(``gate.py`` in front of tools/trust/approval.py) ran before ``execute``. Progress notifications
 become partial results (the card shows the latest line) and restart the call's timeout.
 
 A server decides how many tools it announces; each offered tool costs a schema check at every
@@ -26,7 +26,7 @@ from typing import Any
 
 from ..agent.types import AgentTool, AgentToolResult
 from ..ai.types import TextContent
-from ..tools.python_tool import PythonToolSettings
+from ..tools.python.python_tool import PythonToolSettings
 from .results import convert_result, error_result
 from .schema import SchemaRejected, simplify_schema, tool_name, unique_name
 from .server import McpCallError, McpServer, McpUnavailable, ToolInfo

@@ -1,6 +1,6 @@
 """The approval gate of outside ``execute`` calls: the kernel's own gate, called as is.
 
-An outside call passes the same :class:`~pi_notebook.tools.approval.ApprovalHook` the agent's
+An outside call passes the same :class:`~pi_notebook.tools.trust.approval.ApprovalHook` the agent's
 ``python`` calls pass, under the kernel's policy (``AgentMagics.approval`` /
 ``PI_NOTEBOOK_APPROVAL``): ``auto`` runs, ``deny`` refuses, ``ask`` asks through ``ask``
 (the notebook's Run / Skip / Always) and refuses when nobody can answer (a headless kernel).
@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from ..agent.types import AgentContext, BeforeToolCallContext
 from ..ai.abort import AbortSignal
 from ..ai.types import AssistantMessage, ToolCall
-from ..tools.approval import ApprovalHook, ApprovalRecord, ApprovalRequest
-from ..tools.policy import ApprovalChoice, ApprovalPolicy
+from ..tools.trust.approval import ApprovalHook, ApprovalRecord, ApprovalRequest
+from ..tools.trust.policy import ApprovalChoice, ApprovalPolicy
 
 __all__ = ["GateAnswer", "ServeGate"]
 

@@ -39,7 +39,7 @@ from mcp.server.lowlevel.server import Server
 
 from ..agent.types import AgentTool, AgentToolResult
 from ..ai.abort import AbortController
-from ..tools.redact import redact
+from ..tools.trust.redact import redact
 from .entries import SERVER_NAME, client_entries
 from .gate import GateAnswer, ServeGate
 from .guard import RequestGuard
@@ -95,7 +95,7 @@ class ServeHooks:
     busy: Callable[[], str | None]  # why a call must wait for its turn, or None
     gate: ServeGate
     context: contextvars.Context | None = None  # the calls' tasks start in a copy (turns.py)
-    kernel: Any = None  # ipykernel's kernel: its Stop button cancels a call (tools/interrupt.py)
+    kernel: Any = None  # ipykernel's kernel: its Stop button cancels a call (tools/kernel/interrupt.py)
     audit: Callable[[CallRecord], None] = lambda record: None
     view: Callable[[CallRecord], CallView] = lambda record: CallView()
     on_log: Callable[[str], None] = lambda text: None
@@ -249,7 +249,7 @@ class KernelServer:
         """On the kernel loop: the kernel's Stop button cancels this call, also while it asks
         for approval (the same SIGINT handler that lets Stop abort an agent run between its
         calls; while the code runs, Stop interrupts the code itself)."""
-        from ..tools.interrupt import stop_aborts_run
+        from ..tools.kernel.interrupt import stop_aborts_run
 
         loop = asyncio.get_running_loop()
 

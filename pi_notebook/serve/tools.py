@@ -26,7 +26,7 @@ from mcp import types
 
 from ..agent.types import AgentTool, AgentToolResult
 from ..ai.types import ImageContent, TextContent
-from ..tools.redact import redact
+from ..tools.trust.redact import redact
 
 __all__ = ["SERVED_TOOLS", "ServedTool", "call_result", "error_result", "mcp_tool"]
 

@@ -3,7 +3,7 @@
 ``runnable_code(messages) -> str`` reads a conversation (the messages of the latest run, see
 ``latest_run``): each ``python`` tool call of the assistant and its tool result. A call is kept
 when its result says the code ran to the end: not ``is_error``, no ``ErrorOutput`` among the
-outputs of its ``PythonCallDetails`` (tools/updates.py; stored sessions hold the dict form), not
+outputs of its ``PythonCallDetails`` (tools/output/updates.py; stored sessions hold the dict form), not
 interrupted, timed out or aborted. Calls without a result (an aborted run) are left out too.
 Kept calls appear in execution order (the order of their results), each under a short comment,
 after a header that says what was left out. The code is the code that ran
@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..ai.types import get_field
-from ..tools.redact import redact
-from ..tools.updates import ErrorOutput, parse_call_details
+from ..tools.trust.redact import redact
+from ..tools.output.updates import ErrorOutput, parse_call_details
 
 __all__ = ["PythonCall", "latest_run", "next_input_payload", "python_calls", "runnable_code"]
 

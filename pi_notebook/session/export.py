@@ -9,7 +9,7 @@ code cell: an error result may mean the call was denied or aborted and never ran
 and running it on export would both break "Run All" and run code nobody approved.
 Its recorded outputs (what the code printed before it failed) follow as text.
 
-Outputs come from the call's ``PythonCallDetails`` (``tools/updates.py``; the live
+Outputs come from the call's ``PythonCallDetails`` (``tools/output/updates.py``; the live
 model or the dict a session file stores): the real recorded outputs, not the
 budget-cut text the model got. Older results without it fall back to their content.
 
@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from ..ai.types import get_field
-from ..tools.redact import redact, redact_data
-from ..tools.updates import (
+from ..tools.trust.redact import redact, redact_data
+from ..tools.output.updates import (
     DisplayOutput,
     ErrorOutput,
     ResultOutput,

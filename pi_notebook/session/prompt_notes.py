@@ -1,7 +1,7 @@
 """Per-prompt notebook context that reaches the model but never the saved transcript.
 
 Each ``%%agent`` prompt gets a context block (the last error, the namespace summary, resolved
-references: see ``tools/prompt_context.py``). It must not become part of the user's text: the
+references: see ``tools/context/prompt_context.py``). It must not become part of the user's text: the
 transcript, the view and the export show what the user typed. So the block is kept here, next
 to the conversation, keyed by the prompt message, and merged into a *copy* of that message
 each time a request is built (the Agent's ``transform_context`` hook):
@@ -27,7 +27,7 @@ from collections import OrderedDict
 from typing import Any
 
 from ..ai.types import TextContent, get_field
-from ..tools.redact import redact
+from ..tools.trust.redact import redact
 
 __all__ = ["PromptNotes"]
 

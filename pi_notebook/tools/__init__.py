@@ -10,12 +10,23 @@ Public API (used by the magics/widgets layers):
   at each call), or ``None`` (defaults).
 - ``make_approval_hook(get_policy, ask, is_interactive)``: the ``before_tool_call`` hook of
   the approval policy; ``APPROVAL_POLICIES``, ``ApprovalPolicy``, ``APPROVAL_ENV`` and
-  ``default_policy()`` (reads ``PI_NOTEBOOK_APPROVAL``) are defined in ``policy.py`` only
-  (dependency-free, so the magics read them at ``%load_ext``; ``approval.py`` re-exports them).
+  ``default_policy()`` (reads ``PI_NOTEBOOK_APPROVAL``) are defined in ``trust/policy.py`` only
+  (dependency-free, so the magics read them at ``%load_ext``; ``trust/approval.py`` re-exports them).
 - ``run_code(shell, code, ...)`` / ``ExecutionResult``, ``redact(text)``, ``add_secret(value)``.
 
-Names are loaded lazily: importing a data-only module (``tools.updates``, ``tools.redact``,
-``tools.approval``) does not import IPython.
+Five rooms, each importing only from the rooms listed before it:
+
+- ``trust/``: the approval gate and its policy, secret redaction, credential shapes;
+- ``output/``: what a call's output is (typed records) and how it reads as text (budgets,
+  images, tracebacks, error hints);
+- ``kernel/``: the seams to the kernel hosting IPython (the kernel host, patches, routed
+  stdout/stderr/display and fds, guards, interrupts, worker threads, the output sink);
+- ``context/``: the notebook the agent reads (cell history, namespace summary, the notebook
+  file, project files, references, the per-prompt context block);
+- ``python/``: the ``python``, ``list_variables`` and ``inspect_variable`` tools.
+
+Names are loaded lazily: importing a data-only module (``tools.output.updates``,
+``tools.trust.redact``, ``tools.trust.approval``) does not import IPython.
 """
 
 from __future__ import annotations
@@ -28,8 +39,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from ..agent.types import AgentTool
-    from .python_tool import SettingsSource
-    from .updates import ToolOutput
+    from .python.python_tool import SettingsSource
+    from .output.updates import ToolOutput
 
 __all__ = [
     "APPROVAL_ENV",
@@ -60,14 +71,14 @@ __all__ = [
 ]
 
 _LAZY = {
-    **dict.fromkeys(("APPROVAL_ENV", "APPROVAL_POLICIES", "ApprovalPolicy", "default_policy"), ".policy"),
-    **dict.fromkeys(("ApprovalHook", "ApprovalRequest", "make_approval_hook"), ".approval"),
-    **dict.fromkeys(("capture", "capture_active", "install_capture", "uninstall_capture"), ".capture"),
-    **dict.fromkeys(("ToolInterrupt", "interrupt_main_for"), ".interrupt"),
+    **dict.fromkeys(("APPROVAL_ENV", "APPROVAL_POLICIES", "ApprovalPolicy", "default_policy"), ".trust.policy"),
+    **dict.fromkeys(("ApprovalHook", "ApprovalRequest", "make_approval_hook"), ".trust.approval"),
+    **dict.fromkeys(("capture", "capture_active", "install_capture", "uninstall_capture"), ".kernel.capture"),
+    **dict.fromkeys(("ToolInterrupt", "interrupt_main_for"), ".kernel.interrupt"),
     **dict.fromkeys(("ExecutionResult", "PythonToolSettings", "SettingsSource", "make_python_tool",
-                     "resolve_settings", "result_content", "run_code"), ".python_tool"),
-    **dict.fromkeys(("add_secret", "discard_secret", "redact"), ".redact"),
-    "make_variable_tools": ".variables",
+                     "resolve_settings", "result_content", "run_code"), ".python.python_tool"),
+    **dict.fromkeys(("add_secret", "discard_secret", "redact"), ".trust.redact"),
+    "make_variable_tools": ".python.variables",
 }
 
 
@@ -89,8 +100,8 @@ def make_notebook_tools(shell: InteractiveShell, settings: SettingsSource = None
     ``on_late_output(tool_call_id, record)``: output that threads, tasks or processes started
     by agent code write after their call returned (redacted; see ``python_tool.run_code``).
     """
-    from .python_tool import make_python_tool
-    from .variables import make_variable_tools
+    from .python.python_tool import make_python_tool
+    from .python.variables import make_variable_tools
 
     return [make_python_tool(shell, settings, on_late_output),
             *make_variable_tools(shell, settings)]

@@ -7,7 +7,7 @@ import re
 from collections.abc import Iterable
 
 from ..ai.types import ImageContent, TextContent, ThinkingContent, ToolCall, get_field
-from ..tools.approval import INVISIBLE_RE, find_invisible, reveal_invisible
+from ..tools.trust.approval import INVISIBLE_RE, find_invisible, reveal_invisible
 
 __all__ = ["content_text", "cut_off_note", "content_images", "fmt_tokens", "fmt_cost", "fmt_seconds",
            "strip_control", "fence_for", "B64_RE", "find_invisible", "reveal_invisible", "mark_invisible", "safe_text"]
@@ -116,7 +116,7 @@ def fence_for(text: str, char: str = "`") -> str:
 # --- text the user must see as it is ------------------------------------------------------
 
 # Invisible and text-direction characters: one rule for every field shown for approval and
-# every view (tools/approval.py); code shown for approval must look like the code that runs.
+# every view (tools/trust/approval.py); code shown for approval must look like the code that runs.
 _INVISIBLE_RE = INVISIBLE_RE
 
 

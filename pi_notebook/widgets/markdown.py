@@ -49,7 +49,7 @@ _SAFE_DATA_IMAGE_RE = re.compile(r"^data:image/(png|jpeg|jpg|gif);base64,[A-Za-z
 # Browsers drop ASCII tab/newline anywhere in a URL and strip leading C0 controls and
 # spaces, so "java\tscript:" is javascript:. Remove them before looking at the scheme.
 _URL_IGNORED_RE = re.compile(r"[\x00-\x20\x7f]")
-# A notebook-context note (tools/prompt_context.py's context block, magics/context.py's
+# A notebook-context note (tools/context/prompt_context.py's context block, magics/context.py's
 # %agent fix block): a bracketed header, "(boundary pn-<12 hex>)" (drawn at random per kernel,
 # taken out of every piece of data inside), the data, then "[end pn-<the same>]". The model
 # gets it beside the prompt; a model that quotes it (a scripted echo, a verbose answer) must

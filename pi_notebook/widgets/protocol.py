@@ -16,11 +16,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
-from ..tools.policy import ApprovalChoice, ApprovalPolicy
+from ..tools.trust.policy import ApprovalChoice, ApprovalPolicy
 
 if TYPE_CHECKING:
     from ..agent.types import AgentEvent
-    from ..tools.approval import ApprovalRequest
+    from ..tools.trust.approval import ApprovalRequest
 
 __all__ = ["RunStatus", "QueueKind", "NoticeLevel", "ApprovalChoice", "RunView", "MimeBundle", "Publish"]
 
@@ -31,7 +31,7 @@ RunStatus = Literal["idle", "queued", "thinking", "writing", "running tool",
 # How a user message reached the agent.
 QueueKind = Literal["prompt", "steer", "followup"]
 NoticeLevel = Literal["info", "warning", "error"]
-# ApprovalChoice, the approval panel's answers, is tools/policy.py's (re-exported here).
+# ApprovalChoice, the approval panel's answers, is tools/trust/policy.py's (re-exported here).
 
 # A Jupyter display bundle (MIME type -> data): JSON whose shape depends on the MIME type,
 # so its values are ``object`` and every reader checks what it got.

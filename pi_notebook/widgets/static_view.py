@@ -20,7 +20,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ._util import B64_RE
-from ..tools.policy import ApprovalChoice
+from ..tools.trust.policy import ApprovalChoice
 from .protocol import Publish, RunStatus
 from .transcript import Transcript, TranscriptViewMixin
 from .transcript_md import transcript_markdown
@@ -28,7 +28,7 @@ from .transcript_text import transcript_text
 
 if TYPE_CHECKING:
     from ..agent.types import AgentEvent
-    from ..tools.approval import ApprovalRequest
+    from ..tools.trust.approval import ApprovalRequest
 
 __all__ = ["StaticView", "REFRESH_INTERVAL"]
 

@@ -29,7 +29,7 @@ from ..ai.types import (
     UserMessage,
     get_field,
 )
-from ..tools.updates import (
+from ..tools.output.updates import (
     DisplayOutput,
     ErrorOutput,
     ResultOutput,

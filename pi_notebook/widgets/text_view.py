@@ -19,14 +19,14 @@ from ..agent.types import (AgentEndEvent, CheckMessage, MessageEndEvent, Message
                            llm_message)
 from ..ai.types import UserMessage
 from ._util import reveal_invisible, strip_control
-from ..tools.policy import ApprovalChoice, ApprovalPolicy
+from ..tools.trust.policy import ApprovalChoice, ApprovalPolicy
 from .protocol import NoticeLevel, QueueKind, RunStatus
 from .text import render_event_text
 from .transcript import NO_RESULT_MARK
 
 if TYPE_CHECKING:
     from ..agent.types import AgentEvent
-    from ..tools.approval import ApprovalRequest
+    from ..tools.trust.approval import ApprovalRequest
 
 __all__ = ["TextView"]
 

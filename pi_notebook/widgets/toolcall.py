@@ -1,6 +1,6 @@
 """One tool call as plain data: arguments, approval, live output, result.
 
-The python tool's live updates and final details are typed (``tools/updates.py``):
+The python tool's live updates and final details are typed (``tools/output/updates.py``):
 a card shows those outputs, in order, exactly as produced; the text the *model*
 got back (with its ``[value]`` / ``[elapsed …]`` markers and retry advice) is the
 model's copy and is not shown. Other tools have no typed outputs: for them the
@@ -13,8 +13,8 @@ import json
 from typing import Literal
 
 from ..agent.types import AgentToolResult
-from ..tools.tracebacks import shorten_traceback
-from ..tools.updates import (
+from ..tools.output.tracebacks import shorten_traceback
+from ..tools.output.updates import (
     DisplayOutput,
     ErrorOutput,
     PythonCallDetails,
@@ -248,6 +248,6 @@ SHORT_TRACEBACK_LINES = 12
 
 def fold_traceback(text: str) -> tuple[str, bool]:
     """(what to show first, whether anything was left out): the last frame of the
-    user's (agent's) code and the exception lines (tools/tracebacks.py's rules). Library
+    user's (agent's) code and the exception lines (tools/output/tracebacks.py's rules). Library
     frames are left for the full traceback, which the view shows folded."""
     return shorten_traceback(strip_control(text), max_lines=SHORT_TRACEBACK_LINES)

@@ -16,8 +16,8 @@ from typing import Any
 
 import ipywidgets as W
 
-from ..tools.approval import approval_line, invisible_fields, reveal_invisible
-from ..tools.updates import IMAGE_MIMES
+from ..tools.trust.approval import approval_line, invisible_fields, reveal_invisible
+from ..tools.output.updates import IMAGE_MIMES
 from ._util import B64_RE, content_images, fmt_seconds, mark_invisible, strip_control
 from .blocks import Block, ChunkedText, WidgetSet, line_split_point, pill_html
 from .markdown import escape_text, highlight_code
@@ -230,7 +230,7 @@ class ToolCard(Block[ToolItem]):
         self._approval_built_for = -1
         # an MCP tool's request: server, tool, annotations, "always" scope (gate.py)
         self.approval_hints: Mapping[str, object] | None = None
-        # a python call's request: what it may do to the user's names (tools/namespace_review.py)
+        # a python call's request: what it may do to the user's names (tools/python/namespace_review.py)
         self.approval_namespace: Mapping[str, object] | None = None
         self._namespace: W.HTML | None = None
 

@@ -71,7 +71,7 @@ from .items import (
     ThinkingItem,
     UserItem,
 )
-from ..tools.policy import ApprovalPolicy
+from ..tools.trust.policy import ApprovalPolicy
 from .protocol import NoticeLevel, QueueKind, RunStatus
 from .toolcall import ToolItem
 

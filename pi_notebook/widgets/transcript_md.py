@@ -25,7 +25,7 @@ from functools import lru_cache
 
 from markdown_it import MarkdownIt
 
-from ..tools.updates import IMAGE_MIMES
+from ..tools.output.updates import IMAGE_MIMES
 
 from ._util import B64_RE, fence_for, fmt_cost, fmt_seconds, reveal_invisible, safe_text, strip_control
 from .items import Item, NoticeItem, OtherItem, TextItem, ThinkingItem, UserItem

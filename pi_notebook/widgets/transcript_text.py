@@ -16,7 +16,7 @@ from ._util import fmt_cost, fmt_seconds, reveal_invisible, safe_text, strip_con
 from .items import Item, NoticeItem, OtherItem, TextItem, ThinkingItem, UserItem
 from .markdown import without_notes
 from .transcript import Transcript
-from ..tools.updates import IMAGE_MIMES
+from ..tools.output.updates import IMAGE_MIMES
 
 __all__ = ["transcript_text", "TEXT_OUTPUT_CHARS"]
 

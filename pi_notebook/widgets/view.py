@@ -41,7 +41,7 @@ from .flush import DEFAULT_INTERVAL, FlushScheduler
 from .input_form import FormRequestLike, FormValues, InputForm
 from .items import Item, NoticeItem, OtherItem, QueuedRow, TextItem, ThinkingItem, UserItem
 from .markdown import escape_text
-from ..tools.policy import APPROVAL_CHOICES, ApprovalChoice
+from ..tools.trust.policy import APPROVAL_CHOICES, ApprovalChoice
 from .protocol import Publish, RunStatus
 from .theme import stylesheet
 from .toolcall import ToolItem
@@ -52,7 +52,7 @@ from .transcript_text import transcript_text
 
 if TYPE_CHECKING:
     from ..agent.types import AgentEvent
-    from ..tools.approval import ApprovalRequest
+    from ..tools.trust.approval import ApprovalRequest
 
 __all__ = ["AgentView", "APPROVAL_CHOICES", "FALLBACK_TEXT"]
 

@@ -33,7 +33,7 @@ WIDE = ("result = df.groupby(['region', 'month'])['revenue'].agg(['sum', 'mean',
 BADGES = """\
 import asyncio
 from pi_notebook.agent.types import AgentStartEvent, ToolExecutionStartEvent
-from pi_notebook.tools.approval import ApprovalRequest
+from pi_notebook.tools.trust.approval import ApprovalRequest
 from pi_notebook.widgets.view import AgentView
 mcp_view = AgentView("warehouse/model-with-a-long-name", asyncio.get_event_loop(), lambda: None)
 mcp_view.set_policy("ask")

@@ -66,7 +66,7 @@ def test_agent_fix_reads_the_history_and_runs_the_corrected_line(kernel):
     # the transcript keeps only the short line
     users = kernel.ev("[_user_text(m) for m in get_agent().state.messages if m.role == 'user']")
     assert users[-1] == f"Fix the error in cell [{cell}]."
-    history = kernel.ev("[r.source for r in __import__('pi_notebook.tools.history', fromlist=['_'])"
+    history = kernel.ev("[r.source for r in __import__('pi_notebook.tools.context.history', fromlist=['_'])"
                         ".installed_history(get_ipython()).records()]")
     assert "total = frame['revenue'].sum()" not in history  # the agent's fix is not a user cell
 

@@ -10,7 +10,7 @@ import pytest
 
 from kernel_helpers import Kernel, faux_setup
 
-from pi_notebook.tools.prompt_context import CONTEXT_HEADER
+from pi_notebook.tools.context.prompt_context import CONTEXT_HEADER
 
 pytestmark = pytest.mark.kernel
 

@@ -9,7 +9,7 @@ import pytest
 
 from pi_notebook.local.intent import requested_subject, requested_target
 from pi_notebook.local.tool_calls import shape_request, tools_grammar
-from pi_notebook.tools.namespace import ListedVariable, namespace_summary, read_listed_variables
+from pi_notebook.tools.context.namespace import ListedVariable, namespace_summary, read_listed_variables
 
 PYTHON = {"type": "object", "properties": {"code": {"type": "string"}}, "required": ["code"]}
 TOOLS = [{"type": "function", "function": {"name": "python", "parameters": PYTHON}}]

@@ -72,7 +72,7 @@ def test_run_option_vocabularies_are_defined_once():
     from pi_notebook.agent import types as agent_types
     from pi_notebook.ai import models, types as ai_types
     from pi_notebook.magics import config, settings
-    from pi_notebook.tools import approval, policy
+    from pi_notebook.tools.trust import approval, policy
     from pi_notebook.widgets import protocol
 
     assert config.THINKING_LEVELS is models.THINKING_LEVELS is ai_types.THINKING_LEVELS is levels.THINKING_LEVELS
@@ -88,7 +88,7 @@ def test_run_option_vocabularies_are_defined_once():
 
 @pytest.mark.parametrize("parse, good, bad", [
     ("pi_notebook.levels:parse_thinking_level", (" HIGH ", "high"), "loud"),
-    ("pi_notebook.tools.policy:parse_policy", ("Auto", "auto"), "maybe"),
+    ("pi_notebook.tools.trust.policy:parse_policy", ("Auto", "auto"), "maybe"),
     ("pi_notebook.magics.config:parse_wait", ("NEVER", "never"), "sometimes"),
 ])
 def test_each_vocabulary_has_one_parser(parse, good, bad):
@@ -106,7 +106,7 @@ async def test_the_approval_hook_takes_the_policy_as_parsed():
     # policy in capitals) is not silently accepted, it fails closed
     from pi_notebook.agent.types import BeforeToolCallContext
     from pi_notebook.ai.types import ToolCall
-    from pi_notebook.tools.approval import make_approval_hook
+    from pi_notebook.tools.trust.approval import make_approval_hook
 
     call = ToolCall(id="c1", name="python", arguments={"code": "1"})
     ctx = BeforeToolCallContext(assistant_message=None, tool_call=call, args={"code": "1"}, context=None)

@@ -21,7 +21,7 @@ FAMILY = str(Path(__file__).resolve().parents[1] / "mcp" / "family_server.py")
 def _forget_registered_secrets(monkeypatch):
     import importlib
 
-    redact = importlib.import_module("pi_notebook.tools.redact")  # (the package exports a function of that name)
+    redact = importlib.import_module("pi_notebook.tools.trust.redact")  # (the package exports a function of that name)
     monkeypatch.setattr(redact, "_explicit", set(redact._explicit))
 
 

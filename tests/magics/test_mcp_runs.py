@@ -25,7 +25,7 @@ def _forget_registered_secrets(monkeypatch):
     """${VAR} values are registered for redaction for the kernel's life; not across tests."""
     import importlib
 
-    redact = importlib.import_module("pi_notebook.tools.redact")  # (the package exports a function of that name)
+    redact = importlib.import_module("pi_notebook.tools.trust.redact")  # (the package exports a function of that name)
     monkeypatch.setattr(redact, "_explicit", set(redact._explicit))
 
 

@@ -17,13 +17,13 @@ ROOT = Path(__file__).resolve().parents[2] / "pi_notebook"
 # the notebook layer, and the small model's run checks it applies (local/checks.py, local/apply.py)
 CHECKED = [*sorted((ROOT / "magics").glob("*.py")), ROOT / "local" / "checks.py", ROOT / "local" / "apply.py"]
 # where the notebook layer's aliases for foreign untyped objects may be defined
-ALIAS_HOMES = [*CHECKED, ROOT / "tools" / "kernel_host.py"]
+ALIAS_HOMES = [*CHECKED, ROOT / "tools" / "kernel" / "kernel_host.py"]
 
 FOREIGN_UNTYPED = {
     # ipykernel's Kernel: 6.x and 7.x differ in exactly the attributes the adapter reads
     # (shell_stream vs shell_channel_thread, _parent_ident, dispatch_shell's signature); only
-    # tools/kernel_host.py touches it, each attribute read with a default
-    "ForeignKernel": "tools/kernel_host.py",
+    # tools/kernel/kernel_host.py touches it, each attribute read with a default
+    "ForeignKernel": "tools/kernel/kernel_host.py",
     # an ipywidgets Widget: ipywidgets ships no types; frontend.py sets and reads its
     # view-count trait and closes its models
     "ForeignWidget": "magics/frontend.py",

@@ -14,7 +14,7 @@ from pi_notebook.ai.providers.faux import faux_assistant_message
 from pi_notebook.ai.types import AssistantMessage, TextContent
 from pi_notebook.magics.context import fix_block
 from pi_notebook.session import build_notebook
-from pi_notebook.tools.prompt_context import CONTEXT_HEADER, NOTE_BOUNDARY
+from pi_notebook.tools.context.prompt_context import CONTEXT_HEADER, NOTE_BOUNDARY
 from pi_notebook.widgets.blocks import ChunkedText, WidgetSet, _render_md
 from pi_notebook.widgets.items import StreamText
 from pi_notebook.widgets.transcript import Transcript
@@ -45,7 +45,7 @@ async def test_a_quoted_note_is_not_in_history_or_the_export(shell, faux, capsys
 
 
 def _note() -> str:
-    from pi_notebook.tools.prompt_context import _wrap
+    from pi_notebook.tools.context.prompt_context import _wrap
 
     return _wrap("Notebook variables (1):\n\ndf: DataFrame 1 x 2 (region: object, revenue: float64)")
 

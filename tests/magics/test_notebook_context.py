@@ -19,8 +19,8 @@ from pi_notebook.agent import AgentTool
 from pi_notebook.agent.types import AgentToolResult
 from pi_notebook.ai.providers.faux import faux_assistant_message, faux_tool_call
 from pi_notebook.ai.types import TextContent
-from pi_notebook.tools.history import installed_history
-from pi_notebook.tools.prompt_context import CONTEXT_HEADER
+from pi_notebook.tools.context.history import installed_history
+from pi_notebook.tools.context.prompt_context import CONTEXT_HEADER
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
@@ -90,10 +90,10 @@ def test_load_ext_imports_no_agent_core_and_no_widgets():
         from IPython.core.interactiveshell import InteractiveShell
         ip = InteractiveShell.instance()
         ip.run_line_magic("load_ext", "pi_notebook")
-        from pi_notebook.tools.history import installed_history
+        from pi_notebook.tools.context.history import installed_history
         assert installed_history(ip) is not None
         heavy = ("pi_notebook.agent", "pi_notebook.ai.types", "pydantic", "jsonschema", "httpx",
-                 "ipywidgets", "pi_notebook.tools.approval", "pi_notebook.tools.python_tool")
+                 "ipywidgets", "pi_notebook.tools.trust.approval", "pi_notebook.tools.python.python_tool")
         print([m for m in heavy if m in sys.modules])
     """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
@@ -109,8 +109,8 @@ def test_approval_constants_are_not_redefined_in_the_magics():
     assert defined == []
     from pi_notebook.magics.args import APPROVAL_POLICIES as from_args
     from pi_notebook.magics.config import APPROVAL_POLICIES as from_config
-    from pi_notebook.tools.approval import APPROVAL_POLICIES, default_policy
-    from pi_notebook.tools.policy import default_policy as policy_default
+    from pi_notebook.tools.trust.approval import APPROVAL_POLICIES, default_policy
+    from pi_notebook.tools.trust.policy import default_policy as policy_default
 
     assert from_args is from_config is APPROVAL_POLICIES and default_policy is policy_default
 
@@ -153,7 +153,7 @@ async def test_read_notebook_uses_the_notebook_path_setting(shell, tmp_path):
     nbformat.write(nb, path)
     rt = runtime()
     rt.settings.notebook_path = str(path)
-    from pi_notebook.tools.prompt_context import make_context_tools
+    from pi_notebook.tools.context.prompt_context import make_context_tools
 
     tool = make_context_tools(shell, lambda: rt.settings.notebook_path)[1]
     result = await tool.execute("c1", {})
@@ -250,7 +250,7 @@ async def test_reset_clears_the_notes(shell, faux):
 
 
 async def test_a_failing_context_never_fails_the_run(shell, faux, monkeypatch):
-    import pi_notebook.tools.prompt_context as pc
+    import pi_notebook.tools.context.prompt_context as pc
 
     def broken(*a, **k):
         raise RuntimeError("context exploded")

@@ -8,7 +8,7 @@ import re
 from pi_notebook.agent.types import AgentToolResult, MessageStartEvent, MessageUpdateEvent
 from pi_notebook.agent.types import ToolExecutionEndEvent, ToolExecutionStartEvent, ToolExecutionUpdateEvent
 from pi_notebook.ai.types import AssistantMessage, TextContent, TextDeltaEvent, TextStartEvent
-from pi_notebook.tools.updates import DisplayOutput, PythonCallDetails
+from pi_notebook.tools.output.updates import DisplayOutput, PythonCallDetails
 from pi_notebook.widgets.static_view import StaticView
 
 PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="

@@ -1,10 +1,10 @@
-"""``%unload_ext pi_notebook`` undoes every patch: the registry (tools/patches.py) lists what
+"""``%unload_ext pi_notebook`` undoes every patch: the registry (tools/kernel/patches.py) lists what
 loading replaced, with why, and after unloading each attribute is the original again.
 
 The kernel here is a stand-in with the attributes pi_notebook patches on ipykernel's
 (``do_shutdown``, the main shell stream's receive callback, ``raw_input``/``getpass``), so
 the kernel-only patches are installed too; the real kernels are in tests/kernel. (The
-kernel's request hooks are patched only while agent code runs, tools/interrupt.py, and are
+kernel's request hooks are patched only while agent code runs, tools/kernel/interrupt.py, and are
 undone when it ends: tests/tools.)
 """
 
@@ -20,7 +20,7 @@ import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
 import pi_notebook.magics as magics
-from pi_notebook.tools.patches import PATCHES
+from pi_notebook.tools.kernel.patches import PATCHES
 
 
 class FakeStream:

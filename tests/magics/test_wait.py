@@ -224,7 +224,7 @@ def test_unload_removes_every_hook(shell):
     from pi_notebook.magics.wait import _inserter
 
     assert _inserter in shell.ast_transformers
-    from pi_notebook.tools.patches import PATCHES
+    from pi_notebook.tools.kernel.patches import PATCHES
 
     assert PATCHES.find(shell, "should_run_async") is not None
     shell.run_line_magic("unload_ext", "pi_notebook")

@@ -9,5 +9,5 @@ import pytest
 
 @pytest.fixture(autouse=True)
 def _forget_registered_secrets(monkeypatch):
-    redact = importlib.import_module("pi_notebook.tools.redact")  # (the package exports a function of that name)
+    redact = importlib.import_module("pi_notebook.tools.trust.redact")  # (the package exports a function of that name)
     monkeypatch.setattr(redact, "_explicit", set(redact._explicit))

@@ -1,13 +1,13 @@
 """Every field shown for approval reveals invisible and text-direction characters, with a
 warning that says which field: tool and server names, the description, the arguments, the
-code (one rule: tools/approval.py ``reveal_invisible``)."""
+code (one rule: tools/trust/approval.py ``reveal_invisible``)."""
 
 from __future__ import annotations
 
 import asyncio
 
 from pi_notebook.agent.types import AgentStartEvent, ToolExecutionStartEvent
-from pi_notebook.tools.approval import ApprovalRequest, find_invisible, invisible_fields, reveal_invisible
+from pi_notebook.tools.trust.approval import ApprovalRequest, find_invisible, invisible_fields, reveal_invisible
 from pi_notebook.widgets.text_view import TextView
 from pi_notebook.widgets.view import AgentView
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from pi_notebook.tools.approval import ApprovalRequest
+from pi_notebook.tools.trust.approval import ApprovalRequest
 from pi_notebook.agent.types import AgentStartEvent, ToolExecutionEndEvent, ToolExecutionStartEvent
 from pi_notebook.agent.types import AgentToolResult
 from pi_notebook.ai.types import TextContent

@@ -15,7 +15,7 @@ from pi_notebook.mcp.schema import MAX_SCHEMA_NODES, SchemaRejected, simplify_sc
 from pi_notebook.mcp.server import ToolInfo
 from pi_notebook.mcp.tools import MAX_TOOLS, MAX_TOOLS_PER_SERVER, build_tools
 from pi_notebook.tools import PythonToolSettings
-from pi_notebook.tools.images import MAX_DECODE_PIXELS, image_info, prepare_image
+from pi_notebook.tools.output.images import MAX_DECODE_PIXELS, image_info, prepare_image
 
 
 def _server(name: str, n: int, schema=None) -> types.SimpleNamespace:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from pi_notebook.mcp.config import load_config, parse_servers, project_config_path
-from pi_notebook.tools.redact import discard_secret, redact, secret_values
+from pi_notebook.tools.trust.redact import discard_secret, redact, secret_values
 
 
 def _write(path, servers):

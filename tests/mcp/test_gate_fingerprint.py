@@ -8,7 +8,7 @@ import types
 from pi_notebook.mcp.gate import McpGate
 from pi_notebook.mcp.server import ToolInfo
 from pi_notebook.mcp.tools import McpToolMeta, tool_fingerprint
-from pi_notebook.tools.approval import make_approval_hook
+from pi_notebook.tools.trust.approval import make_approval_hook
 
 SCHEMA = {"type": "object", "properties": {"target": {"type": "string"}}}
 

@@ -9,7 +9,7 @@ import mcp.types as t
 
 from pi_notebook.mcp.results import convert_result
 from pi_notebook.tools import PythonToolSettings
-from pi_notebook.tools.redact import add_secret, discard_secret
+from pi_notebook.tools.trust.redact import add_secret, discard_secret
 
 SECRET = "canary-" + "5d1c0ffee9a7b3"
 

@@ -10,7 +10,7 @@ import pytest
 from pi_notebook.mcp.results import convert_result
 from pi_notebook.mcp.schema import SchemaRejected, simplify_schema, tool_name, unique_name
 from pi_notebook.tools import PythonToolSettings
-from pi_notebook.tools.redact import add_secret, discard_secret
+from pi_notebook.tools.trust.redact import add_secret, discard_secret
 
 PNG = base64.b64encode(base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAIAAAACCAIAAAD91JpzAAAAFklEQVR4nGP8z8DAwMDAxMDAwMDAAAANHQEDasKb6QAAAABJRU5ErkJggg==")).decode()

@@ -190,7 +190,7 @@ async def test_progress_is_reported_and_keeps_a_long_call_alive(cache):
 
 async def test_turn_boundaries_list_again_only_servers_whose_tools_may_have_changed(cache):
     from pi_notebook.mcp.manager import McpManager, McpSources
-    from pi_notebook.tools.python_tool import PythonToolSettings
+    from pi_notebook.tools.python.python_tool import PythonToolSettings
 
     manager = McpManager(McpSources(start_dir=lambda: cache, explicit=lambda: "", timeout=lambda: 30.0,
                                     tool_settings=PythonToolSettings, user_path=cache / "none.json"))

@@ -8,7 +8,7 @@ import pandas as pd
 from pi_notebook.agent.types import BeforeToolCallContext
 from pi_notebook.ai.types import ToolCall
 from pi_notebook.review.watch import NamespaceReview
-from pi_notebook.tools.approval import ApprovalRequest, make_approval_hook
+from pi_notebook.tools.trust.approval import ApprovalRequest, make_approval_hook
 
 
 def ctx(code: str) -> BeforeToolCallContext:

@@ -19,7 +19,7 @@ from pi_notebook.ai.types import (
     now_ms,
 )
 from pi_notebook.session.agent_code import latest_run, next_input_payload, python_calls, runnable_code
-from pi_notebook.tools.updates import ErrorOutput, PythonCallDetails, ResultOutput, StreamOutput
+from pi_notebook.tools.output.updates import ErrorOutput, PythonCallDetails, ResultOutput, StreamOutput
 
 CANARY = "sk-canary-agent-code-57721566"
 
@@ -168,7 +168,7 @@ faux.set_responses([
 ])
 """
     with Kernel() as kernel:
-        kernel.ok(setup + "from pi_notebook.tools.history import install_history\n"
+        kernel.ok(setup + "from pi_notebook.tools.context.history import install_history\n"
                   "_history = install_history(get_ipython())\n")
         kernel.ok("%%agent -m faux/faux-1 --approve auto\nsum the revenue\n", timeout=120)
         assert kernel.ev("total") == 3

@@ -17,7 +17,7 @@ from pi_notebook.ai.types import (
     UserMessage,
 )
 from pi_notebook.session import build_notebook, export_notebook
-from pi_notebook.tools.updates import (
+from pi_notebook.tools.output.updates import (
     DisplayOutput,
     ErrorOutput,
     PythonCallDetails,

@@ -16,7 +16,7 @@ from IPython import get_ipython
 
 from pi_notebook.ai.abort import AbortController
 from pi_notebook.tools import install_capture, make_approval_hook
-from pi_notebook.tools.python_tool import PythonToolSettings, make_python_tool
+from pi_notebook.tools.python.python_tool import PythonToolSettings, make_python_tool
 
 ip = get_ipython()
 install_capture(ip)

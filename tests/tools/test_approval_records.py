@@ -11,7 +11,7 @@ from pi_notebook.agent.types import AgentTool, AgentToolResult
 from pi_notebook.ai.providers.faux import faux_assistant_message, faux_tool_call, register_faux_provider
 from pi_notebook.ai.stream import stream_simple
 from pi_notebook.ai.types import TextContent
-from pi_notebook.tools.approval import ApprovalRequest, approval_line, make_approval_hook
+from pi_notebook.tools.trust.approval import ApprovalRequest, approval_line, make_approval_hook
 
 
 def _tools(ran: list[str]) -> list[AgentTool]:
@@ -101,8 +101,8 @@ async def test_the_real_python_tools_typed_details_carry_the_record() -> None:
     """The python tool's details are a PythonCallDetails, not a dict: the record must land there."""
     from tools_helpers import get_shell
 
-    from pi_notebook.tools.python_tool import make_python_tool
-    from pi_notebook.tools.updates import PythonCallDetails
+    from pi_notebook.tools.python.python_tool import make_python_tool
+    from pi_notebook.tools.output.updates import PythonCallDetails
 
     shell = get_shell()
     faux = register_faux_provider()

@@ -1,11 +1,11 @@
-"""The near-miss hint for a KeyError (tools/error_hints.py), in the tool result and the history."""
+"""The near-miss hint for a KeyError (tools/output/error_hints.py), in the tool result and the history."""
 
 from __future__ import annotations
 
 import pytest
 
-from pi_notebook.tools.error_hints import error_hint, key_error_hint
-from pi_notebook.tools.history import ExecutionHistory
+from pi_notebook.tools.output.error_hints import error_hint, key_error_hint
+from pi_notebook.tools.context.history import ExecutionHistory
 
 pd = pytest.importorskip("pandas")
 
@@ -82,7 +82,7 @@ def test_no_hint_for_other_names_and_errors(ename: str, evalue: str) -> None:
 async def test_the_python_tool_result_carries_the_import_hint() -> None:
     from tools_helpers import get_shell, routed
 
-    from pi_notebook.tools.python_tool import PythonToolSettings, make_python_tool
+    from pi_notebook.tools.python.python_tool import PythonToolSettings, make_python_tool
 
     shell = get_shell()
     saved = shell.user_ns.pop("plt", None)

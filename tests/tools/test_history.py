@@ -18,15 +18,15 @@ from pi_notebook.ai.providers.faux import (
     register_faux_provider,
 )
 from pi_notebook.ai.stream import stream_simple
-from pi_notebook.tools.history import (
+from pi_notebook.tools.context.history import (
     ExecutionHistory,
     cell_kind,
     install_history,
     installed_history,
     uninstall_history,
 )
-from pi_notebook.tools.history_tool import fix_prompt, make_history_tool
-from pi_notebook.tools.python_tool import make_python_tool, run_code
+from pi_notebook.tools.context.history_tool import fix_prompt, make_history_tool
+from pi_notebook.tools.python.python_tool import make_python_tool, run_code
 
 pd = pytest.importorskip("pandas")
 
@@ -286,7 +286,7 @@ def test_history_in_a_real_kernel() -> None:
     from kernel_helpers import Kernel
 
     with Kernel() as kernel:
-        kernel.ok("from pi_notebook.tools.history import ExecutionHistory\n"
+        kernel.ok("from pi_notebook.tools.context.history import ExecutionHistory\n"
                   "_h = ExecutionHistory(); _h.install(get_ipython())")
         kernel.ok("print('printed in the kernel')\n6 * 7")
         kernel.execute("import pandas as pd\nframe = pd.DataFrame({'revenue': [1]})\nframe['revenu']")
@@ -365,9 +365,9 @@ def test_fix_flow_in_a_real_kernel() -> None:
     with Kernel() as kernel:
         kernel.ok(faux_setup(400) + """
 from pi_notebook import get_agent
-from pi_notebook.tools.history import installed_history
-from pi_notebook.tools.history_tool import fix_prompt
-from pi_notebook.tools.prompt_context import make_context_tools
+from pi_notebook.tools.context.history import installed_history
+from pi_notebook.tools.context.history_tool import fix_prompt
+from pi_notebook.tools.context.prompt_context import make_context_tools
 _agent = get_agent()
 _agent.state.tools.extend(make_context_tools(get_ipython()))
 _seen = []

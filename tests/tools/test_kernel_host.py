@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import types
 
-from pi_notebook.tools.kernel_host import SavedParent, kernel_host
+from pi_notebook.tools.kernel.kernel_host import SavedParent, kernel_host
 
 
 class Kernel6:

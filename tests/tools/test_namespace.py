@@ -10,7 +10,7 @@ from pi_notebook.ai.options import estimate_text_tokens
 from pi_notebook.ai.providers.faux import faux_assistant_message, register_faux_provider
 from pi_notebook.ai.stream import stream_simple
 from pi_notebook.ai.types import UserMessage, now_ms
-from pi_notebook.tools.namespace import namespace_summary
+from pi_notebook.tools.context.namespace import namespace_summary
 
 np = pytest.importorskip("numpy")
 pd = pytest.importorskip("pandas")
@@ -182,7 +182,7 @@ def test_a_secret_spanning_two_entries_is_redacted(monkeypatch: pytest.MonkeyPat
 def test_assigned_summary_shows_what_the_last_assignment_bound(monkeypatch: pytest.MonkeyPatch) -> None:
     import pandas as pd
 
-    from pi_notebook.tools.namespace import assigned_summary
+    from pi_notebook.tools.context.namespace import assigned_summary
 
     secret = "sk-live-" + "q" * 30
     monkeypatch.setenv("MY_SERVICE_API_KEY", secret)

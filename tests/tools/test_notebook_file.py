@@ -10,7 +10,7 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_outp
 from pi_notebook.agent import Agent
 from pi_notebook.ai.providers.faux import faux_assistant_message, faux_tool_call, register_faux_provider
 from pi_notebook.ai.stream import stream_simple
-from pi_notebook.tools.notebook_file import (
+from pi_notebook.tools.context.notebook_file import (
     NotebookLocation,
     locate_notebook,
     make_notebook_file_tool,

@@ -1,4 +1,4 @@
-"""Files the product reads on its own are only the user's project files (tools/project_files.py),
+"""Files the product reads on its own are only the user's project files (tools/context/project_files.py),
 and every product-initiated read goes through that reader: AGENTS.md, the MCP config, the saved
 notebook, a prompt's named files."""
 
@@ -13,9 +13,9 @@ import pytest
 
 from pi_notebook.magics.instructions import load_instructions
 from pi_notebook.mcp.config import load_config
-from pi_notebook.tools.notebook_file import render_notebook
-from pi_notebook.tools.project_files import ProjectFileError, read_project_file
-from pi_notebook.tools.prompt_files import file_notes
+from pi_notebook.tools.context.notebook_file import render_notebook
+from pi_notebook.tools.context.project_files import ProjectFileError, read_project_file
+from pi_notebook.tools.context.prompt_files import file_notes
 
 AWS = "[default]\naws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY0\n"
 

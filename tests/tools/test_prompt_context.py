@@ -12,9 +12,9 @@ import pytest
 from tools_helpers import get_shell
 
 from pi_notebook.ai.options import estimate_text_tokens
-from pi_notebook.tools.history import ExecutionHistory, installed_history, uninstall_history
-from pi_notebook.tools.notebook_file import NotebookLocation
-from pi_notebook.tools.prompt_context import (
+from pi_notebook.tools.context.history import ExecutionHistory, installed_history, uninstall_history
+from pi_notebook.tools.context.notebook_file import NotebookLocation
+from pi_notebook.tools.context.prompt_context import (
     CONTEXT_HEADER,
     close_line,
     context_for_prompt,

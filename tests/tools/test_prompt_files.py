@@ -1,4 +1,4 @@
-"""Files a prompt names (tools/prompt_files.py)."""
+"""Files a prompt names (tools/context/prompt_files.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pi_notebook.tools.prompt_files import file_notes, named_paths
+from pi_notebook.tools.context.prompt_files import file_notes, named_paths
 
 
 def test_paths_are_found_as_written() -> None:

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from tools_helpers import get_shell
 
-from pi_notebook.tools.history import ExecutionHistory
-from pi_notebook.tools.references import expand_references, find_references, reference_block
+from pi_notebook.tools.context.history import ExecutionHistory
+from pi_notebook.tools.context.references import expand_references, find_references, reference_block
 
 CANARY = "sk-canary-references-14142135"
 

@@ -1,4 +1,4 @@
-"""One set of traceback rules (tools/tracebacks.py) for the model's tool result and the view.
+"""One set of traceback rules (tools/output/tracebacks.py) for the model's tool result and the view.
 
 ``shorten_traceback`` folds a formatted traceback the way ``trim_traceback`` folds a cell's
 frames: the user's frame kept, a run of library frames said in one line. The python tool's
@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pi_notebook.tools.python_tool import PythonToolSettings, result_content
-from pi_notebook.tools.python_types import ExecutionResult
-from pi_notebook.tools.tracebacks import shorten_traceback
-from pi_notebook.tools.updates import ErrorOutput
+from pi_notebook.tools.python.python_tool import PythonToolSettings, result_content
+from pi_notebook.tools.python.python_types import ExecutionResult
+from pi_notebook.tools.output.tracebacks import shorten_traceback
+from pi_notebook.tools.output.updates import ErrorOutput
 from pi_notebook.widgets.toolcall import fold_traceback
 
 PANDAS = (Path(__file__).parent.parent / "widgets" / "data" / "pandas_keyerror_traceback.txt").read_text()

@@ -9,7 +9,7 @@ import pytest
 from pi_notebook.agent.types import BeforeToolCallContext, BeforeToolCallResult
 from pi_notebook.ai.abort import AbortController
 from pi_notebook.ai.types import ToolCall
-from pi_notebook.tools.approval import (
+from pi_notebook.tools.trust.approval import (
     HEADLESS_REASON,
     ApprovalRequest,
     default_policy,

@@ -7,7 +7,7 @@ import threading
 import pytest
 from IPython.display import display
 
-from pi_notebook.tools.capture import (
+from pi_notebook.tools.kernel.capture import (
     RoutedDisplayPublisher,
     RoutedStream,
     capture,

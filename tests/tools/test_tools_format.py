@@ -6,7 +6,7 @@ import io
 
 import pytest
 
-from pi_notebook.tools.format import bundle_text, cut, image_size, prepare_image, strip_ansi, terminal_text, value_text
+from pi_notebook.tools.output.format import bundle_text, cut, image_size, prepare_image, strip_ansi, terminal_text, value_text
 
 
 def test_cut_keeps_head_and_tail_with_a_note() -> None:
@@ -68,7 +68,7 @@ def test_oversized_image_without_pillow_is_a_placeholder(monkeypatch: pytest.Mon
 
 def test_short_pandas_results_are_shown_whole_and_long_ones_head_and_tail() -> None:
     pd = pytest.importorskip("pandas")
-    from pi_notebook.tools.format import dataframe_summary, series_summary
+    from pi_notebook.tools.output.format import dataframe_summary, series_summary
 
     described = series_summary(pd.Series([95.0, 143.6, 120.0], name="revenue").describe())
     assert "max      143.6" in described and "values:" in described  # describe()'s 8 lines, all

@@ -14,8 +14,8 @@ from pi_notebook.agent.types import AgentToolResult
 from pi_notebook.ai.abort import AbortController
 from pi_notebook.ai.types import ImageContent, TextContent
 from pi_notebook.tools import make_notebook_tools
-from pi_notebook.tools.python_tool import PythonToolSettings, make_python_tool, result_content, run_code
-from pi_notebook.tools.updates import DisplayOutput, PythonCallDetails, ResultOutput, StreamOutput, parse_call_details
+from pi_notebook.tools.python.python_tool import PythonToolSettings, make_python_tool, result_content, run_code
+from pi_notebook.tools.output.updates import DisplayOutput, PythonCallDetails, ResultOutput, StreamOutput, parse_call_details
 from tools_helpers import get_shell, routed
 
 CANARY = "sk-canary-python-tool-42424242"
@@ -440,7 +440,7 @@ async def test_the_model_learns_what_a_quiet_assignment_bound_and_which_key_was_
 
 async def test_the_result_keeps_typed_records_that_details_hands_on() -> None:
     # no dict round trip: the value and the error are the records the view and export read
-    from pi_notebook.tools.updates import ErrorOutput
+    from pi_notebook.tools.output.updates import ErrorOutput
 
     with routed():
         ok = await run_code(get_shell(), "6 * 7")

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from pi_notebook.tools.redact import REDACTED, redact, redact_data, secret_values, split_unsafe_tail
+from pi_notebook.tools.trust.redact import REDACTED, redact, redact_data, secret_values, split_unsafe_tail
 
 CANARY = "sk-canary-0123456789abcdef"
 
@@ -75,7 +75,7 @@ def test_no_secrets_is_identity(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_strip_unsafe_head(secret_env: str) -> None:
-    from pi_notebook.tools.redact import strip_unsafe_head
+    from pi_notebook.tools.trust.redact import strip_unsafe_head
 
     assert strip_unsafe_head(secret_env[-7:] + " rest") == " rest"
     assert strip_unsafe_head("plain start") == "plain start"

@@ -15,9 +15,9 @@ from tools_helpers import get_shell, routed
 
 from pi_notebook.agent.types import AgentToolResult
 from pi_notebook.tools import add_secret, discard_secret, make_notebook_tools
-from pi_notebook.tools.format import clip, cut
-from pi_notebook.tools.python_tool import PythonToolSettings
-from pi_notebook.tools.redact import REDACTED, redact
+from pi_notebook.tools.output.format import clip, cut
+from pi_notebook.tools.python.python_tool import PythonToolSettings
+from pi_notebook.tools.trust.redact import REDACTED, redact
 
 pd = pytest.importorskip("pandas")
 

@@ -23,9 +23,9 @@ from pi_notebook.tools import (
     make_approval_hook,
     make_notebook_tools,
 )
-from pi_notebook.tools.capture import LATE_LABEL, RoutedStream
-from pi_notebook.tools.python_tool import PythonToolSettings, make_python_tool, run_code
-from pi_notebook.tools.updates import StreamOutput
+from pi_notebook.tools.kernel.capture import LATE_LABEL, RoutedStream
+from pi_notebook.tools.python.python_tool import PythonToolSettings, make_python_tool, run_code
+from pi_notebook.tools.output.updates import StreamOutput
 
 CANARY = "sk-trust-canary-6Hq3Nw8Zp1Ks6Vd0Lx5J"
 
@@ -315,7 +315,7 @@ def test_approval_constants_live_in_one_place() -> None:
 
     assert APPROVAL_POLICIES == ("ask", "auto", "deny") and APPROVAL_ENV == "PI_NOTEBOOK_APPROVAL"
     root = pathlib.Path(pi_notebook.__file__).parent / "tools"
-    defined = [p.name for p in root.glob("*.py")
+    defined = [p.name for p in root.rglob("*.py")
                if "APPROVAL_POLICIES = " in p.read_text() or 'environ.get("PI_NOTEBOOK_APPROVAL"' in p.read_text()]
     assert defined == []  # approval.py spells them through the Literal and APPROVAL_ENV
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from pi_notebook.tools.variables import make_variable_tools
+from pi_notebook.tools.python.variables import make_variable_tools
 from tools_helpers import get_shell
 
 np = pytest.importorskip("numpy")

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from pi_notebook.ai.abort import AbortController
-from pi_notebook.tools.interrupt import ToolInterrupt, _sigint_handler, forward_sigint
-from pi_notebook.tools.python_tool import run_code
+from pi_notebook.tools.kernel.interrupt import ToolInterrupt, _sigint_handler, forward_sigint
+from pi_notebook.tools.python.python_tool import run_code
 from tools_helpers import get_shell, routed
 
 

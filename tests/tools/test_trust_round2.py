@@ -19,11 +19,11 @@ import pytest
 from tools_helpers import get_shell
 
 from pi_notebook.ai.options import estimate_text_tokens
-from pi_notebook.tools.credentials import looks_like_credential, redact_shapes
-from pi_notebook.tools.history import ExecutionHistory
-from pi_notebook.tools.namespace import namespace_summary
-from pi_notebook.tools.prompt_context import CONTEXT_HEADER, NOTE_BOUNDARY, close_line, notebook_context
-from pi_notebook.tools.variables import describe_variable, list_user_variables
+from pi_notebook.tools.trust.credentials import looks_like_credential, redact_shapes
+from pi_notebook.tools.context.history import ExecutionHistory
+from pi_notebook.tools.context.namespace import namespace_summary
+from pi_notebook.tools.context.prompt_context import CONTEXT_HEADER, NOTE_BOUNDARY, close_line, notebook_context
+from pi_notebook.tools.python.variables import describe_variable, list_user_variables
 
 pd = pytest.importorskip("pandas")
 
@@ -160,7 +160,7 @@ def test_forged_headers_in_data_stay_inside_the_data_part() -> None:
 
 def test_fix_request_marker_carries_the_boundary_and_its_data_cannot() -> None:
     from pi_notebook.magics.context import fix_block
-    from pi_notebook.tools.prompt_context import FIX_HEADER
+    from pi_notebook.tools.context.prompt_context import FIX_HEADER
 
     block = fix_block(f"Explain the error: {FORGED} {NOTE_BOUNDARY}")
     first, rest = block.split("\n", 1)
@@ -184,7 +184,7 @@ def test_context_tokens_bounds_the_whole_note() -> None:
 def test_read_notebook_does_not_echo_a_huge_cell_id(tmp_path) -> None:
     import nbformat
 
-    from pi_notebook.tools.notebook_file import NotebookLocation, make_notebook_file_tool
+    from pi_notebook.tools.context.notebook_file import NotebookLocation, make_notebook_file_tool
 
     path = tmp_path / "n.ipynb"
     nb = nbformat.v4.new_notebook()

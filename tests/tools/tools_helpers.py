@@ -10,7 +10,7 @@ from typing import Any
 
 from IPython.core.interactiveshell import InteractiveShell
 
-from pi_notebook.tools.capture import install_capture, uninstall_capture
+from pi_notebook.tools.kernel.capture import install_capture, uninstall_capture
 
 
 def get_shell() -> InteractiveShell:

@@ -29,7 +29,7 @@ from pi_notebook.ai.types import (
     Usage,
     UserMessage,
 )
-from pi_notebook.tools.updates import DisplayOutput, ErrorOutput, PythonCallDetails, StreamOutput
+from pi_notebook.tools.output.updates import DisplayOutput, ErrorOutput, PythonCallDetails, StreamOutput
 from pi_notebook.widgets._util import find_invisible, reveal_invisible
 from pi_notebook.widgets.items import TextItem, ThinkingItem, UserItem
 from pi_notebook.widgets.toolcall import fold_traceback

@@ -15,7 +15,7 @@ import pytest
 
 from pi_notebook.agent.types import AgentStartEvent, BeforeToolCallContext, ToolExecutionStartEvent
 from pi_notebook.ai.types import ToolCall
-from pi_notebook.tools.approval import ApprovalRequest
+from pi_notebook.tools.trust.approval import ApprovalRequest
 
 from widget_helpers import AssistantStream, CommLog
 
@@ -41,7 +41,7 @@ def _request(call_id: str = "call-1", code: str = "print('hello')") -> ApprovalR
 def _hook_for(view):
     """The approval gate asking this view, as the runtime wires it (abort reaches the panel
     through the gate: it cancels the view's wait)."""
-    from pi_notebook.tools.approval import make_approval_hook
+    from pi_notebook.tools.trust.approval import make_approval_hook
 
     return make_approval_hook(lambda: "ask", view.request_approval, lambda: True)
 

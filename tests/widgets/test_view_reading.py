@@ -206,7 +206,7 @@ def test_the_headless_transcripts_text_plain_is_text_not_markup():
 async def test_a_waiting_approval_is_announced_by_a_sticky_line_until_answered():
     import asyncio
 
-    from pi_notebook.tools.approval import ApprovalRequest
+    from pi_notebook.tools.trust.approval import ApprovalRequest
     from pi_notebook.widgets.view import AgentView
 
     view = AgentView("faux/m", asyncio.get_running_loop(), lambda: None, flush_interval=0.01)

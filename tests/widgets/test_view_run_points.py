@@ -28,7 +28,7 @@ from pi_notebook.ai.types import (
     ThinkingDeltaEvent,
     ThinkingStartEvent,
 )
-from pi_notebook.tools.updates import ErrorOutput, PythonCallDetails, ResultOutput, StreamOutput
+from pi_notebook.tools.output.updates import ErrorOutput, PythonCallDetails, ResultOutput, StreamOutput
 from pi_notebook.widgets.blocks import ThinkingBlock
 from pi_notebook.widgets.items import ThinkingItem
 from pi_notebook.widgets.transcript import Transcript

@@ -21,7 +21,7 @@ from pi_notebook.agent.types import (
     ToolExecutionUpdateEvent,
 )
 from pi_notebook.ai.types import TextContent
-from pi_notebook.tools.updates import DisplayOutput, ErrorOutput, PythonCallDetails, StreamOutput
+from pi_notebook.tools.output.updates import DisplayOutput, ErrorOutput, PythonCallDetails, StreamOutput
 from pi_notebook.widgets.blocks import ThinkingBlock
 from pi_notebook.widgets.text_view import TextView
 from pi_notebook.widgets.theme import stylesheet

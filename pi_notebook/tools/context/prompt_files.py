@@ -6,7 +6,7 @@ is missing. One line per named file, with the path exactly as it opens from the 
 working directory and, for a text file, its first line (a CSV's header), keeps the path
 and the columns in front of the model at a few tokens' cost. Only paths with a known data
 extension are looked at; nothing is read past the first line; a first line is read only of a
-regular file inside the kernel's project tree, through tools/project_files.py (which redacts).
+regular file inside the kernel's project tree, through tools/context/project_files.py (which redacts).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import os
 import re
 from pathlib import Path
 
-from .format import cut
+from ..output.format import cut
 from .project_files import ProjectFileError, project_root, read_project_file
 
 __all__ = ["file_notes", "named_paths"]

@@ -17,7 +17,7 @@ values, error name and message; images are named, not sent), cell indices, ids a
 counts, optionally a range. The file is what was last saved: unsaved edits in the editor are
 not in it, and the text says when the file was saved. Read-only: nothing here writes.
 
-Every text is redacted (tools/redact.py) before it is cut. The tool stops adding cells when its
+Every text is redacted (tools/trust/redact.py) before it is cut. The tool stops adding cells when its
 budget is spent and says which range to ask for next, rather than cutting cells in half.
 """
 
@@ -32,10 +32,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..agent.types import AgentTool, AgentToolResult
-from ..ai.types import TextContent
-from .credentials import redact_all as redact
-from .format import bundle_text, clip, cut, strip_ansi
+from ...agent.types import AgentTool, AgentToolResult
+from ...ai.types import TextContent
+from ..trust.credentials import redact_all as redact
+from ..output.format import bundle_text, clip, cut, strip_ansi
 from .project_files import open_project_file, read_project_file
 
 __all__ = ["NotebookLocation", "locate_notebook", "make_notebook_file_tool", "markdown_cells",

@@ -57,8 +57,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from ..agent.types import AfterToolCallContext, AfterToolCallResult, BeforeToolCallContext, BeforeToolCallResult
-from ..ai.types import get_field
+from ...agent.types import AfterToolCallContext, AfterToolCallResult, BeforeToolCallContext, BeforeToolCallResult
+from ...ai.types import get_field
 from .policy import (
     APPROVAL_CHOICES,
     APPROVAL_ENV,
@@ -69,8 +69,8 @@ from .policy import (
 )
 
 if TYPE_CHECKING:
-    from ..ai.abort import AbortSignal
-    from ..review.watch import Preview
+    from ...ai.abort import AbortSignal
+    from ...review.watch import Preview
 
 __all__ = [
     "find_invisible",
@@ -237,7 +237,7 @@ class ApprovalHook:
         self.always = False
         # tool_call_id -> the gate's decision, until after_tool_call moves it into the result
         self.records: dict[str, ApprovalRecord] = {}
-        # code -> what it may do to the user's names (tools/namespace_review.py): shown on the
+        # code -> what it may do to the user's names (tools/python/namespace_review.py): shown on the
         # panel; a protected name among them is asked for even under auto or "Always"
         self.preview: Callable[[str], Preview | None] | None = None
 

@@ -99,7 +99,7 @@ class KernelHost(Protocol):
 
     def guard_shell_parent(self, on: bool) -> None:
         """Keep the shell parent with the request that holds the main shell when a comm message
-        is handled next to it (tools/shell_parent.py); ``on=False`` puts the kernel back."""
+        is handled next to it (tools/kernel/shell_parent.py); ``on=False`` puts the kernel back."""
 
     def asyncio_loop(self) -> asyncio.AbstractEventLoop | None:
         """The kernel's asyncio loop (found between cells), or None."""

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Union
 
-from .updates import ErrorOutput, PythonCallDetails, ResultOutput, ToolOutput
+from ..output.updates import ErrorOutput, PythonCallDetails, ResultOutput, ToolOutput
 
 __all__ = ["ExecutionResult", "PythonToolSettings", "SettingsSource", "resolve_settings"]
 

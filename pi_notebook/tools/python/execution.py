@@ -29,15 +29,15 @@ from dataclasses import dataclass
 from types import CodeType
 from typing import TYPE_CHECKING, Any
 
-from . import interrupt as _interrupt_module
-from . import worker as _worker
-from .capture import capture, hold_figure_flush, restore_routing
-from .fdroute import route_fds
-from .format import strip_ansi, value_text
-from .interrupt import ToolInterrupt
-from .redact import redact, redact_data
-from .sink import OutputSink, redact_bundle
-from .updates import ErrorOutput, ResultOutput, StreamName
+from ..kernel import interrupt as _interrupt_module
+from ..kernel import worker as _worker
+from ..kernel.capture import capture, hold_figure_flush, restore_routing
+from ..kernel.fdroute import route_fds
+from ..output.format import strip_ansi, value_text
+from ..kernel.interrupt import ToolInterrupt
+from ..trust.redact import redact, redact_data
+from ..kernel.sink import OutputSink, redact_bundle
+from ..output.updates import ErrorOutput, ResultOutput, StreamName
 
 if TYPE_CHECKING:
     from IPython.core.interactiveshell import InteractiveShell

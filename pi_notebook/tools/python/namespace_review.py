@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..review.changes import visible_items
-from ..review.watch import CallWatch, Preview, review_for
-from .redact import redact
+from ...review.changes import visible_items
+from ...review.watch import CallWatch, Preview, review_for
+from ..trust.redact import redact
 
 if TYPE_CHECKING:
     from IPython.core.interactiveshell import InteractiveShell

@@ -14,7 +14,7 @@ they point at. The spellings are documented in docs/design/notebook-context.md:
 - "cell 3", "cell [3]", "cell #3", "cells 3-5": by execution count, as ``In[3]``; a position
   in the file ("the third cell") is not resolved: the agent reads it with ``read_notebook``.
 
-Sources: the recorded history (tools/history.py: source, Out text, error); for cells run before
+Sources: the recorded history (tools/context/history.py: source, Out text, error); for cells run before
 the recorder was installed, IPython's ``In`` list and ``Out`` dict in the user namespace. Values
 are shown as bounded text (no ``repr`` of big objects), everything redacted before it is cut.
 """
@@ -26,9 +26,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .format import cut
+from ..output.format import cut
 from .history import CellRecord, ExecutionHistory, bounded_value_text, format_record
-from .credentials import redact_all as redact
+from ..trust.credentials import redact_all as redact
 
 __all__ = ["Reference", "expand_references", "find_references", "reference_block"]
 

@@ -32,8 +32,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from .redact import MIN_SECRET_LEN, REDACTED, redact, redact_data, scrub, split_unsafe_tail, strip_unsafe_head
-from .updates import DisplayOutput, StreamName, StreamOutput, ToolOutput
+from ..trust.redact import MIN_SECRET_LEN, REDACTED, redact, redact_data, scrub, split_unsafe_tail, strip_unsafe_head
+from ..output.updates import DisplayOutput, StreamName, StreamOutput, ToolOutput
 
 __all__ = ["HeadTail", "OutputSink", "redact_bundle"]
 

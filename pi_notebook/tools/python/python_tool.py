@@ -73,19 +73,19 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..agent.types import AgentTool, AgentToolResult
-from .capture import LATE_LABEL, install_capture
-from .capture import _state as _capture_state
-from .kernel_host import kernel_host
+from ...agent.types import AgentTool, AgentToolResult
+from ..kernel.capture import LATE_LABEL, install_capture
+from ..kernel.capture import _state as _capture_state
+from ..kernel.kernel_host import kernel_host
 from .execution import Outcome, caller_cancelled, execute
-from .interrupt import interrupt_main_for
-from .error_hints import error_hint
+from ..kernel.interrupt import interrupt_main_for
+from ..output.error_hints import error_hint
 from .model_text import result_content
-from .namespace import assigned_summary
+from ..context.namespace import assigned_summary
 from .namespace_review import finish_call, watch_call
-from .sink import OutputSink
+from ..kernel.sink import OutputSink
 from .python_types import ExecutionResult, PythonToolSettings, SettingsSource, resolve_settings
-from .updates import DisplayOutput, ErrorOutput, StreamName, StreamOutput, ToolOutput
+from ..output.updates import DisplayOutput, ErrorOutput, StreamName, StreamOutput, ToolOutput
 
 if TYPE_CHECKING:
     from IPython.core.interactiveshell import InteractiveShell

@@ -6,7 +6,7 @@ those paths are, so each read holds to the same rules (``read_project_file``):
 
 * **Inside the project tree.** The path is resolved (every symlink followed) and must stay
   under ``root`` (the repository root, or the folder itself outside a repository:
-  tools/project.py). ``AGENTS.md -> ~/.aws/credentials`` is refused, a link between two
+  tools/context/project.py). ``AGENTS.md -> ~/.aws/credentials`` is refused, a link between two
   files of the project is fine. Paths in ``/proc``, ``/sys`` and ``/dev`` are refused
   whatever the root (``/proc/self/environ`` is a "regular" file there).
 * **A regular file, opened without blocking.** ``lstat`` before, ``O_NOFOLLOW |
@@ -17,7 +17,7 @@ those paths are, so each read holds to the same rules (``read_project_file``):
 * **Decoded on character boundaries.** A read cut by the bound ends at the last complete
   UTF-8 character and says it was cut (``ProjectFile.cut``); only bytes that are not UTF-8
   make a file "not text".
-* **Redacted like any output** (tools/credentials.py ``redact_all``): known secrets and
+* **Redacted like any output** (tools/trust/credentials.py ``redact_all``): known secrets and
   credential shapes, before anyone sees the text.
 
 Refusals raise :class:`ProjectFileError` with one plain sentence for the user's notice.
@@ -31,7 +31,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from .credentials import redact_all
+from ..trust.credentials import redact_all
 
 __all__ = ["ProjectFile", "ProjectFileError", "ProjectFileMissing", "open_project_file", "project_root", "read_project_file",
            "read_project_bytes"]
@@ -61,7 +61,7 @@ class ProjectFile:
 
 def project_root(folder: str | Path) -> Path:
     """The tree a file in ``folder`` may resolve into: the repository root above it, or the
-    folder itself outside a repository (the same walk as AGENTS.md's, tools/project.py)."""
+    folder itself outside a repository (the same walk as AGENTS.md's, tools/context/project.py)."""
     from .project import project_dirs
 
     dirs = project_dirs(folder)

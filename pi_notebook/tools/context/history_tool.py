@@ -1,7 +1,7 @@
 """What the model is given of the history: the ``notebook_history`` tool and the ``%agent fix`` prompt.
 
 - ``make_history_tool(history) -> AgentTool``: ``notebook_history(last=10, cell=None)``, the user's
-  recent cells as compact text (tools/history.py records them);
+  recent cells as compact text (tools/context/history.py records them);
 - ``fix_prompt(history) -> str | None``: "explain and fix the error in cell [n]", with the cell
   and its trimmed traceback, or None when the latest code cell did not raise.
 """
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..agent.types import AgentTool, AgentToolResult
-from ..ai.types import TextContent
+from ...agent.types import AgentTool, AgentToolResult
+from ...ai.types import TextContent
 from .history import ExecutionHistory, indent
 
 __all__ = ["fix_prompt", "make_history_tool"]

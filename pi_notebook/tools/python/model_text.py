@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..ai.types import ImageContent, TextContent
-from .format import bundle_text, cut, prepare_image, strip_ansi, terminal_text
+from ...ai.types import ImageContent, TextContent
+from ..output.format import bundle_text, cut, prepare_image, strip_ansi, terminal_text
 from .python_types import ExecutionResult, PythonToolSettings
-from .tracebacks import shorten_traceback
-from .updates import MODEL_IMAGE_MIMES
+from ..output.tracebacks import shorten_traceback
+from ..output.updates import MODEL_IMAGE_MIMES
 
 __all__ = ["result_content"]
 
@@ -25,7 +25,7 @@ def result_content(result: ExecutionResult, settings: PythonToolSettings,
                    changes: list[str] | None = None) -> list[TextContent | ImageContent]:
     """The model-facing content of an execution (see the module docstring). ``assigned``: what
     the names the code's last statement assigned now hold (namespace.assigned_summary), said
-    when the code showed nothing else. ``hint``: a line for the error (tools/error_hints.py).
+    when the code showed nothing else. ``hint``: a line for the error (tools/output/error_hints.py).
     ``changes``: what the call did to the user's names (review/, one line each)."""
     parts: list[str] = []
     images: list[ImageContent] = []

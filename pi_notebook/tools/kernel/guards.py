@@ -95,7 +95,7 @@ def _install_traceback_guard(shell: InteractiveShell) -> None:
         cap = _current_capture()
         if cap is None:
             return orig(etype, evalue, stb, *args, **kwargs)
-        from .format import strip_ansi
+        from ..output.format import strip_ansi
 
         text = "\n".join(stb) if isinstance(stb, (list, tuple)) else str(stb)
         cap.write("stderr", DISPLAY_ERROR_NOTE + strip_ansi(text) + "\n")

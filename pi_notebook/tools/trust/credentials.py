@@ -1,6 +1,6 @@
 """Credentials recognised by their shape, not only by an environment variable's name.
 
-tools/redact.py replaces the *known* secrets (environment values under secret-looking names,
+tools/trust/redact.py replaces the *known* secrets (environment values under secret-looking names,
 explicit API keys). Notebook data holds others the environment never saw: ``hdr = "Bearer
 4f9a..."``, a DSN with a password, a PEM key, a JWT, a GitHub token pasted into a cell, a
 password in a variable called ``pw``. This module is the one detector for those; the notebook
@@ -248,5 +248,5 @@ def redact_shapes(text: str) -> str:
 
 
 def redact_all(text: str) -> str:
-    """Known secrets (tools/redact.py), then credential shapes."""
+    """Known secrets (tools/trust/redact.py), then credential shapes."""
     return redact_shapes(redact(text))

@@ -35,7 +35,7 @@ from .patches import PATCHES, Patch
 
 __all__ = ["ShellParentGuard", "install_shell_parent_guard", "uninstall_shell_parent_guard"]
 
-# the kernel host's adapter (tools/kernel_host.py) is the one caller: ipykernel's kernel object
+# the kernel host's adapter (tools/kernel/kernel_host.py) is the one caller: ipykernel's kernel object
 # stays untyped there and here
 ForeignKernel = Any
 ParentHeader = dict[str, Any]

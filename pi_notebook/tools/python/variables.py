@@ -33,14 +33,14 @@ import types
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..agent.types import AgentTool, AgentToolResult
-from ..ai.types import TextContent
-from . import worker as _worker
-from .kernel_host import kernel_host
-from .capture import capture, capture_installed
-from .credentials import CREDENTIAL_NOTE, looks_like_credential, redact_shapes
-from .format import clip, cut, dataframe_summary, series_summary
-from .interrupt import interrupt_main_for
+from ...agent.types import AgentTool, AgentToolResult
+from ...ai.types import TextContent
+from ..kernel import worker as _worker
+from ..kernel.kernel_host import kernel_host
+from ..kernel.capture import capture, capture_installed
+from ..trust.credentials import CREDENTIAL_NOTE, looks_like_credential, redact_shapes
+from ..output.format import clip, cut, dataframe_summary, series_summary
+from ..kernel.interrupt import interrupt_main_for
 
 if TYPE_CHECKING:
     from IPython.core.interactiveshell import InteractiveShell

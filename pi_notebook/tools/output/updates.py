@@ -25,7 +25,7 @@ __all__ = [
 
 # The image types of an output, in order of preference: the views and the transcript show
 # them inline (validated base64). The model gets the first two only, because
-# tools/format.py:prepare_image downscales by re-encoding as PNG or JPEG.
+# tools/output/format.py:prepare_image downscales by re-encoding as PNG or JPEG.
 IMAGE_MIMES: tuple[str, ...] = ("image/png", "image/jpeg", "image/gif")
 MODEL_IMAGE_MIMES: tuple[str, ...] = IMAGE_MIMES[:2]
 
@@ -87,7 +87,7 @@ class PythonCallDetails(_Record):
     aborted: bool = False
     # what the call did to the user's names, one line each (review/changes.py)
     namespace: list[str] = Field(default_factory=list)
-    # the approval gate's decision (tools/approval.py ApprovalRecord.as_details), added after the call
+    # the approval gate's decision (tools/trust/approval.py ApprovalRecord.as_details), added after the call
     approval: dict[str, Any] | None = None
 
 

@@ -28,7 +28,7 @@ import sysconfig
 import traceback
 
 from .format import strip_ansi
-from .redact import redact, strip_unsafe_head
+from ..trust.redact import redact, strip_unsafe_head
 
 __all__ = ["safe_str", "trim_traceback", "shorten_traceback"]
 

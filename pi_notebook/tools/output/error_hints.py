@@ -24,7 +24,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from .redact import redact
+from ..trust.redact import redact
 
 __all__ = ["error_hint", "key_error_hint"]
 

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 from .capture import Capture
 
 if TYPE_CHECKING:
-    from .updates import StreamName  # (updates.py imports pydantic: not at %load_ext)
+    from ..output.updates import StreamName  # (updates.py imports pydantic: not at %load_ext)
 
 __all__ = ["route_fds"]
 

@@ -9,7 +9,7 @@ newest error; the hook reads each cell's own exception from its ``ExecutionResul
 
 What is *not* recorded as the user's code:
 
-- the agent's ``python`` tool runs code without ``run_cell`` (tools/python_tool.py), so it
+- the agent's ``python`` tool runs code without ``run_cell`` (tools/python/python_tool.py), so it
   fires no cell events; if agent code calls ``run_cell`` itself, the hook sees it inside the
   agent's capture context and skips it;
 - ``%%agent`` cells and the ``%agent`` / ``%steer`` / ``%followup`` lines are recorded with
@@ -23,7 +23,7 @@ recording costs no extra stream wrapper. Cells run through ``run_cell_async`` di
 unknown, and the record says so.
 
 Records are stored as they ran, unredacted (each text bounded to 50,000 characters, head and
-tail), and redacted -- known secrets and credential shapes, tools/credentials.py -- then cut to
+tail), and redacted -- known secrets and credential shapes, tools/trust/credentials.py -- then cut to
 the budgets when they are read (``records()``, cached until the set of secrets changes): a
 secret that becomes known after the cell that printed it (print a token, then put it in
 ``os.environ``) is still redacted, and a cut never comes before the redaction. API:
@@ -35,8 +35,8 @@ secret that becomes known after the cell that printed it (print a token, then pu
   ``.last_error_note()``, ``.recent_names()``.
 - ``format_record(record)``: one cell as the compact text the model reads.
 
-The ``notebook_history`` tool and the ``%agent fix`` prompt are in tools/history_tool.py,
-traceback trimming in tools/tracebacks.py.
+The ``notebook_history`` tool and the ``%agent fix`` prompt are in tools/context/history_tool.py,
+traceback trimming in tools/output/tracebacks.py.
 """
 
 from __future__ import annotations
@@ -50,13 +50,13 @@ from collections import deque
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
-from .capture import capture_active
-from .error_hints import error_hint
-from .credentials import redact_all as redact
-from .format import bundle_text, cut, dataframe_summary, series_summary, strip_ansi
-from .kernel_host import kernel_host
-from .redact import secrets_generation
-from .tracebacks import safe_str, trim_traceback
+from ..kernel.capture import capture_active
+from ..output.error_hints import error_hint
+from ..trust.credentials import redact_all as redact
+from ..output.format import bundle_text, cut, dataframe_summary, series_summary, strip_ansi
+from ..kernel.kernel_host import kernel_host
+from ..trust.redact import secrets_generation
+from ..output.tracebacks import safe_str, trim_traceback
 
 if TYPE_CHECKING:
     from IPython.core.interactiveshell import InteractiveShell
@@ -102,7 +102,7 @@ class CellError:
     line: str | None = None  # that line's source
     traceback: str = ""  # trimmed: cell / user frames, library frames folded
     before_exec: bool = False  # a SyntaxError or input-transform failure: nothing ran
-    hint: str | None = None  # e.g. "did you mean 'region' (a column of df)?" (tools/error_hints.py)
+    hint: str | None = None  # e.g. "did you mean 'region' (a column of df)?" (tools/output/error_hints.py)
 
     def headline(self) -> str:
         """One line: ``KeyError: 'revenu' at line 2: df['revenu'].sum()``."""

@@ -21,7 +21,7 @@ namespace:
   newest definitions first;
 - secrets: values are shown only for short scalars, never for a name that looks like a
   credential (``key``, ``token``, ``password``...) or a string that looks like a token, and
-  every line is redacted (tools/redact.py) before it is counted against the budget.
+  every line is redacted (tools/trust/redact.py) before it is counted against the budget.
 
 The token count uses the project's estimator (``ai/options.py``: characters / 4).
 
@@ -40,9 +40,9 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..ai.options import estimate_text_tokens
-from .credentials import credential_name, hidden_value, looks_like_credential
-from .credentials import redact_all as redact
+from ...ai.options import estimate_text_tokens
+from ..trust.credentials import credential_name, hidden_value, looks_like_credential
+from ..trust.credentials import redact_all as redact
 
 __all__ = ["namespace_summary", "assigned_summary", "DEFAULT_TIME_BUDGET_S", "DEFAULT_TOKEN_BUDGET",
            "ListedVariable", "ListedVariables", "read_listed_variables"]
@@ -422,7 +422,7 @@ def _builtin_method(cls: type, base: type, method: str) -> bool:
 
 def _label(value: Any) -> str:
     """A column/index/Series name as shown: redacted first, then cut to ``_MAX_STR``."""
-    from .format import clip
+    from ..output.format import clip
 
     return clip(redact(str(value)), _MAX_STR)
 

@@ -10,10 +10,10 @@ The block built for each ``%%agent`` prompt:
 
 ``notebook_context(prompt, history, user_ns, ...) -> str | None`` joins, in this order:
 
-1. the last-error note, when the user's latest code cell raised (tools/history.py);
-2. the references the prompt makes (``In[3]``, "the last cell"...; tools/references.py), and
-   the files it names (tools/prompt_files.py: exists or not, the first line of a CSV);
-3. the namespace summary (tools/namespace.py), ordered by what recent cells assigned;
+1. the last-error note, when the user's latest code cell raised (tools/context/history.py);
+2. the references the prompt makes (``In[3]``, "the last cell"...; tools/context/references.py), and
+   the files it names (tools/context/prompt_files.py: exists or not, the first line of a CSV);
+3. the namespace summary (tools/context/namespace.py), ordered by what recent cells assigned;
 4. one line naming the notebook file when it is known (the agent reads it with
    ``read_notebook``); when that tool is not offered (``offered``, the small-model profile),
    the file's Markdown cells instead when the prompt points at them ("step 2 of the plan").
@@ -42,15 +42,15 @@ import secrets
 from collections.abc import Callable, Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..agent.types import AgentTool
-from ..ai.options import estimate_text_tokens
+from ...agent.types import AgentTool
+from ...ai.options import estimate_text_tokens
 from .history import ExecutionHistory, install_history, installed_history
 from .history_tool import make_history_tool
 from .namespace import namespace_summary
 from .notebook_file import NotebookLocation, locate_notebook, make_notebook_file_tool, markdown_cells
 from .prompt_files import file_notes
-from .credentials import redact_all as redact
-from .format import cut
+from ..trust.credentials import redact_all as redact
+from ..output.format import cut
 from .references import reference_block
 
 if TYPE_CHECKING:

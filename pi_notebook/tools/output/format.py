@@ -22,7 +22,7 @@ import re
 from typing import Any
 
 from .images import image_size, prepare_image
-from .redact import REDACTED, redact, split_unsafe_tail, strip_unsafe_head
+from ..trust.redact import REDACTED, redact, split_unsafe_tail, strip_unsafe_head
 
 __all__ = [
     "bundle_text",

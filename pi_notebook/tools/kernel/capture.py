@@ -64,7 +64,7 @@ from .guards import hold_figure_flush, install_guards, uninstall_guards
 from .patches import PATCHES, Patch
 
 if TYPE_CHECKING:
-    from .updates import StreamName  # (updates.py imports pydantic: not at %load_ext)
+    from ..output.updates import StreamName  # (updates.py imports pydantic: not at %load_ext)
     from IPython.core.interactiveshell import InteractiveShell
 
 __all__ = [
@@ -175,7 +175,7 @@ def _call_suspended(fn: Callable[..., Any], *args: Any) -> None:
 
 
 def _late_fallback(orig: Any, text: str) -> None:
-    from .redact import redact
+    from ..trust.redact import redact
 
     try:
         orig.write(LATE_LABEL + redact(text))

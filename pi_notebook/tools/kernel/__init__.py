@@ -1,0 +1,1 @@
+"""The seams to the kernel hosting IPython: host, patches, routed output, guards, interrupts, workers."""

@@ -1,0 +1,1 @@
+"""A call's output: its typed records and how it reads as text (budgets, images, tracebacks, hints)."""

@@ -1,0 +1,1 @@
+"""The ``python``, ``list_variables`` and ``inspect_variable`` tools."""

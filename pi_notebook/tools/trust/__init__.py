@@ -1,0 +1,1 @@
+"""Trust: the approval gate and its policy, secret redaction, credentials by their shape."""
