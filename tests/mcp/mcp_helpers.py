@@ -26,10 +26,10 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def http_server() -> Iterator[str]:
-    """The test server on streamable HTTP; yields its URL."""
+def http_server(mode: str = "http") -> Iterator[str]:
+    """The test server on streamable HTTP (``http-json``: answers as JSON bodies); yields its URL."""
     port = free_port()
-    proc = subprocess.Popen([sys.executable, str(SERVER), "http", str(port)],
+    proc = subprocess.Popen([sys.executable, str(SERVER), mode, str(port)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 60
