@@ -1,6 +1,6 @@
 """What a large MCP result costs the process that receives it (the kernel), per transport.
 
-A real SDK server (tests/mcp/server.py, tool ``big``) answers with a text of 1, 10 and 50 MB
+A real SDK server (tests/mcp/big_server.py, tool ``big``) answers with a text of 1, 10 and 50 MB
 over stdio, over streamable HTTP with SSE events and with JSON bodies. For each call through
 ``McpServer.call`` (what a kernel runs): wall time, this process's CPU time (all its threads:
 the kernel's share, the server's own is in its process), the longest gap of a 10 ms ticker on
@@ -31,7 +31,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests" / "mcp"))
-SERVER = ROOT / "tests" / "mcp" / "server.py"
+SERVER = ROOT / "tests" / "mcp" / "big_server.py"
 MB = 1_000_000
 
 
@@ -85,7 +85,7 @@ async def ours(transport: str, sizes: list[float]) -> dict[float, float]:
         try:
             await server.call("echo", {"text": "warm"}, timeout_s=60)  # first-call imports out of the figures
             for size in sizes:
-                figures = await measure(lambda: server.call("big", {"size": int(size * MB)}, timeout_s=600))
+                figures = await measure(lambda size=size: server.call("big", {"size": int(size * MB)}, timeout_s=600))
                 row(f"pi_notebook {transport}", size, figures)
                 cpu[size] = figures[1]
             after = await server.call("echo", {"text": "still here"}, timeout_s=60)
@@ -96,7 +96,7 @@ async def ours(transport: str, sizes: list[float]) -> dict[float, float]:
     if transport == "stdio":
         await run(ServerConfig(name="big", command=sys.executable, args=[str(SERVER)]))
     else:
-        with http_server("http-json" if transport == "http-json" else "http") as url:
+        with http_server(transport, SERVER) as url:
             await run(ServerConfig(name="big", transport="http", url=url))
     return cpu
 
@@ -108,7 +108,7 @@ async def sdk(sizes: list[float]) -> dict[float, float]:
     async with Client(StdioServerParameters(command=sys.executable, args=[str(SERVER)]), cache=None) as client:
         await client.call_tool("echo", {"text": "warm"})
         for size in sizes:
-            figures = await measure(lambda: client.call_tool("big", {"size": int(size * MB)}))
+            figures = await measure(lambda size=size: client.call_tool("big", {"size": int(size * MB)}))
             row("SDK stdio_client", size, figures)
             cpu[size] = figures[1]
     return cpu

@@ -2,7 +2,6 @@
 
 ``python tests/mcp/server.py``                     stdio
 ``python tests/mcp/server.py http PORT``            streamable HTTP on 127.0.0.1:PORT/mcp
-``python tests/mcp/server.py http-json PORT``       the same, answering with JSON bodies, not SSE
 ``python tests/mcp/server.py fail``                 writes to stderr and exits before speaking MCP
 ``python tests/mcp/server.py slow SECONDS``         stdio, after SECONDS of silence (a slow start)
 ``python tests/mcp/server.py stubborn``             stdio, but outlives the end of its stdin and
@@ -14,8 +13,7 @@ value of one environment variable: the secret-leak canary), ``sleep`` (Abort and
 (an isError result), ``grow`` (adds a tool and sends tools/list_changed), ``peek``
 (annotated read-only), ``drop`` (annotated destructive), ``ask`` (elicits a form from the
 user: text, integer, number, choice, confirm; the ``Resolve(Elicit(...))`` style), ``order`` (the
-same form asked with ``await ctx.elicit(...)``, the SDK's other style), ``big`` (a text result
-of a given number of bytes).
+same form asked with ``await ctx.elicit(...)``, the SDK's other style).
 """
 
 from __future__ import annotations
@@ -99,13 +97,6 @@ def crash() -> str:
     os._exit(3)
 
 
-@server.tool(structured_output=False)
-def big(size: int) -> str:
-    """A text of ``size`` bytes (one JSON-RPC message a little longer than that: the text is
-    not repeated as structured content)."""
-    return "x" * size
-
-
 @server.tool()
 def pid() -> int:
     """The server's process id."""
@@ -172,8 +163,8 @@ if __name__ == "__main__":
     if mode == "fail":
         sys.stderr.write("test server: cannot open the database 'warehouse.db'\n")
         sys.exit(2)
-    if mode in ("http", "http-json"):
-        server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]), json_response=mode == "http-json")
+    if mode == "http":
+        server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
     else:
         if mode == "slow":
             time.sleep(float(sys.argv[2]))

@@ -2,14 +2,15 @@
 work is linear and keeps at most one message under the cap; a reply over the cap is dropped as it
 streams and the call waiting for it gets a clear error, on stdio, on SSE event streams and on JSON
 bodies alike; the connection stays up for the next call; a reply just under the cap arrives whole.
-Real SDK servers (tests/mcp/server.py, tool ``big``)."""
+Real SDK servers (tests/mcp/big_server.py)."""
 
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
-from mcp_helpers import http_server, stdio_config
+from mcp_helpers import BIG_SERVER, http_server
 
 from pi_notebook.mcp import transport
 from pi_notebook.mcp.config import ServerConfig
@@ -19,6 +20,7 @@ from pi_notebook.mcp.transport import LineSplitter, Oversize, reply_id
 pytestmark = pytest.mark.timeout(180)
 
 MIB = 1024 * 1024
+BIG = ServerConfig(name="big", command=sys.executable, args=[str(BIG_SERVER)])
 ENVELOPE = 200  # bytes of JSON-RPC and CallToolResult around a text result, at most
 
 
@@ -89,7 +91,7 @@ def test_a_dropped_message_answers_its_request_only_when_it_is_a_reply(text, exp
 
 async def test_stdio_a_reply_over_the_cap_is_an_error_and_the_server_goes_on(cache, monkeypatch, splitters):
     monkeypatch.setattr(transport, "MAX_MESSAGE_BYTES", MIB)
-    server = McpServer(stdio_config())
+    server = McpServer(BIG)
     await server.start()
     try:
         assert server.state == "connected", server.reason
@@ -107,7 +109,7 @@ async def test_stdio_a_reply_over_the_cap_is_an_error_and_the_server_goes_on(cac
 
 
 async def test_stdio_50_mb_reply_at_the_real_cap(cache, splitters):
-    server = McpServer(stdio_config())
+    server = McpServer(BIG)
     await server.start()
     try:
         with pytest.raises(McpCallError, match="over 8 MB and was dropped"):
@@ -121,7 +123,7 @@ async def test_stdio_50_mb_reply_at_the_real_cap(cache, splitters):
 @pytest.mark.parametrize("mode", ["http", "http-json"])
 async def test_http_a_reply_over_the_cap_is_an_error_and_the_session_goes_on(cache, monkeypatch, mode):
     monkeypatch.setattr(transport, "MAX_MESSAGE_BYTES", 2 * MIB)
-    with http_server(mode) as url:
+    with http_server(mode, BIG_SERVER) as url:
         server = McpServer(ServerConfig(name="web", transport="http", url=url))
         await server.start()
         try:
