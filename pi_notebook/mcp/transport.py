@@ -18,7 +18,8 @@ gigabytes on the kernel's loop (68-77 s of CPU, the kernel silent all along). He
   the process group, every wait bounded and shielded from the caller's cancellation.
 
 Over streamable HTTP the same cap holds: the SDK's per-event limit of an SSE stream is set to it,
-and :class:`CappedTransport` (under the one HTTP client we pass the SDK) stops a JSON body at it.
+and a response hook of the one HTTP client we pass the SDK stops any other body at it (and
+refuses a compressed one, which could expand past any limit before it is counted).
 
 Why 8 MB: what the model sees of a text is cut to ``max_output_chars`` anyway, so a longer text
 buys nothing; the largest useful answers are images, base64 in the JSON (4/3 of their bytes),
@@ -30,7 +31,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
 from typing import IO, Any
@@ -328,37 +329,18 @@ class TooLarge(httpx2.StreamError):
     """A body over the cap: a stream error, which the SDK turns into an error answer."""
 
 
-class CappedTransport(httpx2.AsyncBaseTransport):
-    """Wraps the HTTP client's transport: a response body other than an event stream stops at
-    ``max_bytes`` (its declared length is checked before any of it is read). Event streams are bounded per event
-    by the SDK (``max_sse_event_size``)."""
-
-    def __init__(self, inner: httpx2.AsyncBaseTransport, max_bytes: int) -> None:
-        self._inner = inner
-        self.max_bytes = max_bytes
-
-    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        response = await self._inner.handle_async_request(request)
-        if response.headers.get("content-type", "").lower().startswith("text/event-stream"):
-            return response
-        assert isinstance(response.stream, httpx2.AsyncByteStream)  # a transport's body is async
-        declared = response.headers.get("content-length", "")
-        body = _CappedBody(response.stream, self.max_bytes, int(declared) if declared.isdigit() else 0)
-        return httpx2.Response(status_code=response.status_code, headers=response.headers, stream=body,
-                               extensions=response.extensions, request=request)
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-
 class _CappedBody(httpx2.AsyncByteStream):
-    """The error is raised while the body is read, where the SDK expects stream errors (not
-    when the response starts: that would end the connection)."""
+    """A response body that raises :class:`TooLarge` past ``max_bytes`` (at once when its
+    declared length is over), or ``refused`` before any byte. The error comes while the body is
+    read, where the SDK expects stream errors (not when the response starts: that would end the
+    connection)."""
 
-    def __init__(self, inner: httpx2.AsyncByteStream, max_bytes: int, declared: int) -> None:
-        self._inner, self._max_bytes, self._declared = inner, max_bytes, declared
+    def __init__(self, inner: httpx2.AsyncByteStream, max_bytes: int, declared: int, refused: str = "") -> None:
+        self._inner, self._max_bytes, self._declared, self._refused = inner, max_bytes, declared, refused
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
+        if self._refused:
+            raise TooLarge(self._refused)
         if self._declared > self._max_bytes:
             raise TooLarge(too_large_reason(self._max_bytes))
         seen = 0
@@ -372,8 +354,29 @@ class _CappedBody(httpx2.AsyncByteStream):
         await self._inner.aclose()
 
 
+def _capping_hook(max_bytes: int) -> Callable[[httpx2.Response], Awaitable[None]]:
+    async def cap(response: httpx2.Response) -> None:
+        """Every response the client gets, through any transport or proxy (a response hook):
+        a body other than an event stream is capped; a compressed body is refused (the client
+        asks for none: a small one could expand past the cap before any limit saw it)."""
+        encoding = response.headers.get("content-encoding", "").strip().lower()
+        event_stream = response.headers.get("content-type", "").lower().startswith("text/event-stream")
+        if (event_stream and not encoding) or not isinstance(response.stream, httpx2.AsyncByteStream):
+            return
+        refused = ""
+        if encoding not in ("", "identity"):
+            refused = f"the server's reply was compressed ({encoding[:40]}) though the client asked for none"
+            del response.headers["content-encoding"]  # not decoded: it is refused unread
+        declared = response.headers.get("content-length", "")
+        response.stream = _CappedBody(response.stream, max_bytes, int(declared) if declared.isdigit() else 0, refused)
+
+    return cap
+
+
 def capped_http_client(headers: Mapping[str, str], max_bytes: int) -> httpx2.AsyncClient:
     """The one HTTP client a server's connection uses: its headers, redirects followed, no
-    read timeout (a call has its own deadline), bodies capped."""
-    return httpx2.AsyncClient(headers=dict(headers), follow_redirects=True, timeout=httpx2.Timeout(30, read=None),
-                              transport=CappedTransport(httpx2.AsyncHTTPTransport(), max_bytes))
+    read timeout (a call has its own deadline), bodies capped (``_capping_hook``). Event streams
+    are bounded per event by the SDK (``max_sse_event_size``)."""
+    return httpx2.AsyncClient(headers={**headers, "accept-encoding": "identity"}, follow_redirects=True,
+                              timeout=httpx2.Timeout(30, read=None),
+                              event_hooks={"response": [_capping_hook(max_bytes)]})

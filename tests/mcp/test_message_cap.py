@@ -136,3 +136,28 @@ async def test_http_a_reply_over_the_cap_is_an_error_and_the_session_goes_on(cac
             assert (await server.call("echo", {"text": "next"}, timeout_s=30)).content[0].text == "next"
         finally:
             await server.stop()
+
+
+@pytest.mark.parametrize("headers, body, expected", [
+    ({"content-type": "application/json"}, b"x" * 5000, "over"),  # no declared length: counted
+    ({"content-type": "application/json", "content-length": "99999999"}, b"{}", "over"),  # declared
+    ({"content-type": "application/json", "content-encoding": "gzip"}, b"\x1f\x8b", r"compressed \(gzip\)"),
+    ({"content-type": "text/event-stream", "content-encoding": "gzip"}, b"\x1f\x8b", r"compressed \(gzip\)"),
+    ({"content-type": "application/json"}, b"x" * 4000, None),  # under the cap: whole
+    ({"content-type": "text/event-stream"}, b"x" * 5000, None),  # event streams: the SDK's per-event cap
+])
+async def test_http_bodies_are_capped_and_compressed_ones_refused_before_decoding(headers, body, expected):
+    import httpx2
+
+    def answer(request):
+        return httpx2.Response(200, headers=headers, stream=httpx2.ByteStream(body))
+
+    client = transport.capped_http_client({"X-Test": "1"}, 4096)
+    client._transport = httpx2.MockTransport(answer)  # the hook, not the transport, does the capping
+    async with client, client.stream("POST", "http://mcp.invalid/mcp") as response:
+        assert response.request.headers["accept-encoding"] == "identity"
+        if expected is None:
+            assert await response.aread() == body
+            return
+        with pytest.raises(httpx2.StreamError, match=expected):
+            await response.aread()
