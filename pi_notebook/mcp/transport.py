@@ -95,8 +95,9 @@ class LineSplitter:
     """Newline-delimited messages out of chunks of bytes, each at most ``max_bytes`` long.
 
     ``feed`` returns the messages a chunk completes: ``bytes`` for one within the cap (the
-    newline left off), :class:`Oversize` for one dropped. ``kept`` counts the bytes copied into
-    the buffer: it never holds more than one message under the cap."""
+    newline left off), :class:`Oversize` for one dropped. ``kept`` counts every byte copied
+    into the buffer, which never holds more than the cap: a dropped message adds at most the
+    cap to it, however long it was."""
 
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
@@ -235,7 +236,7 @@ async def stdio_transport(command: str, args: list[str], *, env: Mapping[str, st
 
     async def deliver(item: bytes | Oversize) -> None:
         if isinstance(item, bytes):
-            if item.strip():
+            if item and not item.isspace():  # a blank line is no message (and not worth an error)
                 await send_in.send(_parse(item, encoding, errors))
             return
         answered = reply_id(item)
@@ -330,28 +331,50 @@ class TooLarge(httpx2.StreamError):
 
 
 class _CappedBody(httpx2.AsyncByteStream):
-    """A response body that raises :class:`TooLarge` past ``max_bytes`` (at once when its
-    declared length is over), or ``refused`` before any byte. The error comes while the body is
-    read, where the SDK expects stream errors (not when the response starts: that would end the
-    connection)."""
+    """A response body held until it ends (the SDK reads a JSON body whole anyway) and passed
+    on only when it is within ``max_bytes``. Over the cap (at once when its declared length is),
+    or ``refused``, it is dropped unparsed and replaced by a JSON-RPC error for the request it
+    answers: the SDK hands that to the waiting call like any error answer. A body that answers
+    no request raises :class:`TooLarge` instead (a stream error, which the SDK expects)."""
 
-    def __init__(self, inner: httpx2.AsyncByteStream, max_bytes: int, declared: int, refused: str = "") -> None:
-        self._inner, self._max_bytes, self._declared, self._refused = inner, max_bytes, declared, refused
+    def __init__(self, inner: httpx2.AsyncByteStream, max_bytes: int, declared: int, request_id: int | str | None,
+                 refused: str = "") -> None:
+        self._inner, self._max_bytes, self._declared = inner, max_bytes, declared
+        self._request_id, self._refused = request_id, refused
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
-        if self._refused:
-            raise TooLarge(self._refused)
-        if self._declared > self._max_bytes:
-            raise TooLarge(too_large_reason(self._max_bytes))
+        problem = self._refused or (too_large_reason(self._max_bytes) if self._declared > self._max_bytes else "")
+        held: list[bytes] = []
         seen = 0
-        async for chunk in self._inner:
-            seen += len(chunk)
-            if seen > self._max_bytes:
-                raise TooLarge(too_large_reason(self._max_bytes))
-            yield chunk
+        if not problem:
+            async for chunk in self._inner:
+                seen += len(chunk)
+                if seen > self._max_bytes:
+                    problem = too_large_reason(self._max_bytes)
+                    break
+                held.append(chunk)
+        if not problem:
+            for chunk in held:
+                yield chunk
+            return
+        held.clear()
+        if self._request_id is None:
+            raise TooLarge(problem)
+        yield json.dumps({"jsonrpc": "2.0", "id": self._request_id,
+                          "error": {"code": mcp_types.INTERNAL_ERROR, "message": problem}}).encode()
 
     async def aclose(self) -> None:
         await self._inner.aclose()
+
+
+def _request_id(request: httpx2.Request) -> int | str | None:
+    """The JSON-RPC id of a request we sent (our own small JSON), if it has one."""
+    try:
+        sent = json.loads(request.content)
+    except (httpx2.RequestNotRead, ValueError):
+        return None
+    found = sent.get("id") if isinstance(sent, dict) else None
+    return found if isinstance(found, (int, str)) and not isinstance(found, bool) else None
 
 
 def _capping_hook(max_bytes: int) -> Callable[[httpx2.Response], Awaitable[None]]:
@@ -368,7 +391,9 @@ def _capping_hook(max_bytes: int) -> Callable[[httpx2.Response], Awaitable[None]
             refused = f"the server's reply was compressed ({encoding[:40]}) though the client asked for none"
             del response.headers["content-encoding"]  # not decoded: it is refused unread
         declared = response.headers.get("content-length", "")
-        response.stream = _CappedBody(response.stream, max_bytes, int(declared) if declared.isdigit() else 0, refused)
+        answers = None if event_stream else _request_id(response.request)  # an error is no event
+        response.stream = _CappedBody(response.stream, max_bytes, int(declared) if declared.isdigit() else 0,
+                                      answers, refused)
 
     return cap
 

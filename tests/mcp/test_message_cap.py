@@ -7,6 +7,7 @@ Real SDK servers (tests/mcp/big_server.py)."""
 from __future__ import annotations
 
 import json
+import re
 import sys
 
 import pytest
@@ -139,14 +140,17 @@ async def test_http_a_reply_over_the_cap_is_an_error_and_the_session_goes_on(cac
 
 
 @pytest.mark.parametrize("headers, body, expected", [
-    ({"content-type": "application/json"}, b"x" * 5000, "over"),  # no declared length: counted
+    ({"content-type": "application/json"}, b"x" * 5000, "over 0.00390625 MB"),  # no declared length: counted
     ({"content-type": "application/json", "content-length": "99999999"}, b"{}", "over"),  # declared
     ({"content-type": "application/json", "content-encoding": "gzip"}, b"\x1f\x8b", r"compressed \(gzip\)"),
     ({"content-type": "text/event-stream", "content-encoding": "gzip"}, b"\x1f\x8b", r"compressed \(gzip\)"),
     ({"content-type": "application/json"}, b"x" * 4000, None),  # under the cap: whole
     ({"content-type": "text/event-stream"}, b"x" * 5000, None),  # event streams: the SDK's per-event cap
 ])
-async def test_http_bodies_are_capped_and_compressed_ones_refused_before_decoding(headers, body, expected):
+@pytest.mark.parametrize("request_id", [None, 41])
+async def test_http_bodies_are_capped_and_compressed_ones_refused_before_decoding(headers, body, expected, request_id):
+    """A body over the cap answering a request becomes a JSON-RPC error for its id; one that
+    answers none (or an event stream, where an error is no event) raises a stream error."""
     import httpx2
 
     def answer(request):
@@ -154,10 +158,15 @@ async def test_http_bodies_are_capped_and_compressed_ones_refused_before_decodin
 
     client = transport.capped_http_client({"X-Test": "1"}, 4096)
     client._transport = httpx2.MockTransport(answer)  # the hook, not the transport, does the capping
-    async with client, client.stream("POST", "http://mcp.invalid/mcp") as response:
+    sent = {"jsonrpc": "2.0", "method": "tools/call", **({"id": request_id} if request_id is not None else {})}
+    async with client, client.stream("POST", "http://mcp.invalid/mcp", json=sent) as response:
         assert response.request.headers["accept-encoding"] == "identity"
         if expected is None:
             assert await response.aread() == body
-            return
-        with pytest.raises(httpx2.StreamError, match=expected):
-            await response.aread()
+        elif request_id is None or "event-stream" in headers["content-type"]:
+            with pytest.raises(httpx2.StreamError, match=expected):
+                await response.aread()
+        else:
+            error = json.loads(await response.aread())
+            assert error["id"] == request_id and error["error"]["code"] == -32603, error
+            assert re.search(expected, error["error"]["message"]), error
