@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
 from typing import IO, Any
@@ -181,19 +181,21 @@ def _leading_members(head: str) -> dict[str, Any]:
         at += 1
 
 
-def reply_id(dropped: Oversize) -> int | str | None:
-    """The request id a dropped message answered, when its two ends show it is a reply (a
-    ``result`` or ``error`` member, no ``method``) and name the id; else None."""
+def reply_id(dropped: Oversize, waiting: Collection[int | str] = ()) -> int | str | None:
+    """The request id a dropped message answered: the id its two ends name when they show a
+    reply (a ``result`` or ``error`` member, no ``method``); when they name none and do not show
+    a request or notification, the one request ``waiting`` for an answer, if there is exactly
+    one (a server that buries the id mid-message still ends the call at once); else None."""
     members = _leading_members(dropped.head.decode("utf-8", "replace"))
-    if "method" in members or not ({"result", "error"} & members.keys()):
+    if "method" in members:
         return None
     found = members.get("id")
     if found is None or found is ...:
         match = _TAIL_ID.search(dropped.tail)
         found = json.loads(match.group(1)) if match else None
-    if isinstance(found, bool) or not isinstance(found, (int, str)):
-        return None
-    return found
+    if isinstance(found, (int, str)) and not isinstance(found, bool) and {"result", "error"} & members.keys():
+        return found
+    return next(iter(waiting)) if len(waiting) == 1 else None
 
 
 def _parse(line: bytes, encoding: str, errors: str) -> SessionMessage | Exception:
@@ -203,6 +205,19 @@ def _parse(line: bytes, encoding: str, errors: str) -> SessionMessage | Exceptio
     except ValueError as exc:
         return exc
     return SessionMessage(message)
+
+
+_REPLIES = (mcp_types.JSONRPCResponse, mcp_types.JSONRPCError)
+
+
+def _track(message: mcp_types.JSONRPCMessage, waiting: set[int | str]) -> None:
+    """Requests we send wait for an answer until one comes or we cancel them."""
+    if isinstance(message, mcp_types.JSONRPCRequest):
+        waiting.add(message.id)
+    elif isinstance(message, mcp_types.JSONRPCNotification) and message.method == "notifications/cancelled":
+        cancelled = (message.params or {}).get("requestId")
+        if isinstance(cancelled, (int, str)):
+            waiting.discard(cancelled)
 
 
 def _dropped_reply(request_id: int | str, max_bytes: int) -> SessionMessage:
@@ -234,14 +249,20 @@ async def stdio_transport(command: str, args: list[str], *, env: Mapping[str, st
     stdout, stdin = process.stdout, process.stdin
     assert stdout is not None and stdin is not None  # opened with pipes (open_process's default)
 
+    waiting: set[int | str] = set()  # ids of the requests sent and not answered yet
+
     async def deliver(item: bytes | Oversize) -> None:
         if isinstance(item, bytes):
             if item and not item.isspace():  # a blank line is no message (and not worth an error)
-                await send_in.send(_parse(item, encoding, errors))
+                parsed = _parse(item, encoding, errors)
+                if isinstance(parsed, SessionMessage) and isinstance(parsed.message, _REPLIES):
+                    waiting.discard(parsed.message.id)
+                await send_in.send(parsed)
             return
-        answered = reply_id(item)
+        answered = reply_id(item, waiting)
         _note(errlog, f"dropped a message of {item.size} bytes from the server (the cap is {cap} bytes)")
         if answered is not None:
+            waiting.discard(answered)
             await send_in.send(_dropped_reply(answered, cap))
 
     async def read() -> None:
@@ -260,6 +281,7 @@ async def stdio_transport(command: str, args: list[str], *, env: Mapping[str, st
         try:
             async with take_out:
                 async for session_message in take_out:
+                    _track(session_message.message, waiting)
                     text = session_message.message.model_dump_json(by_alias=True, exclude_unset=True)
                     await stdin.send((text + "\n").encode(encoding, errors))
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):

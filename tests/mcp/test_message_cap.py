@@ -78,16 +78,58 @@ def test_a_line_over_the_cap_is_counted_not_kept_and_the_next_one_arrives():
     assert isinstance(LineSplitter(cap).feed(just_under + b"y\n")[0], Oversize)
 
 
-@pytest.mark.parametrize("text, expected", [
-    (b'{"jsonrpc":"2.0","id":"a-1","result":{"content":[', "a-1"),  # the SDK's order
-    (b'{"result":{"content":[{"text":"xx', 12),  # the id written last: read from the tail
-    (b'{"jsonrpc":"2.0","id":3,"method":"sampling/createMessage","params":{', None),  # a request
-    (b'{"jsonrpc":"2.0","method":"notifications/message","params":{"data":"', None),
-    (b'{"jsonrpc":"2.0","id":true,"result":{', None),
+@pytest.mark.parametrize("head, tail, waiting, expected", [
+    (b'{"jsonrpc":"2.0","id":"a-1","result":{"content":[', b'"}]}}', (), "a-1"),  # the SDK's order
+    (b'{"result":{"content":[{"text":"xx', b'"}]},"id":12}', (), 12),  # the id written last
+    (b'{"pad":"xxxx', b'xxxx"}', (5,), 5),  # no id at either end: the one request waiting
+    (b'{"pad":"xxxx', b'xxxx"}', (5, 6), None),  # ... and no guess between two
+    (b'{"jsonrpc":"2.0","id":true,"result":{', b'}}', (), None),
+    (b'{"jsonrpc":"2.0","id":3,"method":"sampling/createMessage","params":{', b'}}', (3,), None),  # a request
+    (b'{"jsonrpc":"2.0","method":"notifications/message","params":{"data":"', b'"}}', (3,), None),
 ])
-def test_a_dropped_message_answers_its_request_only_when_it_is_a_reply(text, expected):
-    dropped = Oversize(size=10**8, head=text, tail=b'"}]},"id":12}' if expected == 12 else b'"}]}}')
-    assert reply_id(dropped) == expected
+def test_a_dropped_message_answers_its_request_only_when_it_is_a_reply(head, tail, waiting, expected):
+    assert reply_id(Oversize(size=10**8, head=head, tail=tail), waiting) == expected
+
+
+BURIED = r'''
+import json, sys
+SIZE = int(sys.argv[1])
+for line in sys.stdin:
+    msg = json.loads(line)
+    if "id" not in msg:
+        continue
+    method = msg.get("method")
+    if method == "initialize":
+        result = {"protocolVersion": msg["params"]["protocolVersion"], "capabilities": {"tools": {}},
+                  "serverInfo": {"name": "buried", "version": "1"}}
+    elif method == "tools/list":
+        result = {"tools": [{"name": n, "inputSchema": {"type": "object"}} for n in ("bury", "small")]}
+    elif msg["params"]["name"] == "bury":  # the id between two halves of padding: neither end shows it
+        half = "x" * (SIZE // 2)
+        sys.stdout.write('{"pad":"%s","id":%s,"jsonrpc":"2.0","result":{"content":[]},"more":"%s"}\n'
+                         % (half, json.dumps(msg["id"]), half))
+        sys.stdout.flush()
+        continue
+    else:
+        result = {"content": [{"type": "text", "text": "small"}]}
+    sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": result}) + "\n")
+    sys.stdout.flush()
+'''
+
+
+async def test_stdio_a_reply_with_its_id_buried_mid_message_still_ends_the_call(cache, monkeypatch, tmp_path):
+    monkeypatch.setattr(transport, "MAX_MESSAGE_BYTES", MIB)
+    script = tmp_path / "buried.py"
+    script.write_text(BURIED)
+    server = McpServer(ServerConfig(name="buried", command=sys.executable, args=[str(script), str(3 * MIB)]))
+    await server.start()
+    try:
+        assert server.state == "connected", server.reason
+        with pytest.raises(McpCallError, match="over 1 MB and was dropped"):
+            await server.call("bury", {}, timeout_s=60)  # before: no answer until the timeout
+        assert (await server.call("small", {}, timeout_s=30)).content[0].text == "small"
+    finally:
+        await server.stop()
 
 
 async def test_stdio_a_reply_over_the_cap_is_an_error_and_the_server_goes_on(cache, monkeypatch, splitters):
