@@ -21,6 +21,9 @@ sends requests through the live session.
 * A stdio server is started through ``_die_with_kernel.py``, a guard that leads the server's
   process group: the server and everything it starts die with the kernel even when the
   kernel is SIGKILLed, and what a server leaves running dies when it exits.
+* Every message from a server is at most 8 MB, over stdio and HTTP (``transport.py``): a
+  longer answer is dropped as it streams and its call fails with that reason, the connection
+  kept.
 * A call has its own deadline, counted in loop-awake time: a user cell that blocks the loop
   for a minute does not make a call time out when the loop wakes up (``_Clock``).
 * A server whose connection drops during a call is reported in that call's result, marked
