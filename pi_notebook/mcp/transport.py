@@ -1,17 +1,18 @@
 """The bytes a server sends, turned into messages with a bound on each message's size.
 
 Why our own stdio transport and not the SDK's ``stdio_client``: its reader joins the text it
-holds with every chunk read and parses a message of any size, so a 50 MB answer copied
-gigabytes on the kernel's loop (68-77 s of CPU, the kernel silent all along). Here:
+holds with every chunk read and parses a message of any size, so the work grows with the square
+of a message's size, on the kernel's loop: a 50 MB answer took 23 s of CPU in a bare process
+and kept a kernel's run busy 65-78 s. Here:
 
 * :class:`LineSplitter` looks for message ends in each chunk once and keeps an unfinished
   message in one ``bytearray``: its work is linear in the bytes read.
 * A message longer than ``MAX_MESSAGE_BYTES`` is dropped as it streams: past the cap its bytes
   are counted, not kept, except its first and last few hundred bytes, which say what it
   answered. A reply dropped so is replaced by a JSON-RPC error for the same request id
-  (:func:`too_large_reason`), so the call waiting for it ends at once with that reason and the
-  connection stays up. Any other oversized message (a request or notification from the server)
-  is dropped, with a line in the server's log.
+  (:func:`too_large_reason`; :func:`reply_id` says which request), so the call waiting for it
+  ends at once with that reason and the connection stays up. Any other oversized message (a
+  request or notification from the server) is dropped, with a line in the server's log.
 * The rest is what the SDK's stdio client does: the server starts in a session of its own (a
   process group, led by ``_die_with_kernel.py``), its stderr goes where asked (the redacted
   log), one JSON-RPC message per line each way, and the shutdown closes stdin, waits, then ends
