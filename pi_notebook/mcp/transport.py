@@ -45,7 +45,7 @@ from mcp.client.stdio import get_default_environment
 from mcp.os.posix.utilities import terminate_posix_process_tree
 from mcp.shared.message import SessionMessage
 
-__all__ = ["MAX_MESSAGE_BYTES", "LineSplitter", "Oversize", "too_large_reason", "is_too_large",
+__all__ = ["MAX_MESSAGE_BYTES", "LineSplitter", "Oversize", "reply_id", "too_large_reason", "is_too_large",
            "stdio_transport", "capped_http_client"]
 
 MAX_MESSAGE_BYTES = 8 * 1024 * 1024
