@@ -268,14 +268,15 @@ class McpServer:
                 log.close()
 
     def _transport(self, log: Any) -> Any:
-        """The connection's transport, every message bounded (transport.py)."""
+        """The connection's transport, every message bounded (transport.py, http_cap.py)."""
         from mcp.client.streamable_http import streamable_http_client
 
         from . import transport
+        from .http_cap import capped_http_client
 
         config, cap = self.config, transport.MAX_MESSAGE_BYTES
         if config.transport == "http":
-            return streamable_http_client(config.url, http_client=transport.capped_http_client(config.headers, cap),
+            return streamable_http_client(config.url, http_client=capped_http_client(config.headers, cap),
                                           max_sse_event_size=cap)
         return transport.stdio_transport(
             sys.executable, ["-S", "-I", str(WRAPPER), str(os.getpid()), config.command, *config.args],

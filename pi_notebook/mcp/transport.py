@@ -18,9 +18,9 @@ and kept a kernel's run busy 65-78 s. Here:
   log), one JSON-RPC message per line each way, and the shutdown closes stdin, waits, then ends
   the process group, every wait bounded and shielded from the caller's cancellation.
 
-Over streamable HTTP the same cap holds: the SDK's per-event limit of an SSE stream is set to it,
-and a response hook of the one HTTP client we pass the SDK stops any other body at it (and
-refuses a compressed one, which could expand past any limit before it is counted).
+Over streamable HTTP the same cap holds (``http_cap.py``): the SDK's per-event limit of an SSE
+stream is set to it, and a response hook of the one HTTP client we pass the SDK caps any other
+body.
 
 Why 8 MB: what the model sees of a text is cut to ``max_output_chars`` anyway, so a longer text
 buys nothing; the largest useful answers are images, base64 in the JSON (4/3 of their bytes),
@@ -32,21 +32,20 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping
+from collections.abc import AsyncIterator, Collection, Mapping
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
 from typing import IO, Any
 
 import anyio
 import anyio.lowlevel
-import httpx2  # the SDK's HTTP client
 import mcp_types
 from mcp.client.stdio import get_default_environment
 from mcp.os.posix.utilities import terminate_posix_process_tree
 from mcp.shared.message import SessionMessage
 
 __all__ = ["MAX_MESSAGE_BYTES", "LineSplitter", "Oversize", "reply_id", "too_large_reason", "is_too_large",
-           "stdio_transport", "capped_http_client"]
+           "stdio_transport"]
 
 MAX_MESSAGE_BYTES = 8 * 1024 * 1024
 _HEAD_BYTES = 512  # kept of a dropped message: where its id and kind usually are
@@ -347,84 +346,3 @@ async def _exited(process: Any, timeout_s: float) -> bool:
             await anyio.sleep(_EXIT_POLL_S)
         return True
     return False
-
-
-class TooLarge(httpx2.StreamError):
-    """A body over the cap: a stream error, which the SDK turns into an error answer."""
-
-
-class _CappedBody(httpx2.AsyncByteStream):
-    """A response body held until it ends (the SDK reads a JSON body whole anyway) and passed
-    on only when it is within ``max_bytes``. Over the cap (at once when its declared length is),
-    or ``refused``, it is dropped unparsed and replaced by a JSON-RPC error for the request it
-    answers: the SDK hands that to the waiting call like any error answer. A body that answers
-    no request raises :class:`TooLarge` instead (a stream error, which the SDK expects)."""
-
-    def __init__(self, inner: httpx2.AsyncByteStream, max_bytes: int, declared: int, request_id: int | str | None,
-                 refused: str = "") -> None:
-        self._inner, self._max_bytes, self._declared = inner, max_bytes, declared
-        self._request_id, self._refused = request_id, refused
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        problem = self._refused or (too_large_reason(self._max_bytes) if self._declared > self._max_bytes else "")
-        held: list[bytes] = []
-        seen = 0
-        if not problem:
-            async for chunk in self._inner:
-                seen += len(chunk)
-                if seen > self._max_bytes:
-                    problem = too_large_reason(self._max_bytes)
-                    break
-                held.append(chunk)
-        if not problem:
-            for chunk in held:
-                yield chunk
-            return
-        held.clear()
-        if self._request_id is None:
-            raise TooLarge(problem)
-        yield json.dumps({"jsonrpc": "2.0", "id": self._request_id,
-                          "error": {"code": mcp_types.INTERNAL_ERROR, "message": problem}}).encode()
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-
-def _request_id(request: httpx2.Request) -> int | str | None:
-    """The JSON-RPC id of a request we sent (our own small JSON), if it has one."""
-    try:
-        sent = json.loads(request.content)
-    except (httpx2.RequestNotRead, ValueError):
-        return None
-    found = sent.get("id") if isinstance(sent, dict) else None
-    return found if isinstance(found, (int, str)) and not isinstance(found, bool) else None
-
-
-def _capping_hook(max_bytes: int) -> Callable[[httpx2.Response], Awaitable[None]]:
-    async def cap(response: httpx2.Response) -> None:
-        """Every response the client gets, through any transport or proxy (a response hook):
-        a body other than an event stream is capped; a compressed body is refused (the client
-        asks for none: a small one could expand past the cap before any limit saw it)."""
-        encoding = response.headers.get("content-encoding", "").strip().lower()
-        event_stream = response.headers.get("content-type", "").lower().startswith("text/event-stream")
-        if (event_stream and not encoding) or not isinstance(response.stream, httpx2.AsyncByteStream):
-            return
-        refused = ""
-        if encoding not in ("", "identity"):
-            refused = f"the server's reply was compressed ({encoding[:40]}) though the client asked for none"
-            del response.headers["content-encoding"]  # not decoded: it is refused unread
-        declared = response.headers.get("content-length", "")
-        answers = None if event_stream else _request_id(response.request)  # an error is no event
-        response.stream = _CappedBody(response.stream, max_bytes, int(declared) if declared.isdigit() else 0,
-                                      answers, refused)
-
-    return cap
-
-
-def capped_http_client(headers: Mapping[str, str], max_bytes: int) -> httpx2.AsyncClient:
-    """The one HTTP client a server's connection uses: its headers, redirects followed, no
-    read timeout (a call has its own deadline), bodies capped (``_capping_hook``). Event streams
-    are bounded per event by the SDK (``max_sse_event_size``)."""
-    return httpx2.AsyncClient(headers={**headers, "accept-encoding": "identity"}, follow_redirects=True,
-                              timeout=httpx2.Timeout(30, read=None),
-                              event_hooks={"response": [_capping_hook(max_bytes)]})

@@ -15,6 +15,7 @@ from mcp_helpers import BIG_SERVER, http_server
 
 from pi_notebook.mcp import transport
 from pi_notebook.mcp.config import ServerConfig
+from pi_notebook.mcp.http_cap import capped_http_client
 from pi_notebook.mcp.server import McpCallError, McpServer
 from pi_notebook.mcp.transport import LineSplitter, Oversize, reply_id
 
@@ -198,7 +199,7 @@ async def test_http_bodies_are_capped_and_compressed_ones_refused_before_decodin
     def answer(request):
         return httpx2.Response(200, headers=headers, stream=httpx2.ByteStream(body))
 
-    client = transport.capped_http_client({"X-Test": "1"}, 4096)
+    client = capped_http_client({"X-Test": "1"}, 4096)
     client._transport = httpx2.MockTransport(answer)  # the hook, not the transport, does the capping
     sent = {"jsonrpc": "2.0", "method": "tools/call", **({"id": request_id} if request_id is not None else {})}
     async with client, client.stream("POST", "http://mcp.invalid/mcp", json=sent) as response:
