@@ -21,6 +21,9 @@ sends requests through the live session.
 * A stdio server is started through ``_die_with_kernel.py``, a guard that leads the server's
   process group: the server and everything it starts die with the kernel even when the
   kernel is SIGKILLed, and what a server leaves running dies when it exits.
+* Every message from a server is at most 8 MB, over stdio and HTTP (``transport.py``): a
+  longer answer is dropped as it streams and its call fails with that reason, the connection
+  kept.
 * A call has its own deadline, counted in loop-awake time: a user cell that blocks the loop
   for a minute does not make a call time out when the loop wakes up (``_Clock``).
 * A server whose connection drops during a call is reported in that call's result, marked
@@ -209,7 +212,7 @@ class McpServer:
                                       name=f"pi_notebook-mcp-{self.name}")
 
     async def stop(self, *, keep_reason: bool = False) -> None:
-        """Leave the client in its own task (the stdio SDK closes stdin, then terminates the
+        """Leave the client in its own task (the stdio transport closes stdin, then ends the
         process group), bounded; the state becomes ``idle`` unless a reason is kept."""
         task, stop = self._task, self._stop
         self._task = None
@@ -265,23 +268,19 @@ class McpServer:
                 log.close()
 
     def _transport(self, log: Any) -> Any:
-        config = self.config
+        """The connection's transport, every message bounded (transport.py, http_cap.py)."""
+        from mcp.client.streamable_http import streamable_http_client
+
+        from . import transport
+        from .http_cap import capped_http_client
+
+        config, cap = self.config, transport.MAX_MESSAGE_BYTES
         if config.transport == "http":
-            import httpx2  # the SDK's HTTP client (a fork of httpx that ships with it)
-
-            from mcp.client.streamable_http import streamable_http_client
-
-            http = httpx2.AsyncClient(headers=dict(config.headers), follow_redirects=True,
-                                      timeout=httpx2.Timeout(30, read=None))
-            return streamable_http_client(config.url, http_client=http)
-        from mcp import StdioServerParameters
-        from mcp.client.stdio import stdio_client
-
-        params = StdioServerParameters(
-            command=sys.executable,
-            args=["-S", "-I", str(WRAPPER), str(os.getpid()), config.command, *config.args],
-            env=dict(config.env), cwd=config.cwd, encoding_error_handler="replace")
-        return stdio_client(params, errlog=log)
+            return streamable_http_client(config.url, http_client=capped_http_client(config.headers, cap),
+                                          max_sse_event_size=cap)
+        return transport.stdio_transport(
+            sys.executable, ["-S", "-I", str(WRAPPER), str(os.getpid()), config.command, *config.args],
+            env=config.env, cwd=config.cwd, errlog=log, max_message_bytes=cap)
 
     async def refresh_tools(self, timeout_s: float = START_TIMEOUT_S) -> bool:
         """List the tools again; True when the list changed. Every run does it for a server
@@ -414,6 +413,9 @@ class McpServer:
         exc = call.exception()
         if exc is None:
             return call.result()
+        too_large = _too_large(exc)
+        if too_large is not None:  # the connection is fine: the one answer was dropped
+            raise McpCallError(too_large) from None
         if self._connection_lost(exc):
             self.crashed = True
             tail = self.log_tail()
@@ -469,6 +471,15 @@ class _Clock:
                 self.remaining = self.timeout_s  # the count starts again when the form closes
                 continue
             self.remaining -= min(time.monotonic() - before, self.step * 1.5)
+
+
+def _too_large(exc: BaseException) -> str | None:
+    """The reason, when the call's answer was over the size cap (transport.py)."""
+    from .transport import is_too_large
+
+    leaf = _leaf(exc)
+    error = getattr(leaf, "error", None)
+    return is_too_large(str(getattr(error, "message", None) or leaf))
 
 
 def _leaf(exc: BaseException) -> BaseException:

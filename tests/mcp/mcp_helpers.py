@@ -13,6 +13,7 @@ from pathlib import Path
 from pi_notebook.mcp.config import ServerConfig
 
 SERVER = Path(__file__).with_name("server.py")
+BIG_SERVER = Path(__file__).with_name("big_server.py")  # texts of any size
 
 
 def stdio_config(name: str = "t", *args: str, **kw: object) -> ServerConfig:
@@ -26,10 +27,11 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def http_server() -> Iterator[str]:
-    """The test server on streamable HTTP; yields its URL."""
+def http_server(mode: str = "http", script: Path = SERVER) -> Iterator[str]:
+    """A test server on streamable HTTP (``http-json``: one that answers with JSON bodies,
+    where the server supports it); yields its URL."""
     port = free_port()
-    proc = subprocess.Popen([sys.executable, str(SERVER), "http", str(port)],
+    proc = subprocess.Popen([sys.executable, str(script), mode, str(port)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 60
