@@ -6,8 +6,9 @@ run (:meth:`Conversation.ready_for`, one named step a line). It reads which run 
 work from the shared :class:`~.runs.Runs` (scheduling.py moves runs along; this module
 never does) and asks the kernel only through :class:`~.kernel_side.KernelSide`.
 
-Modules that import the agent core, the providers or the local model are imported on
-first use, so ``%load_ext`` stays cheap.
+The modules imported inside methods here (the wiring, the fanout, model resolution, the
+local model, MCP, instructions, the notebook context) pull in the agent core, the
+providers or the MCP SDK: they load with the first run, so ``%load_ext`` stays cheap.
 """
 
 from __future__ import annotations
@@ -23,11 +24,12 @@ from ..review.watch import review_for
 from ..tools.policy import ApprovalChoice, ApprovalPolicy
 from ..widgets.protocol import NoticeLevel, QueueKind, RunView
 from .autosave import Autosave
+from .config import DEFAULT_SYSTEM_PROMPT
 from .kernel_side import KernelSide
 from .lifecycle import IN_AGENT_RUN, Run, RunRefused
 from .queue import PromptQueue
 from .runs import Runs
-from .settings import RunSettings, run_settings, stream_timeouts
+from .settings import RunSettings, python_tool_settings, run_settings, stream_timeouts, update_python_tool_settings
 
 if TYPE_CHECKING:
     from ..agent import Agent, AgentTool
@@ -77,7 +79,6 @@ class Conversation:
     def get_agent(self) -> Agent:
         if self.agent is None:
             from .fanout import EventFanout
-            from .settings import python_tool_settings
             from .wiring import AgentHooks, build_agent
 
             self._tool_settings = python_tool_settings(self.settings)
@@ -114,7 +115,6 @@ class Conversation:
         """The kernel's MCP servers (magics/mcp_run.py); created without starting any."""
         if self.mcp_link is None:
             from .mcp_run import McpLink
-            from .settings import python_tool_settings
 
             self.mcp_link = McpLink(
                 start_dir=self.kernel.notebook_dir,
@@ -233,7 +233,6 @@ class Conversation:
 
     def _apply_profile(self, agent: Agent, system_prompt: str, instructions: str = "") -> None:
         from ..local.apply import apply_model_profile
-        from .config import DEFAULT_SYSTEM_PROMPT
 
         if self.all_tools is None:
             self.all_tools = list(agent.state.tools)
@@ -256,8 +255,6 @@ class Conversation:
 
     def _refresh_tool_settings(self) -> None:
         if self._tool_settings is not None:
-            from .settings import update_python_tool_settings
-
             update_python_tool_settings(self._tool_settings, self.settings)
 
     async def _prepare_mcp(self, agent: Agent, run: Run) -> None:

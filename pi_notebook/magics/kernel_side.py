@@ -4,8 +4,8 @@ a run's view in its cell, the Stop button, the notebook's folder and where sessi
 The conversation (conversation.py) and the scheduling of runs (scheduling.py) both hold
 one :class:`KernelSide`; neither touches ``shell.kernel`` or a widget class directly.
 Everything here runs on the kernel loop thread, except :meth:`KernelSide.call_on_loop`,
-the hop onto it. Frontend and widget modules are imported on first use, so ``%load_ext``
-stays cheap.
+the hop onto it. The Stop guard (tools/interrupt.py) and the MCP link's module are
+imported on first use, so ``%load_ext`` stays cheap.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from ..widgets.protocol import RunView
 from .autosave import session_dir, session_name
 from .config import AgentMagics
 from .display import DisplayedView, current_cell_number
+from .frontend import has_widget_frontend, is_headless, shutdown_requested, track_view
 from .lifecycle import Run
 from .loop import KernelLoop
 
@@ -66,8 +67,6 @@ class KernelSide:
         if self.view_factory is not None:
             view = self.view_factory(label, loop, on_abort, on_remove_queued)
             return DisplayedView(view, self.host, self.log)
-        from .frontend import is_headless
-
         return DisplayedView.for_host(self.host, self.log, label, loop, on_abort, on_remove_queued,
                                        context_window, headless=is_headless(self.shell))
 
@@ -77,8 +76,6 @@ class KernelSide:
 
     def track_rendering(self, view: RunView) -> None:
         """A view shown without frontend evidence: its rendering will be the evidence."""
-        from .frontend import track_view
-
         track_view(getattr(view, "widget", None))
 
     def is_interactive(self, run: Run | None) -> bool:
@@ -91,8 +88,6 @@ class KernelSide:
         if not run.interactive:
             # the first run of a kernel starts before any frontend evidence (its own view is
             # the first widget shown): its view rendering since then counts (frontend.py)
-            from .frontend import has_widget_frontend
-
             run.interactive = has_widget_frontend(self.shell)
         return run.interactive
 
@@ -117,8 +112,6 @@ class KernelSide:
             # close its view's widgets after the frontend dropped them ("Comm not found" in the
             # page's console); the kernel ends the run by going away instead. A run that ended
             # meanwhile (a waiting cell's Stop aborts at once) takes no run started since with it.
-            from .frontend import shutdown_requested
-
             if not shutdown_requested() and run.phase != "ended":
                 abort()
 

@@ -12,7 +12,8 @@
 The two last share the :class:`~.runs.Runs` (which run is which) and the
 :class:`~.queue.PromptQueue`; arrows point from this module to its parts, never back.
 The magics, ``%agent`` commands, ``wait.py`` (as a ``WaitHost``) and ``get_agent()`` use
-the methods here; tests and tools that need one part's value ask that part.
+the methods here; tests and tools that need one part's value ask that part. The session
+store and the instructions reader are imported on first use, so ``%load_ext`` stays cheap.
 """
 
 from __future__ import annotations

@@ -7,8 +7,9 @@ each run, and the kernel side (kernel_side.py) shows views and guards the Stop b
 It alone moves runs along in the shared :class:`~.runs.Runs` and owns the
 :class:`~.queue.PromptQueue`'s prompt rows.
 
-Everything here runs on the kernel loop thread, except the ``*_threadsafe`` entry points
-a widget handler calls.
+Everything here runs on the kernel loop thread, except the ``*_threadsafe`` entry point
+a widget handler calls. Model resolution (the catalogue) is imported on first use, so
+``%load_ext`` stays cheap.
 """
 
 from __future__ import annotations
