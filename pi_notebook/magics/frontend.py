@@ -177,7 +177,7 @@ def close_views(views: list[object]) -> int:
 
 # Set when the kernel got a shutdown_request (a restart too). jupyter_client interrupts the
 # kernel right before every shutdown and restart: that SIGINT is no Stop of the user's, and
-# the run it would abort is ending with the kernel anyway (runtime.Runtime._stop_pressed).
+# the run it would abort is ending with the kernel anyway (kernel_side.KernelSide.stop_guard).
 _shutdown_requested = threading.Event()
 
 

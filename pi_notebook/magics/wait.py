@@ -137,11 +137,14 @@ class WaitHost(Protocol):
     """What waiting needs of the kernel's conversation (the Runtime is one): a small typed
     seam instead of an import of runtime.py, which imports this module."""
 
-    shell: InteractiveShell
-    host: KernelHost
-    settings: AgentMagics
-    runs: Runs
-
+    @property
+    def shell(self) -> InteractiveShell: ...
+    @property
+    def host(self) -> KernelHost: ...
+    @property
+    def settings(self) -> AgentMagics: ...
+    @property
+    def runs(self) -> Runs: ...
     @property
     def run(self) -> Run | None: ...
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 
 import nbformat
@@ -70,8 +71,11 @@ def test_interrupt_of_a_blocking_agent_cell_aborts_the_run():
                   .replace("faux.set_responses([", "faux.set_responses([faux_assistant_message('slow ' * 400),"))
         cell = kernel.start("%%agent -m faux/faux-1\ntalk slowly\n")  # headless: blocks
         # (no polling: the kernel answers nothing else while the cell blocks)
+        # the view's first comm messages (its label, the prompt) come before the request is
+        # sent; the model's words in one mean the prompt is in the conversation
         deadline = time.monotonic() + 10
-        while not any(m["msg_type"] == "comm_msg" for m in kernel.messages()):
+        while not any(m["msg_type"] == "comm_msg" and "slow slow" in json.dumps(m["content"])
+                      for m in kernel.messages()):
             assert time.monotonic() < deadline, "the view never started streaming"
             time.sleep(0.05)
         kernel.interrupt()

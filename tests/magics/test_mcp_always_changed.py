@@ -32,7 +32,7 @@ async def test_always_for_a_tool_announced_again_as_destructive_asks_again(shell
     (tmp_path / ".pi_notebook" / "mcp.json").write_text(json.dumps(
         {"mcpServers": {"ops": {"command": sys.executable, "args": [FAMILY]}}}))
     rt = runtime()
-    rt._approval._is_interactive = lambda: True  # someone is there to click (a FakeView answers)
+    rt.kernel.is_interactive = lambda run: True  # someone is there to click (a FakeView answers)
 
     def always(*args):
         view = FakeView(*args)

@@ -83,7 +83,7 @@ async def test_mcp_tool_runs_under_auto_and_is_refused_under_deny(shell, faux, p
 async def test_ask_shows_the_call_and_auto_approve_skips_the_prompt(shell, faux, project):
     project({"t": _server(autoApprove=["table"])})
     rt = runtime()
-    rt._approval._is_interactive = lambda: True  # someone is there to click (a FakeView answers)
+    _interactive(rt)
     try:
         await _run(shell, faux, "--approve ask", [faux_tool_call("t__echo", {"text": "asked"}),
                                                   faux_tool_call("t__table", {"n": 1})])
@@ -267,7 +267,7 @@ async def test_a_namespace_call_in_the_first_cell_needs_no_run_or_mcp_command_be
 
     project({"t": _server()})
     rt = runtime()
-    rt._mcp = None  # as in a fresh kernel: no MCP link made yet
+    rt.conversation.mcp_link = None  # as in a fresh kernel: no MCP link made yet
     try:
         assert await pi_notebook.mcp.call("t", "echo", text="first") == {"result": "first"}
         assert current_manager() is rt.mcp().manager
@@ -354,7 +354,7 @@ def _decision(result):
 
 
 def _interactive(rt):
-    rt._approval._is_interactive = lambda: True  # someone is there to click (a FakeView answers)
+    rt.kernel.is_interactive = lambda run: True  # someone is there to click (a FakeView answers)
 
 
 async def test_annotations_are_shown_and_trusted_only_when_the_user_opted_in(shell, faux, project):
@@ -412,7 +412,7 @@ async def test_always_for_this_tool_covers_that_tool_only_and_not_a_destructive_
         results = _tool_results(rt)[-5:]
         assert [_decision(r) for r in results] == ["clicked_always_tool", "always_tool", "clicked_always_tool",
                                                    "clicked_run", "clicked_run"]
-        assert not rt._approval.always  # python's run-wide "always" was not set by an MCP answer
+        assert not rt.conversation.approval.always  # python's run-wide "always" was not set by an MCP answer
         assert [r.content[0].text for r in results[:2]] == ["1", "2"]
 
         await _run(shell, faux, "--approve ask", [faux_tool_call("t__echo", {"text": "3"})])
@@ -521,7 +521,7 @@ async def test_pythons_always_for_this_run_is_unchanged_but_does_not_cover_a_des
     async def fake_python(tool_call_id, params, signal=None, on_update=None):
         return AgentToolResult(content=[TextContent(text="ran")], details={})
 
-    rt._all_tools = [AgentTool(name="python", label="python", description="runs code", execute=fake_python,
+    rt.conversation.all_tools = [AgentTool(name="python", label="python", description="runs code", execute=fake_python,
                                parameters={"type": "object", "properties": {"code": {"type": "string"}}})]
     try:
         await _run(shell, faux, "--approve ask", [faux_tool_call("python", {"code": "mcp_always_probe = 1"}),
@@ -531,6 +531,6 @@ async def test_pythons_always_for_this_run_is_unchanged_but_does_not_cover_a_des
         assert asked == ["python", "t__drop"]
         results = _tool_results(rt)[-3:]
         assert [_decision(r) for r in results] == ["clicked_always", "always", "clicked_run"]
-        assert rt._approval.always  # python's answer still means the rest of the run
+        assert rt.conversation.approval.always  # python's answer still means the rest of the run
     finally:
         await _close(rt)

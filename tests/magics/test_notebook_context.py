@@ -125,12 +125,12 @@ async def test_tool_settings_and_approval_timeout_come_from_the_traits(shell, fa
     rt.settings.repr_timeout = 0.5
     settings = python_tool_settings(rt.settings)
     assert (settings.max_figures, settings.repr_timeout_s) == (4, 0.5)
-    assert rt._approval.timeout_s is None  # 0: no limit
+    assert rt.conversation.approval.timeout_s is None  # 0: no limit
     rt.settings.approval_timeout = 12.5
     faux.set_responses([faux_assistant_message("ok")])
     await run_cell(shell, "%%agent\nhi\n")
     await settle()
-    assert rt._approval.timeout_s == 12.5
+    assert rt.conversation.approval.timeout_s == 12.5
 
 
 def test_build_agent_adds_the_context_tools(shell):
@@ -243,10 +243,10 @@ async def test_reset_clears_the_notes(shell, faux):
     await run_cell(shell, "%%agent\nhello\n")
     await settle()
     rt = runtime()
-    assert rt._notes.note_for(rt.agent.state.messages[0])
+    assert rt.conversation.notes.note_for(rt.agent.state.messages[0])
     prompt = rt.agent.state.messages[0]
     shell.run_line_magic("agent", "reset")
-    assert rt._notes.note_for(prompt) is None
+    assert rt.conversation.notes.note_for(prompt) is None
 
 
 async def test_a_failing_context_never_fails_the_run(shell, faux, monkeypatch):
