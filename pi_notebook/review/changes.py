@@ -10,11 +10,11 @@ sampled contents, or an object whose contents are not compared.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from .fingerprint import Fingerprint, fingerprint, identity
+from .fingerprint import Fingerprint, fingerprint, identity, sized_length, skipped
 from .reading import CodeEffects
 
 __all__ = ["ChangeKind", "ChangeReport", "NameChange", "Snapshot", "compare", "describe", "snapshot",
@@ -57,12 +57,36 @@ class ChangeReport:
         return frozenset(c.name for c in self.changes)
 
 
-def snapshot(items: Iterable[tuple[str, object]]) -> Snapshot:
+def snapshot(items: Iterable[tuple[str, object]], reach: Collection[str] | None = None,
+             before: Snapshot | None = None, known: Snapshot | None = None) -> Snapshot:
     """Fingerprints by name: the first ``MAX_COMPARED`` names by contents, any further ones by
-    identity (a namespace of 100,000 names costs its count, not its data)."""
+    identity (a namespace of 100,000 names costs its count, not its data).
+
+    ``reach``: the names a call can change in place (``reach.py``; None: every name). Any other
+    name keeps its identity only (``skipped``), unless ``before`` (the snapshot before the
+    call) has it unbound or bound to another object: a new or rebound value is described.
+    An unreached name's fingerprint in ``before`` (or its identity in ``known``, an older
+    snapshot) is used again, not made anew."""
     snap: Snapshot = {}
+    known = before if known is None else known
     for i, (name, value) in enumerate(items):
-        snap[name] = fingerprint(value) if i < MAX_COMPARED else identity(value)
+        if i >= MAX_COMPARED:
+            snap[name] = identity(value)
+        elif reach is None or name in reach:
+            snap[name] = fingerprint(value)
+        else:
+            old = before.get(name) if before is not None else None
+            if before is not None and (old is None or old.ident != id(value)):
+                snap[name] = fingerprint(value)  # new or rebound
+                continue
+            # the same object, not reachable by the call: what was known of it stands (its
+            # contents when ``before`` had them, so that they compare equal)
+            seen = known.get(name) if known is not None else None
+            if (seen is not None and seen.ident == id(value) and seen.kind == type(value).__name__
+                    and (known is before or (seen.skipped and seen.length == sized_length(value)))):
+                snap[name] = seen
+            else:
+                snap[name] = skipped(value)
     return snap
 
 

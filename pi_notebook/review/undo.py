@@ -106,6 +106,7 @@ class Saved:
     why_not: str = ""  # why there is no copy ("over the undo budget of 512 MB", ...)
     size: int = 0
     before: Fingerprint | None = None  # its fingerprint then: was the old object changed since?
+    looked: bool = True  # a call of the run could reach it (review/reach.py): copied if small
 
     @property
     def has_copy(self) -> bool:
@@ -122,7 +123,7 @@ class RunRecord:
 
     @property
     def copied_bytes(self) -> int:
-        return sum(s.size for s in self.saved.values() if s.has_copy)
+        return sum(s.size for s in self.saved.values())  # size is 0 without a copy
 
 
 @dataclass(frozen=True)
@@ -171,18 +172,26 @@ class UndoStack:
         return record
 
     def save(self, record: RunRecord, items: Iterable[tuple[str, object]], copy_names: frozenset[str],
-             fingerprints: dict[str, Fingerprint]) -> list[tuple[str, str]]:
+             fingerprints: dict[str, Fingerprint],
+             reach: frozenset[str] | None = None) -> list[tuple[str, str]]:
         """Keep each name as it is before its first change in this run: a reference always, a
-        copy for ``copy_names`` and small values of known types. Returns the (name, why) of
-        names in ``copy_names`` that have no copy."""
+        copy for ``copy_names`` and small values of known types the call can reach (``reach``,
+        None: every name). Returns the (name, why) of names in ``copy_names`` that have no copy."""
         refused: list[tuple[str, str]] = []
         self._held = self.held_bytes
         for name, value in items:
             saved = record.saved.get(name)
             wanted = name in copy_names
+            looked = reach is None or name in reach
             if saved is None:
-                saved = Saved(bound=True, ref=value, before=fingerprints.get(name))
+                saved = Saved(bound=True, ref=value, before=fingerprints.get(name), looked=looked)
                 record.saved[name] = saved
+                if looked:
+                    self._copy(record, saved, value, wanted)
+            elif not saved.looked and looked and name not in record.changes and saved.ref is value:
+                # an earlier call of the run could not reach it, so it is as the run found it
+                saved.looked = True
+                saved.before = fingerprints.get(name)
                 self._copy(record, saved, value, wanted)
             elif wanted and not saved.has_copy and name not in record.changes and saved.ref is value:
                 self._copy(record, saved, value, wanted)  # still as it was when the run started

@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .changes import ChangeReport, NameChange, Snapshot, compare, snapshot
-from .fingerprint import known_kind
+from .fingerprint import fingerprint, known_kind
+from .reach import reachable
 from .reading import CodeEffects, NameEffect, read_code
 from .undo import DEFAULT_BUDGET, RunRecord, Saved, UndoReport, UndoStack, copy_value, size_of, size_text
 
@@ -48,6 +49,7 @@ class CallWatch:
     protect: frozenset[str]
     guard: dict[str, object] = field(default_factory=dict)  # copies of protected names for this call
     epoch: object = None
+    reach: frozenset[str] | None = None  # names whose contents are compared (None: all)
 
 
 @dataclass(frozen=True)
@@ -140,12 +142,14 @@ class NamespaceReview:
         record = self._record()
         effects = read_code(code)
         protected = frozenset(protect)
-        before = self._reuse(epoch, items)
+        reach = reachable(effects, items, protected)
+        last = self._last
+        before = self._reuse(epoch, items, reach)
         if before is None:
-            before = snapshot(items)
+            before = snapshot(items, reach, known=last[1] if last is not None else None)
         wanted = effects.changed_in_place | (protected if effects.dynamic or effects.unreadable else
                                              protected & effects.names)
-        self.stack.save(record, items, frozenset(wanted), before)
+        self.stack.save(record, items, frozenset(wanted), before, reach)
         guard: dict[str, object] = {}
         for name, value in items:
             if name in protected and name not in effects.names:
@@ -155,11 +159,11 @@ class NamespaceReview:
                         guard[name] = copy_value(value)
                     except (TypeError, MemoryError, RecursionError):
                         pass
-        return CallWatch(effects, before, record, protected, guard, epoch)
+        return CallWatch(effects, before, record, protected, guard, epoch, reach)
 
     def after_call(self, watch: CallWatch, namespace: MutableMapping[str, Any],
                    items: list[tuple[str, object]]) -> CallReport:
-        after = snapshot(items)
+        after = snapshot(items, watch.reach, watch.before)
         report = compare(watch.before, after, watch.effects)
         reverted, unrevertable = [], []
         kept: list[NameChange] = []
@@ -196,7 +200,8 @@ class NamespaceReview:
         self._last = (watch.epoch, after) if watch.epoch is not None and not reverted else None
         return CallReport(report, tuple(reverted), tuple(unrevertable))
 
-    def _reuse(self, epoch: object, items: list[tuple[str, object]]) -> Snapshot | None:
+    def _reuse(self, epoch: object, items: list[tuple[str, object]],
+               reach: frozenset[str] | None) -> Snapshot | None:
         last, self._last = self._last, None
         if last is None or epoch is None or last[0] != epoch:
             return None
@@ -207,6 +212,9 @@ class NamespaceReview:
             fp = snap.get(name)
             if fp is None or fp.ident != id(value):
                 return None
+            if fp.skipped and (reach is None or name in reach):
+                # the last call could not reach it, this one can: its contents now
+                snap[name] = fingerprint(value)
         return snap
 
     def undo(self, namespace: MutableMapping[str, Any]) -> UndoReport:
