@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..tools.kernel_host import KernelHost, ParentHeader
 from ..widgets.protocol import RunStatus, RunView
@@ -85,6 +85,34 @@ class DisplayedView:
         attach = getattr(self.view, "attach", None)
         if callable(attach):  # a view that asks for its output to be republished
             attach(self._republish)
+
+    @property
+    def live_widget(self) -> bool:
+        """The view was displayed as a widget (a frontend renders controls in its cell)."""
+        return self.display_id is not None and getattr(self.view, "model_id", None) is not None
+
+    def show_below(self, bundle: dict[str, Any]) -> Callable[[dict[str, Any]], None] | None:
+        """Display ``bundle`` as an output of the view's cell, after what is there; returns
+        what replaces that output later (None when it could not be shown)."""
+        if self.display_id is None:
+            return None
+        from IPython.display import display, update_display
+
+        below = uuid.uuid4().hex
+        try:
+            with self._host.publishing_as(self._parent):
+                display(bundle, raw=True, display_id=below)
+        except Exception as exc:
+            self._log(f"pi_notebook output below the view failed: {exc!r}")
+            return None
+
+        def replace(new: dict[str, Any]) -> None:
+            try:
+                with self._host.publishing_as(self._parent):
+                    update_display(new, raw=True, display_id=below)
+            except Exception as exc:
+                self._log(f"pi_notebook output below the view: update failed: {exc!r}")
+        return replace
 
     def _republish(self, bundle: dict[str, object]) -> None:
         """Replace the shown output with ``bundle`` (the transcript so far)."""

@@ -29,6 +29,7 @@ from IPython.core.error import UsageError
 
 from ..levels import AgentThinkingLevel
 from ..review.watch import review_for
+from .undo_offers import UndoOffers
 from ..tools.kernel_host import kernel_host
 from ..tools.policy import ApprovalChoice, ApprovalPolicy
 from ..widgets.protocol import NoticeLevel, QueueKind, RunStatus, RunView
@@ -104,6 +105,9 @@ class Runtime:
         self._preparing_mcp: asyncio.Future[None] | None = None
         self.instructions: Instructions | None = None  # AGENTS.md of this conversation
         self.on_close: list[Callable[[], object]] = []  # what else ends with the extension
+        # the Undo buttons under finished runs (a run is active while one is "running")
+        self.undo_offers = UndoOffers(shell, lambda: any(r.phase == "running" for r in self.runs.chain()),
+                                      self.call_on_loop)
 
     # --- loop -----------------------------------------------------------------------------
     def attach_loop(self) -> asyncio.AbstractEventLoop:
@@ -410,7 +414,9 @@ class Runtime:
             self._approval.reset_run()  # "Always for this run" ends with the run
             self._approval.timeout_s = settings.approval_timeout or None
         # what this run does to the user's names is one step of %agent undo
-        review_for(self.shell).start_run(f"the run of cell [{run.cell}]" if run.cell is not None else "")
+        run.undo_record = review_for(self.shell).start_run(f"the run of cell [{run.cell}]"
+                                                           if run.cell is not None else "")
+        self.undo_offers.refresh()  # no Undo while a run is active
         self._try(lambda: run.view.set_policy(run.policy))
         for item in self.queue.items():
             if item.owner is run and item.message is not None:
@@ -508,6 +514,8 @@ class Runtime:
             if self.agent is not None and self.agent.signal is None:
                 self.agent.clear_all_queues()
         run.shown.freeze(status)
+        self._try(lambda: self.undo_offers.offer(run.shown, run.undo_record))
+        self._try(self.undo_offers.refresh)
         run.ended = time.monotonic()
         # the newest ended: nothing is left to wait for, a reset asked meanwhile happens now
         if self.runs.ended(run) and self._pending_reset:

@@ -120,6 +120,7 @@ class RunRecord:
     changes: dict[str, NameChange] = field(default_factory=dict)  # the run's changes, by name
     left: dict[str, Fingerprint] = field(default_factory=dict)  # what the run left, by name
     small_bytes: int = 0
+    undone: bool = False  # taken off the stack by an undo
 
     @property
     def copied_bytes(self) -> int:
@@ -164,6 +165,10 @@ class UndoStack:
     @property
     def held_bytes(self) -> int:
         return sum(r.copied_bytes for r in self.runs)
+
+    def newest(self) -> RunRecord | None:
+        """The run ``undo`` would restore now: the newest that changed a name."""
+        return next((r for r in reversed(self.runs) if r.changes), None)
 
     def start(self, label: str) -> RunRecord:
         record = RunRecord(label)
@@ -244,6 +249,7 @@ class UndoStack:
         if not self.runs:
             return UndoReport(nothing=True)
         record = self.runs.pop()
+        record.undone = True
         restored, removed, left_alone, not_restored = [], [], [], []
         for name, change in record.changes.items():
             left = record.left.get(name)

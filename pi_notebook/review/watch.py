@@ -80,9 +80,10 @@ class NamespaceReview:
         self._runs = 0
 
     # -- runs --
-    def start_run(self, label: str = "") -> None:
+    def start_run(self, label: str = "") -> RunRecord:
         self._runs += 1
         self.current = self.stack.start(label or f"agent run {self._runs}")
+        return self.current
 
     def _record(self) -> RunRecord:
         if self.current is None:

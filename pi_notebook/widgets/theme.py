@@ -255,6 +255,12 @@ body[data-jp-theme-light="false"] .pi-agent .pi-badge-destructive { background: 
    "not live" instead */
 .pi-agent.jupyter-widgets-disconnected .pi-pill.pi-live { filter: grayscale(1); opacity: .7; font-size: 0; }
 .pi-agent.jupyter-widgets-disconnected .pi-pill.pi-live::after { content: "not live"; font-size: 11px; }
+/* the Undo button under a finished run (undo_bar.py): gone with its kernel, one line says so */
+.pi-agent.pi-undo { gap: 8px; padding: 2px 0 4px 0; flex-wrap: wrap; }
+.pi-agent.pi-undo .pi-undo-line { line-height: 1.4; overflow-wrap: anywhere; }
+.pi-agent.pi-undo.jupyter-widgets-disconnected::before {
+  content: "Undo of this run: its kernel is gone (restarted or shut down), so there is nothing to restore into."; }
+.pi-agent.pi-undo.jupyter-widgets-disconnected :is(.pi-undo-button, .pi-undo-text) { display: none !important; }
 """
 
 
