@@ -49,6 +49,7 @@ class DisplayedView:
         self.display_id: str | None = None
         self._parent: ParentHeader | None = None
         self.frozen = False
+        self._widget_shown = False
 
     @classmethod
     def for_host(cls, host: KernelHost, log: Log, label: str, loop: asyncio.AbstractEventLoop | None,
@@ -82,6 +83,7 @@ class DisplayedView:
         self._parent = parent or self._host.parent_header()
         with self._host.publishing_as(self._parent):
             display(self.view, display_id=self.display_id)
+        self._widget_shown = getattr(self.view, "model_id", None) is not None  # (closed at freeze)
         attach = getattr(self.view, "attach", None)
         if callable(attach):  # a view that asks for its output to be republished
             attach(self._republish)
@@ -89,7 +91,7 @@ class DisplayedView:
     @property
     def live_widget(self) -> bool:
         """The view was displayed as a widget (a frontend renders controls in its cell)."""
-        return self.display_id is not None and getattr(self.view, "model_id", None) is not None
+        return self._widget_shown
 
     def show_below(self, bundle: dict[str, Any]) -> Callable[[dict[str, Any]], None] | None:
         """Display ``bundle`` as an output of the view's cell, after what is there; returns
