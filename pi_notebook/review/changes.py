@@ -185,12 +185,5 @@ def _names(names: list[str]) -> str:
 def visible_items(namespace: Mapping[str, object], hidden: Mapping[str, object]) -> list[tuple[str, object]]:
     """The user's names: not ``_private``, not IPython's own (``In``, ``Out``...), not what the
     shell hides (``user_ns_hidden``) while it still holds the hidden value."""
-    items = []
-    for name, value in list(namespace.items()):
-        if name.startswith("_") or name in _INTERNAL:
-            continue
-        if name in hidden and hidden[name] is value:
-            continue
-        items.append((name, value))
-    return items
-
+    return [(name, value) for name, value in list(namespace.items())
+            if not (name[:1] == "_" or name in _INTERNAL or (name in hidden and hidden[name] is value))]

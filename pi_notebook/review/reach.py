@@ -97,7 +97,7 @@ def _held(value: object, depth: int, seen: set[int]) -> Iterator[object]:
     elif cls is functools.partial:
         part: functools.partial[object] = value  # type: ignore[assignment]  # checked by exact type
         children = (part.func, *part.args, *part.keywords.values())
-    elif cls.__module__ == _USER_MODULE and not isinstance(value, type):
+    elif cls.__module__ == _USER_MODULE and not issubclass(cls, type):  # (no __class__ of the user's read)
         # an instance of a class of the notebook's: what it holds (its __dict__, its slots),
         # read by the garbage collector's traversal (no attribute lookup, none of its code)
         children = [r for r in gc.get_referents(value) if r is not cls]
@@ -123,7 +123,7 @@ def _code_names(value: object, seen: set[int]) -> set[str]:
         return _names_of(value.__code__, seen)  # type: ignore[attr-defined]  # checked by exact type
     if cls is types.MethodType:
         return _code_names(value.__func__, seen)  # type: ignore[attr-defined]  # checked by exact type
-    klass = value if isinstance(value, type) else cls
+    klass: type = value if issubclass(cls, type) else cls  # type: ignore[assignment]  # value is a class here
     names: set[str] = set()
     for base in klass.__mro__:
         if base.__module__ != _USER_MODULE or id(base) in seen:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .changes import NameChange
-from .fingerprint import Fingerprint, fingerprint, known_kind
+from .fingerprint import Fingerprint, fingerprint, known_kind, skipped
 
 __all__ = ["DEFAULT_BUDGET", "RunRecord", "Saved", "UndoReport", "UndoStack", "copy_value", "size_text", "size_of"]
 
@@ -106,7 +106,6 @@ class Saved:
     why_not: str = ""  # why there is no copy ("over the undo budget of 512 MB", ...)
     size: int = 0
     before: Fingerprint | None = None  # its fingerprint then: was the old object changed since?
-    looked: bool = True  # a call of the run could reach it (review/reach.py): copied if small
 
     @property
     def has_copy(self) -> bool:
@@ -116,11 +115,22 @@ class Saved:
 @dataclass
 class RunRecord:
     label: str
-    saved: dict[str, Saved] = field(default_factory=dict)
+    saved: dict[str, Saved] = field(default_factory=dict)  # the names a call of the run could reach
+    # every name bound when the run's calls first saw it, by reference: enough to undo a
+    # rebinding or a deletion of a name no call could reach (review/reach.py)
+    refs: dict[str, object] = field(default_factory=dict)
     changes: dict[str, NameChange] = field(default_factory=dict)  # the run's changes, by name
     left: dict[str, Fingerprint] = field(default_factory=dict)  # what the run left, by name
     small_bytes: int = 0
     undone: bool = False  # taken off the stack by an undo
+
+    def saved_of(self, name: str) -> Saved | None:
+        """How ``name`` was before the run: as saved, or bound to the object first seen."""
+        saved = self.saved.get(name)
+        if saved is None and name in self.refs:
+            ref = self.refs[name]
+            saved = Saved(bound=True, ref=ref, before=skipped(ref))
+        return saved
 
     @property
     def copied_bytes(self) -> int:
@@ -184,20 +194,21 @@ class UndoStack:
         None: every name). Returns the (name, why) of names in ``copy_names`` that have no copy."""
         refused: list[tuple[str, str]] = []
         self._held = self.held_bytes
-        for name, value in items:
+        values = dict(items)
+        record.refs = values | record.refs  # a name's first object in the run stays
+        names = values if reach is None else [n for n in reach if n in values]
+        for name in names:
+            value = values[name]
             saved = record.saved.get(name)
             wanted = name in copy_names
-            looked = reach is None or name in reach
             if saved is None:
-                saved = Saved(bound=True, ref=value, before=fingerprints.get(name), looked=looked)
-                record.saved[name] = saved
-                if looked:
+                if record.refs[name] is value and name not in record.changes:
+                    saved = Saved(bound=True, ref=value, before=fingerprints.get(name))
                     self._copy(record, saved, value, wanted)
-            elif not saved.looked and looked and name not in record.changes and saved.ref is value:
-                # an earlier call of the run could not reach it, so it is as the run found it
-                saved.looked = True
-                saved.before = fingerprints.get(name)
-                self._copy(record, saved, value, wanted)
+                else:  # an earlier call of the run, unable to reach it, rebound it
+                    saved = Saved(bound=True, ref=record.refs[name], before=skipped(record.refs[name]),
+                                  why_not="it was rebound before it was copied")
+                record.saved[name] = saved
             elif wanted and not saved.has_copy and name not in record.changes and saved.ref is value:
                 self._copy(record, saved, value, wanted)  # still as it was when the run started
             if wanted and not saved.has_copy:
@@ -261,7 +272,7 @@ class UndoStack:
             if not still:
                 left_alone.append(name)
                 continue
-            saved = record.saved.get(name)
+            saved = record.saved_of(name)
             if saved is None:
                 not_restored.append((name, "its earlier value was not kept"))
             elif not saved.bound:
@@ -278,7 +289,9 @@ class UndoStack:
                 namespace[name] = saved.ref
                 restored.append(name)
         for name in restored:
-            self._hand_back(name, record.saved[name], now(namespace[name]))
+            saved = record.saved_of(name)
+            if saved is not None:
+                self._hand_back(name, saved, now(namespace[name]))
         return UndoReport(record.label, tuple(restored), tuple(removed), tuple(left_alone), tuple(not_restored))
 
     def _hand_back(self, name: str, saved: Saved, restored: Fingerprint) -> None:

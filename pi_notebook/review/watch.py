@@ -189,7 +189,8 @@ class NamespaceReview:
             name = change.name
             if change.kind == "created":
                 self.agent_made.add(name)
-                record.saved.setdefault(name, Saved(bound=False))
+                if name not in record.saved and name not in record.refs:
+                    record.saved[name] = Saved(bound=False)  # not bound when the run began
             first = record.changes.get(name)
             record.changes[name] = first if first is not None and first.kind == "created" else change
             if name in after:

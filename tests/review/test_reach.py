@@ -105,11 +105,15 @@ def test_code_that_can_reach_any_name_compares_every_name(code: str):
 def test_a_rebinding_of_a_name_the_code_does_not_mention_is_seen():
     review = NamespaceReview()
     ns = {"x": [1], "unseen": [1, 2]}
+    review.start_run("run")
     watch = review.before_call("x.append(2)", visible_items(ns, {}))
     ns["x"].append(2)
+    original = ns["unseen"]
     ns["unseen"] = {"k": 1}  # e.g. a user cell that ran meanwhile
     lines = review.after_call(watch, ns, visible_items(ns, {})).lines()
     assert "`unseen` rebound: list of 2 → dict of 1" in lines
+    review.undo(ns)  # the object it was bound to is kept by reference and put back
+    assert ns["unseen"] is original and ns["x"] == [1]
 
 
 def test_a_later_call_that_reaches_a_name_first_left_alone_can_undo_it():
@@ -121,3 +125,28 @@ def test_a_later_call_that_reaches_a_name_first_left_alone_can_undo_it():
     report = review.undo(ns)
     assert ns["rows"] == [1, 2] and ns["first"] == 1
     assert set(report.restored) == {"first", "rows"}
+
+
+def test_no_user_code_runs_to_follow_what_an_object_holds():
+    ns = define({}, """
+calls = []
+class Touchy:
+    def __init__(self):
+        self.items = [1]
+    def __getattr__(self, name):
+        calls.append(name)
+        raise AttributeError(name)
+    def __eq__(self, other):
+        calls.append("eq")
+        return False
+    __hash__ = None
+    @property
+    def __class__(self):
+        calls.append("__class__")
+        return Touchy
+t = Touchy()
+held = t.items
+""")
+    review = NamespaceReview()
+    assert changed(agent_call(review, ns, "t.items.append(2)")) == {"held"}
+    assert ns["calls"] == []
