@@ -115,7 +115,10 @@ def compare(before: Snapshot, after: Snapshot, effects: CodeEffects | None = Non
         elif new.ident != old.ident:
             if new.kind == old.kind and new.same_contents(old) and not new.opaque:
                 continue  # rebound to an equal value (x = x.copy()): nothing the user would see
-            changes.append(NameChange(name, "rebound", f"`{name}` rebound: {describe(old)} → {describe(new)}"))
+            was, now = describe(old), describe(new)
+            # "list of 2 → list of 2" alone would read as no change: its value differs
+            other = " (another value)" if was == now and not (new.opaque or old.opaque) else ""
+            changes.append(NameChange(name, "rebound", f"`{name}` rebound: {was} → {now}{other}"))
         elif not old.opaque and not new.same_contents(old):
             changes.append(NameChange(name, "changed", f"`{name}` changed in place: {_difference(old, new)}"))
     for name, new in after.items():

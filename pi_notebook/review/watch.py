@@ -110,6 +110,8 @@ class NamespaceReview:
             parts = []
             for i, effect in enumerate(found[:4]):
                 what = f"`{effect.detail}`" if effect.detail and effect.kind != "assigns" else f"`{name}`"
+                if i == 0 and what != f"`{name}`":  # "which you created" belongs to the name
+                    what += f" {'in' if effect.kind == 'changes' else 'on'} `{name}`"
                 parts.append(f"{_VERBS[effect.kind]} {what}" + (f", {origin}" if i == 0 else ""))
             if len(found) > 4:
                 parts.append(f"and {len(found) - 4} more")

@@ -16,13 +16,12 @@ undo was used, or that can no longer undo, is replaced by its message as Markdow
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
 import ipywidgets as W
 
-from ._util import strip_control
+from ._util import code_ticks, strip_control
 from .blocks import WidgetSet
 from .markdown import escape_text
 from .theme import stylesheet
@@ -96,15 +95,8 @@ class UndoBar:
             self._set.close_all()
 
 
-_TICKED = re.compile(r"`([^`<>]{1,200})`")
-
-
 def _lines_html(lines: list[str]) -> str:
     """One escaped line each, names in backticks as code: the names come from the user's
     namespace and the agent's code, so they are text only."""
-    return "".join(f'<div class="pi-undo-line">{_ticks(escape_text(strip_control(line)))}</div>'
+    return "".join(f'<div class="pi-undo-line">{code_ticks(escape_text(strip_control(line)))}</div>'
                    for line in lines)
-
-
-def _ticks(escaped: str) -> str:
-    return _TICKED.sub(r"<code>\1</code>", escaped)

@@ -88,7 +88,7 @@ def test_each_kind_of_change_is_told_to_the_model_and_shown(kernel):
         "`d` changed in place: dict of 1, values changed",
         "`st` changed in place: set of 3, length 2 → 3",
         "`cfg` changed in place: dict of 1, values changed",
-        "`n` rebound: int → int",
+        "`n` rebound: int → int (another value)",
         "`gone` deleted (was str of 1 characters)",
         "`made` created: list of 1",
     ]
@@ -125,7 +125,7 @@ def test_over_the_budget_is_named_before_and_after(kernel):
     run = new_button(kernel, "Run", known)
     assert run is not None, "no approval panel under ask"
     panel = html_seen(kernel, since)
-    assert "changes <code>big[0] = …</code>, which you created" in panel
+    assert "changes <code>big[0] = …</code> in <code>big</code>, which you created" in panel
     assert "undo could not restore <code>big</code>: 8 KB is over the undo budget of 1 KB" in panel
     kernel.click(run)
     kernel.wait_for(f"not {RUNTIME}.is_running()", timeout=30)
