@@ -724,6 +724,7 @@ class Runtime:
             self._unsubscribe()
             self._unsubscribe = None
         self.autosave.close()
+        self._try(self.undo_offers.close)
         for stop in self.on_close:  # e.g. %agent serve's server stops with the extension
             self._try(stop)
         self.on_close.clear()

@@ -37,6 +37,7 @@ WAIT_FOR_LATER = "A later run changed variables too: undo that one first (its bu
 RUN_ACTIVE = "A run is active: undo restores a finished run. Wait for it to end, or abort it."
 UNDONE_ELSEWHERE = "This run was undone with %agent undo."
 GONE = "This run can no longer be undone (only the latest runs are kept)."
+UNLOADED = "Undo button off: pi_notebook was unloaded (after %load_ext pi_notebook, %agent undo restores this run)."
 
 Replace = Callable[[dict[str, Any]], None]
 
@@ -120,6 +121,7 @@ class UndoOffers:
             offer.bar.close()
 
     def close(self) -> None:
-        for offer in self._offers:
-            offer.bar.close()
-        self._offers.clear()
+        """The extension is unloaded: every button ends as static text (the runs stay on the
+        stack: ``%agent undo`` restores them after ``%load_ext pi_notebook``)."""
+        for offer in list(self._offers):
+            self._end(offer, UNLOADED)

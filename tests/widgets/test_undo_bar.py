@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from pi_notebook.magics.undo_offers import GONE, RUN_ACTIVE, UNDONE_ELSEWHERE, WAIT_FOR_LATER, UndoOffers
+from pi_notebook.magics.undo_offers import (GONE, RUN_ACTIVE, UNDONE_ELSEWHERE, UNLOADED, WAIT_FOR_LATER,
+                                            UndoOffers)
 from pi_notebook.review.changes import visible_items
 from pi_notebook.review.undo import MAX_RUNS
 from pi_notebook.review.watch import review_for
@@ -152,3 +153,11 @@ def test_the_message_is_text_only(comms: CommLog, name: str):
     assert "<img" not in bar.message.value
     assert "<img" not in UndoBar.final_bundle(f"restored `{name}`")["text/markdown"]
     bar.close()
+
+
+def test_unloading_ends_every_button_as_text(comms: CommLog):
+    h = Harness({"rows": [1]})
+    shown, bar = h.agent_run("rows.append(2)")
+    h.offers.close()
+    assert bar is not None and bar.closed and UNLOADED in shown.outputs[-1]["text/plain"]
+    assert h.offers.bars == [] and h.shell.user_ns["rows"] == [1, 2]  # nothing undone by it
