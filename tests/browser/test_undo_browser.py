@@ -1,7 +1,8 @@
 """What agent code does to the user's variables, as a user sees it in JupyterLab: the approval
 card says what the code assigns, deletes and changes; after the call the card lists the
 changes; the Undo button under the finished run puts them back and says so where it was
-clicked. Screenshots at 1400 and 800 px, light and dark (``artifacts/undo-*.png``)."""
+clicked; after a kernel restart a button left live is hidden and a line says why.
+Screenshots at 1400 and 800 px, light and dark (``artifacts/undo-*.png``)."""
 
 from __future__ import annotations
 
@@ -28,7 +29,10 @@ notes = 'made by the agent'
 SCRIPT = (f"faux.set_responses([faux_assistant_message([faux_tool_call('python', {{'code': {CODE!r}}})], "
           "stop_reason='toolUse'), faux_assistant_message('Tidied: df has a column c, monthly doubled.')])")
 CHECK = "print(monthly, 'old' in dir(), list(df.columns), 'notes' in dir())"
-CELLS = [SETUP, SCRIPT, "%%agent -m faux/faux-1 --approve ask\nTidy the data.", CHECK]
+AGAIN = ("faux.set_responses([faux_assistant_message([faux_tool_call('python', {'code': 'monthly.append(1)'})], "
+         "stop_reason='toolUse'), faux_assistant_message('Appended.')])")
+CELLS = [SETUP, SCRIPT, "%%agent -m faux/faux-1 --approve ask\nTidy the data.", CHECK, AGAIN,
+         "%%agent -m faux/faux-1 --approve auto\nAppend one."]
 
 
 def _fits(locator) -> None:  # type: ignore[no-untyped-def]
@@ -86,6 +90,22 @@ def test_the_card_says_what_changes_and_the_undo_button_puts_it_back(tmp_path):
             nb.shoot("undo-done", done, widths=(1400,), themes=("light",))
             nb.run(3)
             assert "[100, 200] True ['a', 'b'] False" in nb.output(3).inner_text()
+
+            # a live button whose kernel restarts: hidden, one line says why
+            nb.run(4)
+            nb.run(5)
+            bar = nb.output(5).locator(".pi-undo")
+            bar.locator("button.pi-undo-button").wait_for(timeout=30_000)
+            nb.page.evaluate("() => window.jupyterapp.shell.currentWidget.sessionContext.session.kernel.restart()")
+            nb.output(5).locator(".pi-undo.jupyter-widgets-disconnected").wait_for(state="attached", timeout=30_000)
+            nb.wait_kernel_idle()
+
+            def dead(width: int, theme: str) -> None:
+                assert not bar.locator("button.pi-undo-button").is_visible()
+                note = bar.evaluate("(e) => getComputedStyle(e, '::before').content")
+                assert "its kernel is gone" in note, note
+
+            nb.shoot("undo-restarted", bar, dead, widths=(1400,), themes=("light",))
             assert nb.errors == [], nb.errors
         finally:
             browser.close()
