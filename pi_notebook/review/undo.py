@@ -1,8 +1,9 @@
 """Copies of the user's names taken before agent code ran, and putting them back.
 
 A :class:`RunRecord` holds, for one run, each name as it was before the run's first call that
-could touch it: bound or not, the object it was bound to, and (for the names the code was
-read to change in place, the protected names, and small values of known types) a copy.
+could touch it: bound or not, the object it was bound to (``refs`` for every name, ``saved``
+for the names a call could reach), and (for the names the code was read to change in place,
+the protected names, and small reached values of known types) a copy.
 ``copy_value`` copies only known types by exact type check (the built-in containers, numpy
 arrays, pandas frames and series: no ``__deepcopy__`` or ``__reduce__`` of the user's classes
 runs); anything else is kept by reference, which restores a rebinding or a deletion but not a

@@ -4,10 +4,11 @@ approval card and ``%agent undo`` share.
 - ``preview(code, namespace, protect)`` before approval: what the code may do to the user's
   names (``reading.py``), as lines for the card, the protected names it touches, and what an
   undo could not bring back.
-- ``before_call`` / ``after_call`` around each python call: fingerprints of every user name
-  before and after (``changes.py``), copies for undo (``undo.py``) of the names the code may
-  change in place, of the protected names and of small values; after the call, a protected name
-  that changed although the code was not read to change it is put back.
+- ``before_call`` / ``after_call`` around each python call: fingerprints before and after
+  (``changes.py``) of the names the call can reach (``reach.py``; every other name by
+  identity), copies for undo (``undo.py``) of the names the code may change in place, of the
+  protected names and of small reached values; after the call, a protected name that changed
+  although the code was not read to change it is put back.
 - ``start_run(label)`` when a run starts; ``undo(namespace)`` restores the newest run's names.
 
 ``review_for(owner)`` keeps one review per shell.
