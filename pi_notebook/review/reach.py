@@ -12,7 +12,11 @@ nothing more is found:
   (a helper that appends to a global list reaches that list);
 - the names bound to an object a reached value holds or is: ``b = a`` makes ``a`` reached
   with ``b``; so does a list held in a reached dict, in a function's closure or defaults, in
-  a ``functools.partial``'s arguments, or in an attribute of an instance of a notebook class.
+  a ``functools.partial``'s arguments, in a paused generator's locals, in an attribute of an
+  instance of any class written in Python, or of a class of the notebook's.
+
+Looking is bounded: past ``MAX_HELD`` objects the call reaches every name (today's full
+comparison, no shortcut).
 
 Code that can reach anything (``exec``, ``globals()``, a ``%magic``, unreadable code) reaches
 every name. Nothing of the user's runs: types are checked exactly, containers walked like the
@@ -39,6 +43,13 @@ __all__ = ["reachable"]
 
 _SCALAR_KINDS = frozenset({"int", "float", "complex", "bool", "NoneType", "str", "bytes"})
 _USER_MODULE = "__main__"  # where a notebook's own functions and classes live
+MAX_HELD = 20_000  # objects looked at to find what one call reaches; beyond it, every name
+_GENERATORS = (types.GeneratorType, types.CoroutineType, types.AsyncGeneratorType)
+_CLASS_DICT = type.__dict__["__dict__"]  # a class's own namespace, whatever its metaclass says
+
+
+class _TooMuch(Exception):
+    """More than MAX_HELD objects: following them costs more than comparing every name."""
 
 
 def reachable(effects: CodeEffects, items: Iterable[tuple[str, object]],
@@ -52,27 +63,31 @@ def reachable(effects: CodeEffects, items: Iterable[tuple[str, object]],
     reached: set[str] = set()
     todo = [n for n in (*effects.mentioned, *protect) if n in by_name]
     seen_code: set[int] = set()
-    while todo:
-        name = todo.pop()
-        if name in reached:
-            continue
-        reached.add(name)
-        value = by_name[name]
-        found: set[str] = set()
-        held: set[int] = set()
-        for inner in _held(value, DEPTH, held):
-            found.update(_code_names(inner, seen_code))
-        for ident in held:
-            found.update(by_id.get(ident, ()))
-        todo.extend(n for n in found if n in by_name and n not in reached)
+    held: dict[int, int] = {}  # id -> the most levels looked into below it (MAX_HELD objects at most)
+    try:
+        while todo:
+            name = todo.pop()
+            if name in reached:
+                continue
+            reached.add(name)
+            found: set[str] = set()
+            for inner in _held(by_name[name], DEPTH, held):
+                found.update(_code_names(inner, seen_code))
+                found.update(by_id.get(id(inner), ()))
+            todo.extend(n for n in found if n in by_name and n not in reached)
+    except _TooMuch:
+        return None
     return frozenset(reached)
 
 
-def _held(value: object, depth: int, seen: set[int]) -> Iterator[object]:
-    """``value`` and the objects it holds (bounded), each once; their ids go into ``seen``."""
-    if id(value) in seen:
+def _held(value: object, depth: int, seen: dict[int, int]) -> Iterator[object]:
+    """``value`` and the objects it holds (bounded); an object already looked into as deep
+    (``seen``) is not looked into again."""
+    if seen.get(id(value), -1) >= depth:
         return
-    seen.add(id(value))
+    seen[id(value)] = depth
+    if len(seen) > MAX_HELD:
+        raise _TooMuch
     yield value
     if depth <= 0:
         return
@@ -97,9 +112,14 @@ def _held(value: object, depth: int, seen: set[int]) -> Iterator[object]:
     elif cls is functools.partial:
         part: functools.partial[object] = value  # type: ignore[assignment]  # checked by exact type
         children = (part.func, *part.args, *part.keywords.values())
-    elif cls.__module__ == _USER_MODULE and not issubclass(cls, type):  # (no __class__ of the user's read)
-        # an instance of a class of the notebook's: what it holds (its __dict__, its slots),
-        # read by the garbage collector's traversal (no attribute lookup, none of its code)
+    elif issubclass(cls, type):  # a class (no __class__ of the user's is read)
+        own = _CLASS_DICT.__get__(value)
+        if own.get("__module__") == _USER_MODULE:
+            children = list(own.values())  # its attributes and methods
+    elif cls in _GENERATORS or (cls.__module__ != "builtins" and known_kind(value) is None):
+        # an instance of a class of Python code, or a paused generator: what it holds (its
+        # __dict__ and slots, a generator's locals), read by the garbage collector's
+        # traversal (no attribute lookup, none of its code runs)
         children = [r for r in gc.get_referents(value) if r is not cls]
     for child in children:
         kind = known_kind(child)
@@ -123,13 +143,16 @@ def _code_names(value: object, seen: set[int]) -> set[str]:
         return _names_of(value.__code__, seen)  # type: ignore[attr-defined]  # checked by exact type
     if cls is types.MethodType:
         return _code_names(value.__func__, seen)  # type: ignore[attr-defined]  # checked by exact type
+    if cls in _GENERATORS:
+        code = getattr(value, {types.GeneratorType: "gi_code", types.CoroutineType: "cr_code"}.get(cls, "ag_code"))
+        return _names_of(code, seen)
     klass: type = value if issubclass(cls, type) else cls  # type: ignore[assignment]  # value is a class here
     names: set[str] = set()
     for base in klass.__mro__:
         if base.__module__ != _USER_MODULE or id(base) in seen:
             continue
         seen.add(id(base))
-        for member in list(base.__dict__.values()):
+        for member in list(_CLASS_DICT.__get__(base).values()):
             for fn in _functions_of(member):
                 names |= _names_of(fn.__code__, seen)
     return names

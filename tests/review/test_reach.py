@@ -7,7 +7,7 @@ import pytest
 
 import pi_notebook.review.changes as changes
 from pi_notebook.review.changes import visible_items
-from pi_notebook.review.reach import reachable
+from pi_notebook.review.reach import MAX_HELD, reachable
 from pi_notebook.review.reading import read_code
 from pi_notebook.review.watch import NamespaceReview
 
@@ -150,3 +150,36 @@ held = t.items
     review = NamespaceReview()
     assert changed(agent_call(review, ns, "t.items.append(2)")) == {"held"}
     assert ns["calls"] == []
+
+
+def test_an_instance_of_a_class_from_a_module_a_class_attribute_and_a_generator_are_followed():
+    import types
+
+    library = types.ModuleType("userlib")  # a module of the user's project, not the notebook
+    exec("class Holder:\n    def __init__(self, items):\n        self.items = items\n"
+         "    def bump(self):\n        self.items.append(1)\n", library.__dict__)
+    ns = define({"Holder": library.Holder}, """
+rows = []
+held = Holder(rows)
+tally = [0]
+class Config:
+    store = tally
+trail = []
+def walk():
+    while True:
+        trail.append(1)
+        yield
+stepper = walk()
+""")
+    review = NamespaceReview()
+    assert changed(agent_call(review, ns, "held.bump()")) == {"rows"}
+    assert changed(agent_call(review, ns, "Config.store.append(1)")) == {"tally"}
+    assert changed(agent_call(review, ns, "next(stepper)")) == {"trail"}
+
+
+def test_past_its_bound_the_reach_is_every_name():
+    wide = [[[object() for _ in range(30)] for _ in range(30)] for _ in range(30)]  # 27,000 objects
+    assert MAX_HELD < 30 ** 3
+    effects = read_code("len(wide)")
+    assert reachable(effects, [("wide", wide), ("other", [])]) is None
+    assert reachable(effects, [("wide", wide[0]), ("other", [])]) == {"wide"}
