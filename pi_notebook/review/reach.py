@@ -24,9 +24,10 @@ fingerprints walk them (bounded: ``SAMPLE`` items, ``DEPTH`` levels).
 
 What this can miss (said in docs/design/review.md): a change inside a name that holds a
 reached object but is not itself reached (``outer = [inner]``; code changes ``inner``:
-``inner`` is reported, ``outer`` is not); a library object that calls a function of the user's
-it holds; code in another module that writes into ``__main__``; and a user cell that runs
-while the agent's code runs and changes an unreached name in place.
+``inner`` is reported, ``outer`` is not); an object bound to a name that sits more than
+``DEPTH`` levels inside a reached one, or inside an object written in C; code in another
+module that writes into ``__main__``; and a user cell that runs while the agent's code runs
+and changes an unreached name in place.
 """
 
 from __future__ import annotations
