@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..tools.kernel_host import KernelHost, ParentHeader
 from ..widgets.protocol import RunStatus, RunView
@@ -93,7 +93,7 @@ class DisplayedView:
         """The view was displayed as a widget (a frontend renders controls in its cell)."""
         return self._widget_shown
 
-    def show_below(self, bundle: dict[str, Any]) -> Callable[[dict[str, Any]], None] | None:
+    def show_below(self, bundle: dict[str, object]) -> Callable[[dict[str, object]], None] | None:
         """Display ``bundle`` as an output of the view's cell, after what is there; returns
         what replaces that output later (None when it could not be shown)."""
         if self.display_id is None:
@@ -108,7 +108,7 @@ class DisplayedView:
             self._log(f"pi_notebook output below the view failed: {exc!r}")
             return None
 
-        def replace(new: dict[str, Any]) -> None:
+        def replace(new: dict[str, object]) -> None:
             try:
                 with self._host.publishing_as(self._parent):
                     update_display(new, raw=True, display_id=below)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..review.undo import RunRecord
 from ..review.watch import review_for
@@ -39,7 +39,7 @@ UNDONE_ELSEWHERE = "This run was undone with %agent undo."
 GONE = "This run can no longer be undone (only the latest runs are kept)."
 UNLOADED = "Undo button off: pi_notebook was unloaded (after %load_ext pi_notebook, %agent undo restores this run)."
 
-Replace = Callable[[dict[str, Any]], None]
+Replace = Callable[[dict[str, object]], None]
 
 
 @dataclass

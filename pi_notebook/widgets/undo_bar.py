@@ -17,7 +17,6 @@ undo was used, or that can no longer undo, is replaced by its message as Markdow
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
 
 import ipywidgets as W
 
@@ -78,12 +77,12 @@ class UndoBar:
         if not self.closed:
             self.message.value = _lines_html(text.splitlines())
 
-    def bundle(self) -> dict[str, Any]:
+    def bundle(self) -> dict[str, object]:
         return {WIDGET_VIEW_MIME: {"version_major": 2, "version_minor": 0, "model_id": self.box.model_id},
                 "text/plain": FALLBACK_TEXT}
 
     @staticmethod
-    def final_bundle(text: str) -> dict[str, Any]:
+    def final_bundle(text: str) -> dict[str, object]:
         """What replaces the bar once it can no longer undo: its message, as static text."""
         lines = [line for line in text.splitlines() if line.strip()]
         return {"text/markdown": f'<div class="pi-undo-done">{_lines_html(lines)}</div>', "text/plain": text}
