@@ -416,7 +416,7 @@ class Runtime:
         # what this run does to the user's names is one step of %agent undo
         run.undo_record = review_for(self.shell).start_run(f"the run of cell [{run.cell}]"
                                                            if run.cell is not None else "")
-        self.undo_offers.refresh()  # no Undo while a run is active
+        self._try(self.undo_offers.refresh)  # no Undo while a run is active
         self._try(lambda: run.view.set_policy(run.policy))
         for item in self.queue.items():
             if item.owner is run and item.message is not None:
