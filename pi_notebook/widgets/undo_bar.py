@@ -29,7 +29,7 @@ __all__ = ["UNDO_LABEL", "UndoBar"]
 
 UNDO_LABEL = "Undo this run"
 WIDGET_VIEW_MIME = "application/vnd.jupyter.widget-view+json"
-FALLBACK_TEXT = "(Undo of this run: available only while the kernel that ran it runs; %agent undo)"
+FALLBACK_TEXT = "(An Undo button for this run, live only while its kernel runs; or %agent undo.)"
 _LISTED = 6  # names listed beside the button
 
 
