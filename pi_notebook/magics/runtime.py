@@ -514,7 +514,8 @@ class Runtime:
             if self.agent is not None and self.agent.signal is None:
                 self.agent.clear_all_queues()
         run.shown.freeze(status)
-        self._try(lambda: self.undo_offers.offer(run.shown, run.undo_record))
+        if run.interactive:  # a widget frontend is there to click it
+            self._try(lambda: self.undo_offers.offer(run.shown, run.undo_record))
         self._try(self.undo_offers.refresh)
         run.ended = time.monotonic()
         # the newest ended: nothing is left to wait for, a reset asked meanwhile happens now
