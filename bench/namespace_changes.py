@@ -15,8 +15,8 @@ user cell ran in between). Baseline: ``run_code`` alone, the same code, interlea
 reviewed calls. Each reviewed call is timed twice, interleaved: as it runs (only the names the
 call can reach are fingerprinted, ``review/reach.py``) and with every name fingerprinted and
 small values copied (``reachable`` forced to "every name": the bookkeeping without that
-shortcut). Prints the median times, the ratios, the median and least overheads (each reviewed
-call against the baseline call just before it), and the copies' memory against the budget.
+shortcut). Prints the median times, the ratios, the median and least overheads (the fastest
+reviewed call against the fastest baseline), and the copies' memory against the budget.
 
 Run: ``python bench/namespace_changes.py [--names N] [--big-mb MB] [--repeat R]``.
 """
@@ -111,8 +111,8 @@ async def measure(shell: InteractiveShell, code: str, settings: PythonToolSettin
         with_all.append(await one("every", reviewed_all))
         with_review.append(await one("reached", reviewed))
     # the minimum overheads too: on a loaded machine the medians carry other processes' time
-    best = min(r - b for r, b in zip(with_review, base, strict=True))
-    best_all = min(r - b for r, b in zip(with_all, base, strict=True))
+    best = min(with_review) - min(base)
+    best_all = min(with_all) - min(base)
     return (statistics.median(base), statistics.median(with_review), statistics.median(with_all),
             best, best_all)
 
