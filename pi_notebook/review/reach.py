@@ -15,7 +15,7 @@ nothing more is found:
   a ``functools.partial``'s arguments, in a paused generator's locals, in an attribute of an
   instance of any class written in Python, or of a class of the notebook's.
 
-Looking is bounded: past ``MAX_HELD`` objects the call reaches every name (today's full
+Looking is bounded: past ``MAX_HELD`` objects the call reaches every name (the full
 comparison, no shortcut).
 
 Code that can reach anything (``exec``, ``globals()``, a ``%magic``, unreadable code) reaches
