@@ -85,8 +85,9 @@ class UndoOffers:
         stack = review_for(self._shell).stack
         newest = stack.newest()
         running = self._is_running()
+        kept = {id(run) for run in stack.runs}  # by identity: records compare by their fields
         for offer in list(self._offers):
-            if offer.record not in stack.runs:
+            if id(offer.record) not in kept:
                 self._end(offer, UNDONE_ELSEWHERE if offer.record.undone else GONE)
             elif running:
                 offer.bar.set_enabled(False, RUN_ACTIVE)

@@ -161,3 +161,20 @@ def test_unloading_ends_every_button_as_text(comms: CommLog):
     h.offers.close()
     assert bar is not None and bar.closed and UNLOADED in shown.outputs[-1]["text/plain"]
     assert h.offers.bars == [] and h.shell.user_ns["rows"] == [1, 2]  # nothing undone by it
+
+
+def test_runs_are_told_apart_by_identity_not_by_their_contents(comms: CommLog):
+    import pandas as pd
+
+    h = Harness({"df": pd.DataFrame({"a": [1, 2]})})
+    review = review_for(h.shell)
+    bars = []
+    for value in (5, 6):  # two runs alike: the same label, a frame copied by each
+        record = review.start_run("the run of cell [1]")
+        watch = review.before_call(f"df.loc[0, 'a'] = {value}", visible_items(h.shell.user_ns, {}))
+        h.shell.user_ns["df"].loc[0, "a"] = value
+        review.after_call(watch, h.shell.user_ns, visible_items(h.shell.user_ns, {}))
+        bars.append(h.offers.offer(Shown(), record))  # type: ignore[arg-type]  # a DisplayedView's two members
+    first, second = bars
+    assert first is not None and second is not None
+    assert second.enabled and not first.enabled and not first.closed
