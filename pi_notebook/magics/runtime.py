@@ -29,7 +29,6 @@ from IPython.core.error import UsageError
 
 from ..levels import AgentThinkingLevel
 from ..review.watch import review_for
-from .undo_offers import UndoOffers
 from ..tools.kernel_host import kernel_host
 from ..tools.policy import ApprovalChoice, ApprovalPolicy
 from ..widgets.protocol import NoticeLevel, QueueKind, RunStatus, RunView
@@ -43,6 +42,7 @@ from .queue import PromptQueue
 from .runs import AbortFromView, Runs
 from .settings import RunSettings, run_settings, stream_timeouts
 from .status import StatusSnapshot, status_lines
+from .undo_offers import UndoOffers
 from .wait import wait_mode
 
 if TYPE_CHECKING:

@@ -1,11 +1,12 @@
 """What one call of agent code did to the namespace: fingerprints before and after, compared.
 
 ``snapshot(items, reach) -> Snapshot`` fingerprints each ``(name, value)`` the call can reach
-(``fingerprint.py``: bounded, no user code) and keeps the identity of the others. ``compare(before, after, effects) -> ChangeReport``: the names created, rebound
-(a different object), deleted, or changed in place (the same object, other contents), each as
-one line without any value in it (kinds, shapes, lengths, column names, dtypes); and the names
-the code was read to change in place (``reading.py``) whose change could have been missed:
-sampled contents, or an object whose contents are not compared.
+(``fingerprint.py``: bounded, no user code) and keeps the identity of the others.
+``compare(before, after, effects) -> ChangeReport``: the names created, rebound (a different
+object), deleted, or changed in place (the same object, other contents), each as one line
+without any value in it (kinds, shapes, lengths, column names, dtypes); and the names the code
+was read to change in place (``reading.py``) whose change could have been missed: sampled
+contents, or an object whose contents are not compared.
 """
 
 from __future__ import annotations
