@@ -145,6 +145,7 @@ class PiNotebookMagics(Magics):
             print("A run is active: %agent undo restores a finished run. Wait for it, or %agent abort.")
             return
         print(review_for(self.runtime.shell).undo(self.runtime.shell.user_ns).text())
+        self.runtime.undo_offers.refresh()  # the undone run's button ends; the one before it may undo
 
     def _messages(self) -> list[AgentMessage]:
         return list(self.runtime.get_agent().state.messages)

@@ -287,7 +287,8 @@ class Conversation:
 
     def _start_review(self, run: Run) -> None:
         # what this run does to the user's names is one step of %agent undo
-        review_for(self.kernel.shell).start_run(f"the run of cell [{run.cell}]" if run.cell is not None else "")
+        run.undo_record = review_for(self.kernel.shell).start_run(f"the run of cell [{run.cell}]"
+                                                                  if run.cell is not None else "")
 
     def _notice(self, run: Run, text: str) -> None:
         self.kernel.try_view(lambda: run.view.show_notice(text, "warning"))

@@ -49,6 +49,7 @@ class DisplayedView:
         self.display_id: str | None = None
         self._parent: ParentHeader | None = None
         self.frozen = False
+        self._widget_shown = False
 
     @classmethod
     def for_host(cls, host: KernelHost, log: Log, label: str, loop: asyncio.AbstractEventLoop | None,
@@ -82,9 +83,38 @@ class DisplayedView:
         self._parent = parent or self._host.parent_header()
         with self._host.publishing_as(self._parent):
             display(self.view, display_id=self.display_id)
+        self._widget_shown = getattr(self.view, "model_id", None) is not None  # (closed at freeze)
         attach = getattr(self.view, "attach", None)
         if callable(attach):  # a view that asks for its output to be republished
             attach(self._republish)
+
+    @property
+    def live_widget(self) -> bool:
+        """The view was displayed as a widget (a frontend renders controls in its cell)."""
+        return self._widget_shown
+
+    def show_below(self, bundle: dict[str, object]) -> Callable[[dict[str, object]], None] | None:
+        """Display ``bundle`` as an output of the view's cell, after what is there; returns
+        what replaces that output later (None when it could not be shown)."""
+        if self.display_id is None:
+            return None
+        from IPython.display import display, update_display
+
+        below = uuid.uuid4().hex
+        try:
+            with self._host.publishing_as(self._parent):
+                display(bundle, raw=True, display_id=below)
+        except Exception as exc:
+            self._log(f"pi_notebook output below the view failed: {exc!r}")
+            return None
+
+        def replace(new: dict[str, object]) -> None:
+            try:
+                with self._host.publishing_as(self._parent):
+                    update_display(new, raw=True, display_id=below)
+            except Exception as exc:
+                self._log(f"pi_notebook output below the view: update failed: {exc!r}")
+        return replace
 
     def _republish(self, bundle: dict[str, object]) -> None:
         """Replace the shown output with ``bundle`` (the transcript so far)."""

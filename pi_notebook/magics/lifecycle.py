@@ -29,6 +29,7 @@ from .display import DisplayedView
 if TYPE_CHECKING:
     from ..agent import Agent
     from ..agent.types import AgentMessage
+    from ..review.undo import RunRecord
     from .resolve import ResolvedModel
 
 __all__ = ["IN_AGENT_RUN", "Run", "RunOptions", "RunSteps", "RunRefused", "AgentRunError",
@@ -93,6 +94,8 @@ class Run:
     hidden_request: str | None = None
     # the user message this run prompted with (set when it starts): where its messages begin
     prompt_message: AgentMessage | None = None
+    # what it did to the user's names, for an undo (review/undo.py; set when it starts)
+    undo_record: RunRecord | None = None
 
     @property
     def view(self) -> RunView:

@@ -36,6 +36,7 @@ from .runs import Runs
 from .scheduling import RunScheduler, cell_options
 from .settings import RunSettings
 from .status import StatusSnapshot, status_lines
+from .undo_offers import UndoOffers
 from .wait import wait_mode
 
 if TYPE_CHECKING:
@@ -78,6 +79,11 @@ class Runtime:
     @property
     def settings(self) -> AgentMagics:
         return self.kernel.settings
+
+    @property
+    def undo_offers(self) -> UndoOffers:
+        """The Undo buttons under finished runs (undo_offers.py), kept by the scheduler."""
+        return self.scheduler.undo_offers
 
     @property
     def view_factory(self) -> ViewFactory | None:
@@ -298,6 +304,7 @@ class Runtime:
         """``%unload_ext``: abort, cancel our tasks, unsubscribe, close the session file."""
         self.scheduler.cancel_tasks()
         self.conversation.close()
+        self.kernel.try_view(self.undo_offers.close)
         for stop in self.on_close:  # e.g. %agent serve's server stops with the extension
             self.kernel.try_view(stop)
         self.on_close.clear()

@@ -24,6 +24,7 @@ from .kernel_side import KernelSide
 from .lifecycle import Run, RunOptions, drive, not_sent_reason
 from .queue import PromptQueue
 from .runs import AbortFromView, Runs
+from .undo_offers import UndoOffers
 
 if TYPE_CHECKING:
     from ..agent import Agent
@@ -75,6 +76,9 @@ class RunScheduler:
         self.runs = runs  # which run is the newest, the one served, the latest (runs.py)
         self.queue = queue
         self._pending_reset = False
+        # the Undo buttons under finished runs (a run is active while one is "running")
+        self.undo_offers = UndoOffers(kernel.shell, lambda: any(r.phase == "running" for r in runs.chain()),
+                                      kernel.call_on_loop)
 
     # --- asking -------------------------------------------------------------------------
     def is_running(self) -> bool:
@@ -167,6 +171,7 @@ class RunScheduler:
         queued for it while it waited goes to the Agent."""
         self._serve(run)
         agent = await self.conversation.ready_for(run)
+        self.kernel.try_view(self.undo_offers.refresh)  # no Undo while a run is active
         self._deliver_queued(run)
         return agent
 
@@ -193,6 +198,9 @@ class RunScheduler:
             self.runs.serving = None
             self.conversation.run_ended()
         run.shown.freeze(status)
+        if run.interactive:  # a widget frontend is there to click it
+            self.kernel.try_view(lambda: self.undo_offers.offer(run.shown, run.undo_record))
+        self.kernel.try_view(self.undo_offers.refresh)
         run.ended = time.monotonic()
         # the newest ended: nothing is left to wait for, a reset asked meanwhile happens now
         if self.runs.ended(run) and self._pending_reset:

@@ -61,6 +61,7 @@ if TYPE_CHECKING:
     from .lifecycle import Run
     from .runs import Runs
     from .settings import RunSettings
+    from .undo_offers import UndoOffers
 
 __all__ = ["WaitHost", "CellPlan", "WaitInterrupted", "has_widget_frontend", "plan_cell", "wait_mode",
            "wait_before_cell", "wait_after_cell", "is_waiting", "install_transformers",
@@ -145,6 +146,8 @@ class WaitHost(Protocol):
     def settings(self) -> AgentMagics: ...
     @property
     def runs(self) -> Runs: ...
+    @property
+    def undo_offers(self) -> UndoOffers: ...
     @property
     def run(self) -> Run | None: ...
 
@@ -482,7 +485,9 @@ _inserter = WaitInserter()
 
 def _live_views() -> list[object]:
     runtime = _runtime()
-    return list(runtime.runs.live_views()) if runtime is not None else []
+    if runtime is None:
+        return []
+    return [*runtime.runs.live_views(), *(bar.box for bar in runtime.undo_offers.bars)]
 
 
 def install_transformers(shell: InteractiveShell, host: WaitHost | None = None) -> None:

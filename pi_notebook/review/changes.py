@@ -1,20 +1,21 @@
 """What one call of agent code did to the namespace: fingerprints before and after, compared.
 
-``snapshot(items) -> Snapshot`` fingerprints each ``(name, value)`` (``fingerprint.py``: bounded,
-no user code). ``compare(before, after, effects) -> ChangeReport``: the names created, rebound
-(a different object), deleted, or changed in place (the same object, other contents), each as
-one line without any value in it (kinds, shapes, lengths, column names, dtypes); and the names
-the code was read to change in place (``reading.py``) whose change could have been missed:
-sampled contents, or an object whose contents are not compared.
+``snapshot(items, reach) -> Snapshot`` fingerprints each ``(name, value)`` the call can reach
+(``fingerprint.py``: bounded, no user code) and keeps the identity of the others.
+``compare(before, after, effects) -> ChangeReport``: the names created, rebound (a different
+object), deleted, or changed in place (the same object, other contents), each as one line
+without any value in it (kinds, shapes, lengths, column names, dtypes); and the names the code
+was read to change in place (``reading.py``) whose change could have been missed: sampled
+contents, or an object whose contents are not compared.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from .fingerprint import Fingerprint, fingerprint, identity
+from .fingerprint import Fingerprint, fingerprint, identity, sized_length, skipped
 from .reading import CodeEffects
 
 __all__ = ["ChangeKind", "ChangeReport", "NameChange", "Snapshot", "compare", "describe", "snapshot",
@@ -57,12 +58,36 @@ class ChangeReport:
         return frozenset(c.name for c in self.changes)
 
 
-def snapshot(items: Iterable[tuple[str, object]]) -> Snapshot:
+def snapshot(items: Iterable[tuple[str, object]], reach: Collection[str] | None = None,
+             before: Snapshot | None = None, known: Snapshot | None = None) -> Snapshot:
     """Fingerprints by name: the first ``MAX_COMPARED`` names by contents, any further ones by
-    identity (a namespace of 100,000 names costs its count, not its data)."""
+    identity (a namespace of 100,000 names costs its count, not its data).
+
+    ``reach``: the names a call can change in place (``reach.py``; None: every name). Any other
+    name keeps its identity only (``skipped``), unless ``before`` (the snapshot before the
+    call) has it unbound or bound to another object: a new or rebound value is described.
+    An unreached name's fingerprint in ``before`` (or its identity in ``known``, an older
+    snapshot) is used again, not made anew."""
     snap: Snapshot = {}
+    known = before if known is None else known
     for i, (name, value) in enumerate(items):
-        snap[name] = fingerprint(value) if i < MAX_COMPARED else identity(value)
+        if i >= MAX_COMPARED:
+            snap[name] = identity(value)
+        elif reach is None or name in reach:
+            snap[name] = fingerprint(value)
+        else:
+            old = before.get(name) if before is not None else None
+            if before is not None and (old is None or old.ident != id(value)):
+                snap[name] = fingerprint(value)  # new or rebound
+                continue
+            # the same object, not reachable by the call: what was known of it stands (its
+            # contents when ``before`` had them, so that they compare equal)
+            seen = known.get(name) if known is not None else None
+            if (seen is not None and seen.ident == id(value) and seen.kind == type(value).__name__
+                    and (known is before or (seen.skipped and seen.length == sized_length(value)))):
+                snap[name] = seen
+            else:
+                snap[name] = skipped(value)
     return snap
 
 
@@ -91,7 +116,10 @@ def compare(before: Snapshot, after: Snapshot, effects: CodeEffects | None = Non
         elif new.ident != old.ident:
             if new.kind == old.kind and new.same_contents(old) and not new.opaque:
                 continue  # rebound to an equal value (x = x.copy()): nothing the user would see
-            changes.append(NameChange(name, "rebound", f"`{name}` rebound: {describe(old)} → {describe(new)}"))
+            was, now = describe(old), describe(new)
+            # "list of 2 → list of 2" alone would read as no change: its value differs
+            other = " (another value)" if was == now and not (new.opaque or old.opaque) else ""
+            changes.append(NameChange(name, "rebound", f"`{name}` rebound: {was} → {now}{other}"))
         elif not old.opaque and not new.same_contents(old):
             changes.append(NameChange(name, "changed", f"`{name}` changed in place: {_difference(old, new)}"))
     for name, new in after.items():
@@ -161,12 +189,5 @@ def _names(names: list[str]) -> str:
 def visible_items(namespace: Mapping[str, object], hidden: Mapping[str, object]) -> list[tuple[str, object]]:
     """The user's names: not ``_private``, not IPython's own (``In``, ``Out``...), not what the
     shell hides (``user_ns_hidden``) while it still holds the hidden value."""
-    items = []
-    for name, value in list(namespace.items()):
-        if name.startswith("_") or name in _INTERNAL:
-            continue
-        if name in hidden and hidden[name] is value:
-            continue
-        items.append((name, value))
-    return items
-
+    return [(name, value) for name, value in list(namespace.items())
+            if not (name[:1] == "_" or name in _INTERNAL or (name in hidden and hidden[name] is value))]

@@ -22,7 +22,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["DEPTH", "SAMPLE", "Fingerprint", "fingerprint", "identity", "known_kind"]
+__all__ = ["DEPTH", "SAMPLE", "Fingerprint", "fingerprint", "identity", "known_kind", "skipped"]
 
 SAMPLE = 256  # items of a container looked at (head, tail, strided middle)
 ARRAY_SAMPLE = 4096  # elements of an array, rows of a frame
@@ -33,6 +33,7 @@ _TEXT_CHARS = 64 * 1024  # a str/bytes longer than this is sampled
 _SCALARS = (int, float, complex, bool, type(None), str, bytes)
 _NUMBERS = frozenset({float, bool, type(None)})  # reprs of bounded size (an int may be huge)
 _BIG = 2**62
+_SIZED = frozenset({list, tuple, dict, set, frozenset, str, bytes})
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,7 @@ class Fingerprint:
     dtypes: tuple[str, ...] | None = None
     sampled: bool = False  # only part of the contents was hashed
     opaque: bool = False  # an unknown type: identity only
+    skipped: bool = False  # not looked into: the call could not reach it (review/reach.py)
 
     def same_contents(self, other: Fingerprint) -> bool:
         return (self.digest, self.length, self.shape, self.columns, self.dtypes) == (
@@ -73,6 +75,18 @@ def known_kind(value: object) -> str | None:
 def identity(value: object) -> Fingerprint:
     """A fingerprint of the object only: a rebinding is seen, a change inside it is not."""
     return Fingerprint(kind=type(value).__name__, ident=id(value), opaque=True)
+
+
+def skipped(value: object) -> Fingerprint:
+    """The identity of a value whose contents were not looked at (a call could not reach it),
+    and the length of a built-in container or text (its describe() says "list of 3")."""
+    return Fingerprint(kind=type(value).__name__, ident=id(value), length=sized_length(value), opaque=True,
+                       skipped=True)
+
+
+def sized_length(value: object) -> int | None:
+    """``len()`` of a built-in container or text by exact type (no user ``__len__``), else None."""
+    return len(value) if type(value) in _SIZED else None  # type: ignore[arg-type]  # a built-in sized type
 
 
 def fingerprint(value: Any) -> Fingerprint:

@@ -66,6 +66,15 @@ class CodeEffects:
     dynamic: tuple[str, ...] = ()  # exec, globals, setattr... called: other names may change too
     outside: tuple[str, ...] = ()  # calls that write files, databases or run processes (shortened)
     unreadable: bool = False  # not Python after IPython's transforms: nothing could be read
+    # every identifier in the code: names, attribute names, arguments, imports, and string
+    # constants that look like names (``getattr(m, "x")``): a superset of the names it reaches
+    mentioned: frozenset[str] = frozenset()
+    shell_calls: bool = False  # calls ``get_ipython()`` (``%magic`` lines do): ``%run`` & co.
+
+    @property
+    def reaches_all(self) -> bool:
+        """The code can touch names it does not mention (exec, globals(), a magic...)."""
+        return self.unreadable or bool(self.dynamic) or self.shell_calls
 
     @property
     def names(self) -> frozenset[str]:
@@ -90,8 +99,32 @@ def read_code(code: str) -> CodeEffects:
     reader = _Reader()
     for statement in tree.body:
         reader.visit(statement)
+    mentioned = _identifiers(tree)
     return CodeEffects(effects=tuple(reader.effects), dynamic=tuple(sorted(reader.dynamic)),
-                       outside=tuple(reader.outside))
+                       outside=tuple(reader.outside), mentioned=mentioned,
+                       shell_calls="get_ipython" in mentioned)
+
+
+def _identifiers(tree: ast.AST) -> frozenset[str]:
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            found.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            found.add(node.attr)
+        elif isinstance(node, ast.Constant) and type(node.value) is str and node.value.isidentifier():
+            found.add(node.value)
+        elif isinstance(node, ast.alias):
+            found.add((node.asname or node.name).split(".")[0])
+        elif isinstance(node, (ast.arg, ast.keyword)):
+            if node.arg is not None:  # (a ``**kwargs`` keyword has none)
+                found.add(node.arg)
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            found.update(node.names)
+        elif (isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.ExceptHandler))
+              and node.name):  # (``except E:`` binds none)
+            found.add(node.name)
+    return frozenset(found)
 
 
 def _short(node: ast.AST) -> str:

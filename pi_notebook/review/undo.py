@@ -1,8 +1,9 @@
 """Copies of the user's names taken before agent code ran, and putting them back.
 
 A :class:`RunRecord` holds, for one run, each name as it was before the run's first call that
-could touch it: bound or not, the object it was bound to, and (for the names the code was
-read to change in place, the protected names, and small values of known types) a copy.
+could touch it: bound or not, the object it was bound to (``refs`` for every name, ``saved``
+for the names a call could reach), and (for the names the code was read to change in place,
+the protected names, and small reached values of known types) a copy.
 ``copy_value`` copies only known types by exact type check (the built-in containers, numpy
 arrays, pandas frames and series: no ``__deepcopy__`` or ``__reduce__`` of the user's classes
 runs); anything else is kept by reference, which restores a rebinding or a deletion but not a
@@ -22,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .changes import NameChange
-from .fingerprint import Fingerprint, fingerprint, known_kind
+from .fingerprint import Fingerprint, fingerprint, known_kind, skipped
 
 __all__ = ["DEFAULT_BUDGET", "RunRecord", "Saved", "UndoReport", "UndoStack", "copy_value", "size_text", "size_of"]
 
@@ -115,14 +116,26 @@ class Saved:
 @dataclass
 class RunRecord:
     label: str
-    saved: dict[str, Saved] = field(default_factory=dict)
+    saved: dict[str, Saved] = field(default_factory=dict)  # the names a call of the run could reach
+    # every name bound when the run's calls first saw it, by reference: enough to undo a
+    # rebinding or a deletion of a name no call could reach (review/reach.py)
+    refs: dict[str, object] = field(default_factory=dict)
     changes: dict[str, NameChange] = field(default_factory=dict)  # the run's changes, by name
     left: dict[str, Fingerprint] = field(default_factory=dict)  # what the run left, by name
     small_bytes: int = 0
+    undone: bool = False  # taken off the stack by an undo
+
+    def saved_of(self, name: str) -> Saved | None:
+        """How ``name`` was before the run: as saved, or bound to the object first seen."""
+        saved = self.saved.get(name)
+        if saved is None and name in self.refs:
+            ref = self.refs[name]
+            saved = Saved(bound=True, ref=ref, before=skipped(ref))
+        return saved
 
     @property
     def copied_bytes(self) -> int:
-        return sum(s.size for s in self.saved.values() if s.has_copy)
+        return sum(s.size for s in self.saved.values())  # size is 0 without a copy
 
 
 @dataclass(frozen=True)
@@ -164,6 +177,10 @@ class UndoStack:
     def held_bytes(self) -> int:
         return sum(r.copied_bytes for r in self.runs)
 
+    def newest(self) -> RunRecord | None:
+        """The run ``undo`` would restore now: the newest that changed a name."""
+        return next((r for r in reversed(self.runs) if r.changes), None)
+
     def start(self, label: str) -> RunRecord:
         record = RunRecord(label)
         self.runs.append(record)
@@ -171,19 +188,28 @@ class UndoStack:
         return record
 
     def save(self, record: RunRecord, items: Iterable[tuple[str, object]], copy_names: frozenset[str],
-             fingerprints: dict[str, Fingerprint]) -> list[tuple[str, str]]:
+             fingerprints: dict[str, Fingerprint],
+             reach: frozenset[str] | None = None) -> list[tuple[str, str]]:
         """Keep each name as it is before its first change in this run: a reference always, a
-        copy for ``copy_names`` and small values of known types. Returns the (name, why) of
-        names in ``copy_names`` that have no copy."""
+        copy for ``copy_names`` and small values of known types the call can reach (``reach``,
+        None: every name). Returns the (name, why) of names in ``copy_names`` that have no copy."""
         refused: list[tuple[str, str]] = []
         self._held = self.held_bytes
-        for name, value in items:
+        values = dict(items)
+        record.refs = values | record.refs  # a name's first object in the run stays
+        names = values if reach is None else [n for n in reach if n in values]
+        for name in names:
+            value = values[name]
             saved = record.saved.get(name)
             wanted = name in copy_names
             if saved is None:
-                saved = Saved(bound=True, ref=value, before=fingerprints.get(name))
+                if record.refs[name] is value and name not in record.changes:
+                    saved = Saved(bound=True, ref=value, before=fingerprints.get(name))
+                    self._copy(record, saved, value, wanted)
+                else:  # an earlier call of the run, unable to reach it, rebound it
+                    saved = Saved(bound=True, ref=record.refs[name], before=skipped(record.refs[name]),
+                                  why_not="it was rebound before it was copied")
                 record.saved[name] = saved
-                self._copy(record, saved, value, wanted)
             elif wanted and not saved.has_copy and name not in record.changes and saved.ref is value:
                 self._copy(record, saved, value, wanted)  # still as it was when the run started
             if wanted and not saved.has_copy:
@@ -235,6 +261,7 @@ class UndoStack:
         if not self.runs:
             return UndoReport(nothing=True)
         record = self.runs.pop()
+        record.undone = True
         restored, removed, left_alone, not_restored = [], [], [], []
         for name, change in record.changes.items():
             left = record.left.get(name)
@@ -246,7 +273,7 @@ class UndoStack:
             if not still:
                 left_alone.append(name)
                 continue
-            saved = record.saved.get(name)
+            saved = record.saved_of(name)
             if saved is None:
                 not_restored.append((name, "its earlier value was not kept"))
             elif not saved.bound:
@@ -263,7 +290,9 @@ class UndoStack:
                 namespace[name] = saved.ref
                 restored.append(name)
         for name in restored:
-            self._hand_back(name, record.saved[name], now(namespace[name]))
+            saved = record.saved_of(name)
+            if saved is not None:
+                self._hand_back(name, saved, now(namespace[name]))
         return UndoReport(record.label, tuple(restored), tuple(removed), tuple(left_alone), tuple(not_restored))
 
     def _hand_back(self, name: str, saved: Saved, restored: Fingerprint) -> None:

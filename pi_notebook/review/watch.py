@@ -4,10 +4,11 @@ approval card and ``%agent undo`` share.
 - ``preview(code, namespace, protect)`` before approval: what the code may do to the user's
   names (``reading.py``), as lines for the card, the protected names it touches, and what an
   undo could not bring back.
-- ``before_call`` / ``after_call`` around each python call: fingerprints of every user name
-  before and after (``changes.py``), copies for undo (``undo.py``) of the names the code may
-  change in place, of the protected names and of small values; after the call, a protected name
-  that changed although the code was not read to change it is put back.
+- ``before_call`` / ``after_call`` around each python call: fingerprints before and after
+  (``changes.py``) of the names the call can reach (``reach.py``; every other name by
+  identity), copies for undo (``undo.py``) of the names the code may change in place, of the
+  protected names and of small reached values; after the call, a protected name that changed
+  although the code was not read to change it is put back.
 - ``start_run(label)`` when a run starts; ``undo(namespace)`` restores the newest run's names.
 
 ``review_for(owner)`` keeps one review per shell.
@@ -21,7 +22,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .changes import ChangeReport, NameChange, Snapshot, compare, snapshot
-from .fingerprint import known_kind
+from .fingerprint import fingerprint, known_kind
+from .reach import reachable
 from .reading import CodeEffects, NameEffect, read_code
 from .undo import DEFAULT_BUDGET, RunRecord, Saved, UndoReport, UndoStack, copy_value, size_of, size_text
 
@@ -48,6 +50,7 @@ class CallWatch:
     protect: frozenset[str]
     guard: dict[str, object] = field(default_factory=dict)  # copies of protected names for this call
     epoch: object = None
+    reach: frozenset[str] | None = None  # names whose contents are compared (None: all)
 
 
 @dataclass(frozen=True)
@@ -78,9 +81,10 @@ class NamespaceReview:
         self._runs = 0
 
     # -- runs --
-    def start_run(self, label: str = "") -> None:
+    def start_run(self, label: str = "") -> RunRecord:
         self._runs += 1
         self.current = self.stack.start(label or f"agent run {self._runs}")
+        return self.current
 
     def _record(self) -> RunRecord:
         if self.current is None:
@@ -107,6 +111,8 @@ class NamespaceReview:
             parts = []
             for i, effect in enumerate(found[:4]):
                 what = f"`{effect.detail}`" if effect.detail and effect.kind != "assigns" else f"`{name}`"
+                if i == 0 and what != f"`{name}`":  # "which you created" belongs to the name
+                    what += f" {'in' if effect.kind == 'changes' else 'on'} `{name}`"
                 parts.append(f"{_VERBS[effect.kind]} {what}" + (f", {origin}" if i == 0 else ""))
             if len(found) > 4:
                 parts.append(f"and {len(found) - 4} more")
@@ -140,12 +146,14 @@ class NamespaceReview:
         record = self._record()
         effects = read_code(code)
         protected = frozenset(protect)
-        before = self._reuse(epoch, items)
+        reach = reachable(effects, items, protected)
+        last = self._last
+        before = self._reuse(epoch, items, reach)
         if before is None:
-            before = snapshot(items)
+            before = snapshot(items, reach, known=last[1] if last is not None else None)
         wanted = effects.changed_in_place | (protected if effects.dynamic or effects.unreadable else
                                              protected & effects.names)
-        self.stack.save(record, items, frozenset(wanted), before)
+        self.stack.save(record, items, frozenset(wanted), before, reach)
         guard: dict[str, object] = {}
         for name, value in items:
             if name in protected and name not in effects.names:
@@ -155,11 +163,11 @@ class NamespaceReview:
                         guard[name] = copy_value(value)
                     except (TypeError, MemoryError, RecursionError):
                         pass
-        return CallWatch(effects, before, record, protected, guard, epoch)
+        return CallWatch(effects, before, record, protected, guard, epoch, reach)
 
     def after_call(self, watch: CallWatch, namespace: MutableMapping[str, Any],
                    items: list[tuple[str, object]]) -> CallReport:
-        after = snapshot(items)
+        after = snapshot(items, watch.reach, watch.before)
         report = compare(watch.before, after, watch.effects)
         reverted, unrevertable = [], []
         kept: list[NameChange] = []
@@ -184,7 +192,8 @@ class NamespaceReview:
             name = change.name
             if change.kind == "created":
                 self.agent_made.add(name)
-                record.saved.setdefault(name, Saved(bound=False))
+                if name not in record.saved and name not in record.refs:
+                    record.saved[name] = Saved(bound=False)  # not bound when the run began
             first = record.changes.get(name)
             record.changes[name] = first if first is not None and first.kind == "created" else change
             if name in after:
@@ -196,7 +205,8 @@ class NamespaceReview:
         self._last = (watch.epoch, after) if watch.epoch is not None and not reverted else None
         return CallReport(report, tuple(reverted), tuple(unrevertable))
 
-    def _reuse(self, epoch: object, items: list[tuple[str, object]]) -> Snapshot | None:
+    def _reuse(self, epoch: object, items: list[tuple[str, object]],
+               reach: frozenset[str] | None) -> Snapshot | None:
         last, self._last = self._last, None
         if last is None or epoch is None or last[0] != epoch:
             return None
@@ -207,6 +217,9 @@ class NamespaceReview:
             fp = snap.get(name)
             if fp is None or fp.ident != id(value):
                 return None
+            if fp.skipped and (reach is None or name in reach):
+                # the last call could not reach it, this one can: its contents now
+                snap[name] = fingerprint(value)
         return snap
 
     def undo(self, namespace: MutableMapping[str, Any]) -> UndoReport:

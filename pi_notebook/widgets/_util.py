@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from ..ai.types import ImageContent, TextContent, ThinkingContent, ToolCall, get_field
 from ..tools.trust.approval import INVISIBLE_RE, find_invisible, reveal_invisible
 
-__all__ = ["content_text", "cut_off_note", "content_images", "fmt_tokens", "fmt_cost", "fmt_seconds",
+__all__ = ["code_ticks", "content_text", "cut_off_note", "content_images", "fmt_tokens", "fmt_cost", "fmt_seconds",
            "strip_control", "fence_for", "B64_RE", "find_invisible", "reveal_invisible", "mark_invisible", "safe_text"]
 
 # Base64 payload of an image we embed ourselves as a data: URL.
@@ -133,3 +133,12 @@ def safe_text(text: str) -> str:
     """``text`` with lone surrogates (invalid in UTF-8) replaced by U+FFFD, so it can be
     written to a notebook file and sent over a comm."""
     return _SURROGATE_RE.sub("\ufffd", text)
+
+
+_TICKED = re.compile(r"`([^`<>]{1,200})`")
+
+
+def code_ticks(escaped: str) -> str:
+    """Names in backticks as ``<code>`` in already escaped text (the review's lines: a name
+    or a piece of code in backticks, e.g. "`df` changed in place")."""
+    return _TICKED.sub(r"<code>\1</code>", escaped)

@@ -255,6 +255,17 @@ body[data-jp-theme-light="false"] .pi-agent .pi-badge-destructive { background: 
    "not live" instead */
 .pi-agent.jupyter-widgets-disconnected .pi-pill.pi-live { filter: grayscale(1); opacity: .7; font-size: 0; }
 .pi-agent.jupyter-widgets-disconnected .pi-pill.pi-live::after { content: "not live"; font-size: 11px; }
+/* the Undo button under a finished run (undo_bar.py): gone with its kernel, one line says so */
+/* no frame of its own: a row right under the run's transcript; the text beside the button
+   while there is room, below it when the notebook is narrow */
+.pi-agent.pi-undo { gap: 4px 10px; padding: 6px 0 2px 0; flex-wrap: wrap; border: none; border-radius: 0;
+  background: transparent; }
+.pi-agent.pi-undo .pi-undo-text, .pi-agent.pi-undo .pi-undo-text .widget-html-content { width: auto;
+  flex: 1 1 260px; min-width: 0; }
+.pi-agent.pi-undo .pi-undo-line { line-height: 1.4; overflow-wrap: anywhere; }
+.pi-agent.pi-undo.jupyter-widgets-disconnected::before {
+  content: "Undo of this run: its kernel is gone (restarted or shut down), so there is nothing to restore into."; }
+.pi-agent.pi-undo.jupyter-widgets-disconnected :is(.pi-undo-button, .pi-undo-text) { display: none !important; }
 """
 
 

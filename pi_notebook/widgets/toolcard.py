@@ -9,7 +9,6 @@ the agent's code and the exception first; the full traceback is folded.
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -18,7 +17,7 @@ import ipywidgets as W
 
 from ..tools.trust.approval import approval_line, invisible_fields, reveal_invisible
 from ..tools.output.updates import IMAGE_MIMES
-from ._util import B64_RE, content_images, fmt_seconds, mark_invisible, strip_control
+from ._util import B64_RE, code_ticks, content_images, fmt_seconds, mark_invisible, strip_control
 from .blocks import Block, ChunkedText, WidgetSet, line_split_point, pill_html
 from .markdown import escape_text, highlight_code
 from .protocol import MimeBundle
@@ -119,17 +118,10 @@ def error_html(ename: str, evalue: str, traceback: list[str]) -> str:
 def namespace_html(title: str, lines: Iterable[str]) -> str:
     """What a call did (or may do) to the user's names: one escaped line each, the names in
     backticks as code. The lines carry names and code read from the model's code: text only."""
-    items = "".join(f"<li>{_code_ticks(escape_text(strip_control(line)))}</li>" for line in lines)
+    items = "".join(f"<li>{code_ticks(escape_text(strip_control(line)))}</li>" for line in lines)
     if not items:
         return ""
     return f'<div class="pi-ns"><b>{escape_text(title)}</b><ul>{items}</ul></div>'
-
-
-_TICKED = re.compile(r"`([^`<>]{1,200})`")
-
-
-def _code_ticks(escaped: str) -> str:
-    return _TICKED.sub(r"<code>\1</code>", escaped)
 
 
 def _approval_namespace(info: Mapping[str, object] | None) -> str:

@@ -27,7 +27,7 @@ from markdown_it import MarkdownIt
 
 from ..tools.output.updates import IMAGE_MIMES
 
-from ._util import B64_RE, fence_for, fmt_cost, fmt_seconds, reveal_invisible, safe_text, strip_control
+from ._util import B64_RE, code_ticks, fence_for, fmt_cost, fmt_seconds, reveal_invisible, safe_text, strip_control
 from .items import Item, NoticeItem, OtherItem, TextItem, ThinkingItem, UserItem
 from .markdown import markdown_for_transcript, without_notes
 from .protocol import MimeBundle
@@ -257,7 +257,7 @@ def tool_markdown(item: ToolItem) -> str:
     changed = item.details.namespace if item.details is not None else []
     if changed:
         parts.append('<div class="pi-ns"><b>Variables changed:</b><br>\n'
-                     + "<br>\n".join(_inert(strip_control(line)) for line in changed) + "</div>")
+                     + "<br>\n".join(code_ticks(_inert(strip_control(line))) for line in changed) + "</div>")
     parts.append("</div>")
     return "\n\n".join(parts)
 

@@ -88,7 +88,7 @@ def test_each_kind_of_change_is_told_to_the_model_and_shown(kernel):
         "`d` changed in place: dict of 1, values changed",
         "`st` changed in place: set of 3, length 2 → 3",
         "`cfg` changed in place: dict of 1, values changed",
-        "`n` rebound: int → int",
+        "`n` rebound: int → int (another value)",
         "`gone` deleted (was str of 1 characters)",
         "`made` created: list of 1",
     ]
@@ -125,7 +125,7 @@ def test_over_the_budget_is_named_before_and_after(kernel):
     run = new_button(kernel, "Run", known)
     assert run is not None, "no approval panel under ask"
     panel = html_seen(kernel, since)
-    assert "changes <code>big[0] = …</code>, which you created" in panel
+    assert "changes <code>big[0] = …</code> in <code>big</code>, which you created" in panel
     assert "undo could not restore <code>big</code>: 8 KB is over the undo budget of 1 KB" in panel
     kernel.click(run)
     kernel.wait_for(f"not {RUNTIME}.is_running()", timeout=30)
@@ -152,3 +152,35 @@ def test_protect_asks_under_auto_and_puts_back_an_unseen_change(kernel):
     text, _ = kernel.ev("last_result()")
     assert "`guarded` protected (AgentMagics.protect): the change was undone" in text
     kernel.ok("%config AgentMagics.protect = []")
+
+
+def test_the_undo_button_under_a_run_undoes_it_there_newest_first(kernel):
+    kernel.ok("%config AgentMagics.approval = 'auto'")
+    kernel.ok("kept = [1, 2]; level = 1")
+    known = set(kernel.buttons("Undo this run"))
+    bars = kernel.ev(f"len({RUNTIME}.undo_offers.bars)")  # earlier tests' runs keep theirs
+    agent_run(kernel, "kept.append(3)")
+    first = new_button(kernel, "Undo this run", known)
+    agent_run(kernel, "level = 2")
+    second = new_button(kernel, "Undo this run", known | {first})
+    assert first is not None and second is not None, "no Undo button under a run that changed names"
+    kernel.wait_for("True")  # the second run's refresh has been sent
+    states = kernel.widget_states()
+    assert states[first]["disabled"] and not states[second]["disabled"]  # the newest run only
+    since = time.monotonic()
+    kernel.click(second)
+    kernel.wait_for("level == 1")
+    assert kernel.ev("kept") == [1, 2, 3]  # the older run is not undone with it
+    # the message replaces the button in that cell's output: static text, no widget left
+    deadline = time.monotonic() + 10
+    replaced = []
+    while not replaced and time.monotonic() < deadline:
+        replaced = [m["content"]["data"] for m in kernel.messages(since)
+                    if m["msg_type"] == "update_display_data"
+                    and "restored <code>level</code>" in m["content"]["data"].get("text/markdown", "")]
+        time.sleep(0.05)
+    assert replaced and "application/vnd.jupyter.widget-view+json" not in replaced[0]
+    kernel.wait_for(f"not {RUNTIME}.undo_offers.bars[-1].button.disabled")  # the run before it: enabled now
+    kernel.click(first)
+    kernel.wait_for("kept == [1, 2]")
+    assert kernel.ev(f"len({RUNTIME}.undo_offers.bars)") == bars  # both ended as static text

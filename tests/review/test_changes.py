@@ -22,7 +22,7 @@ def run(namespace: dict, code: str) -> dict[str, str]:
 
 def test_created_rebound_deleted():
     out = run({"a": 1, "b": [1, 2], "gone": "x"}, "a = 2\nb = [1, 2]\ndel gone\nnew = {'k': 1}")
-    assert out["a"] == "`a` rebound: int → int"
+    assert out["a"] == "`a` rebound: int → int (another value)"
     assert "b" not in out  # rebound to an equal value: nothing the user would see
     assert out["gone"] == "`gone` deleted (was str of 1 characters)"
     assert out["new"] == "`new` created: dict of 1"

@@ -34,7 +34,7 @@ async def test_a_protected_name_is_asked_for_under_auto_and_always():
     hook, asked = gate("auto", ["always", "run"])
     assert await hook(ctx("other = 2"), None) is None and asked == []  # not protected: auto
     assert await hook(ctx("df['a'] = 0"), None) is None
-    assert asked[-1].extra["namespace"] == {"lines": ["changes `df['a'] = …`, which you created"],
+    assert asked[-1].extra["namespace"] == {"lines": ["changes `df['a'] = …` in `df`, which you created"],
                                             "undo": [], "protected": ["df"]}
     hook2, asked2 = gate("ask", ["always", "run"])
     await hook2(ctx("other = 3"), None)  # Always for this run

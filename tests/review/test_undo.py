@@ -86,7 +86,7 @@ def test_preview_names_whose_variables_the_code_touches():
     review.agent_made.add("made")
     preview = review.preview("df = df.dropna()\ndf.drop(columns=['a'], inplace=True)\nmade += 1\nout = 2", ns)
     assert preview.lines == ("assigns `df`, which you created; calls `df.drop(..., inplace=True)`",
-                             "changes `made += 1`, which the agent created", "creates `out`")
+                             "changes `made += 1` in `made`, which the agent created", "creates `out`")
 
 
 def test_a_protected_name_changed_without_showing_it_is_put_back():
