@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from kernel_helpers import Kernel
+from helpers.kernel import Kernel
 
 pytestmark = pytest.mark.kernel
 

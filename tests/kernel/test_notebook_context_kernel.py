@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from kernel_helpers import Kernel, faux_setup
+from helpers.kernel import Kernel, faux_setup
 
 pytestmark = pytest.mark.kernel
 

@@ -4,7 +4,7 @@ own options (model, approval) for the prompt they carry."""
 from __future__ import annotations
 
 import pytest
-from kernel_helpers import Kernel, faux_setup
+from helpers.kernel import Kernel, faux_setup
 
 pytestmark = pytest.mark.kernel
 

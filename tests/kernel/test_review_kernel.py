@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from kernel_helpers import Kernel, faux_setup
+from helpers.kernel import Kernel, faux_setup
 
 pytestmark = pytest.mark.kernel
 

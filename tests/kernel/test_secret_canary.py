@@ -14,7 +14,7 @@ import json
 
 import pytest
 
-from kernel_helpers import faux_setup, kernel_with_fd_capture
+from helpers.kernel import faux_setup, kernel_with_fd_capture
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(240)]
 

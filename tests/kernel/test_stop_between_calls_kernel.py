@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from kernel_helpers import Kernel, faux_setup
+from helpers.kernel import Kernel, faux_setup
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(240)]
 

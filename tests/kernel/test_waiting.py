@@ -8,7 +8,7 @@ import time
 
 import nbformat
 import pytest
-from kernel_helpers import Kernel, execute_notebook, faux_setup
+from helpers.kernel import Kernel, execute_notebook, faux_setup
 
 pytestmark = pytest.mark.kernel
 

@@ -89,7 +89,7 @@ def _alive(pid: int) -> bool:
 def test_what_a_server_starts_dies_with_a_sigkilled_parent(tmp_path):
     """The parent (standing in for the kernel) starts a server that starts a child of its own,
     then is SIGKILLed: the server and its child are gone within seconds. (In a real kernel:
-    tests/kernel/test_trust_round3_files_kernel.py.)"""
+    tests/kernel/test_project_files_kernel.py.)"""
     import signal
     import subprocess
     import textwrap

@@ -9,7 +9,7 @@ from typing import Any
 
 import nbformat
 import pytest
-from tools_helpers import get_shell
+from helpers.shell import get_shell
 
 from pi_notebook.ai.options import estimate_text_tokens
 from pi_notebook.tools.context.history import ExecutionHistory, installed_history, uninstall_history

@@ -5,11 +5,10 @@ import io
 import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-from tools_helpers import get_shell, routed
+from helpers.shell import get_shell, routed
 
 from pi_notebook.agent import Agent
 from pi_notebook.ai.providers.faux import (
@@ -282,8 +281,7 @@ async def test_fix_flow_reads_history_and_runs_the_corrected_line() -> None:
 @pytest.mark.kernel
 def test_history_in_a_real_kernel() -> None:
     """ipykernel names cell files differently and runs ``await`` cells past IPython's stdout tee."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "kernel"))
-    from kernel_helpers import Kernel
+    from helpers.kernel import Kernel
 
     with Kernel() as kernel:
         kernel.ok("from pi_notebook.tools.context.history import ExecutionHistory\n"
@@ -359,8 +357,7 @@ def test_fix_flow_in_a_real_kernel() -> None:
     """The pieces ``%agent fix`` will be wired from, in a real kernel: the recorder sees the
     user's error, the fix prompt carries it, a scripted model reads the history and runs a
     corrected line through the real python tool; the corrected variable exists afterwards."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "kernel"))
-    from kernel_helpers import Kernel, faux_setup
+    from helpers.kernel import Kernel, faux_setup
 
     with Kernel() as kernel:
         kernel.ok(faux_setup(400) + """

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from pi_notebook.tools.python.variables import make_variable_tools
-from tools_helpers import get_shell
+from helpers.shell import get_shell
 
 np = pytest.importorskip("numpy")
 pd = pytest.importorskip("pandas")

@@ -16,7 +16,7 @@ from pi_notebook.ai.types import ImageContent, TextContent
 from pi_notebook.tools import make_notebook_tools
 from pi_notebook.tools.python.python_tool import PythonToolSettings, make_python_tool, result_content, run_code
 from pi_notebook.tools.output.updates import DisplayOutput, PythonCallDetails, ResultOutput, StreamOutput, parse_call_details
-from tools_helpers import get_shell, routed
+from helpers.shell import get_shell, routed
 
 CANARY = "sk-canary-python-tool-42424242"
 

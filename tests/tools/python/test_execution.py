@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 import pytest
-from tools_helpers import get_shell, routed
+from helpers.shell import get_shell, routed
 
 from pi_notebook.agent.types import BeforeToolCallContext
 from pi_notebook.ai.abort import AbortController

@@ -10,6 +10,7 @@ from typing import Any
 
 from IPython.core.interactiveshell import InteractiveShell
 
+from pi_notebook.tools.context.history import ExecutionHistory
 from pi_notebook.tools.kernel.capture import install_capture, uninstall_capture
 
 
@@ -35,6 +36,25 @@ def routed(shell: Any = None) -> Iterator[tuple[io.StringIO, io.StringIO]]:
             uninstall_capture(shell)
     finally:
         sys.stdout, sys.stderr = saved
+
+
+@contextlib.contextmanager
+def recording() -> Iterator[tuple[InteractiveShell, ExecutionHistory]]:
+    """The shell with a cell history installed and sys.stdout/stderr swapped for buffers; the
+    names the test's cells made are taken out of the namespace after."""
+    shell = get_shell()
+    history = ExecutionHistory()
+    history.install(shell)
+    names = set(shell.user_ns)
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = io.StringIO(), io.StringIO()
+    try:
+        yield shell, history
+    finally:
+        sys.stdout, sys.stderr = saved
+        history.uninstall()
+        for name in set(shell.user_ns) - names:
+            del shell.user_ns[name]
 
 
 def flat(details: dict[str, Any]) -> dict[str, Any]:

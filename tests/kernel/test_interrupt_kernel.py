@@ -14,20 +14,16 @@ from __future__ import annotations
 
 import json
 import queue
-import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "kernel"))
-from kernel_helpers import Kernel, faux_setup  # noqa: E402
-from tools_helpers import flat  # noqa: E402
+from helpers.kernel import Kernel, faux_setup, load_driver
+from helpers.shell import flat
 
 pytestmark = pytest.mark.kernel
 
-HERE = Path(__file__).resolve().parent
 HANG_BOUND_S = 5.0
 
 # Kernel-side bookkeeping: when each agent event first happened in the current run, and a
@@ -184,7 +180,7 @@ def test_view_streams_output_while_sync_code_runs(k: Kernel) -> None:
 def driver():
     kernel = Kernel(env={"MPLBACKEND": "module://matplotlib_inline.backend_inline"})
     try:
-        kernel.ok(f"import sys; sys.path.insert(0, {str(HERE)!r})\nfrom kernel_driver import *")
+        load_driver(kernel)
         yield kernel
     finally:
         kernel.shutdown()

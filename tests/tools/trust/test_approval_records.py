@@ -99,7 +99,7 @@ def test_the_card_shows_the_decision_as_one_line() -> None:
 
 async def test_the_real_python_tools_typed_details_carry_the_record() -> None:
     """The python tool's details are a PythonCallDetails, not a dict: the record must land there."""
-    from tools_helpers import get_shell
+    from helpers.shell import get_shell
 
     from pi_notebook.tools.python.python_tool import make_python_tool
     from pi_notebook.tools.output.updates import PythonCallDetails

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from tools_helpers import get_shell
+from helpers.shell import get_shell
 
 from pi_notebook.tools.context.history import ExecutionHistory
 from pi_notebook.tools.context.references import expand_references, find_references, reference_block

@@ -2,25 +2,20 @@
 
 One test per class: credentials by shape, secrets known later, forged product words, budgets,
 and a namespace summary that runs no slow user code. The real-kernel versions (request bodies
-searched) are in tests/kernel/test_trust_round2_kernel.py.
+searched) are in tests/kernel/test_prompt_context_kernel.py.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import io
-import sys
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from tools_helpers import get_shell
+from helpers.shell import get_shell, recording
 
 from pi_notebook.ai.options import estimate_text_tokens
 from pi_notebook.tools.trust.credentials import looks_like_credential, redact_shapes
-from pi_notebook.tools.context.history import ExecutionHistory
 from pi_notebook.tools.context.namespace import namespace_summary
 from pi_notebook.tools.context.prompt_context import CONTEXT_HEADER, NOTE_BOUNDARY, close_line, notebook_context
 from pi_notebook.tools.python.variables import describe_variable, list_user_variables
@@ -43,23 +38,6 @@ SECRET_PARTS = ["4f9a8c7d6e5b", "Hunter2xyz", "correct horse", "MIIEpAIBAAKCAQEA
 
 def _leaked(text: str) -> list[str]:
     return [p for p in SECRET_PARTS if p in text]
-
-
-@contextlib.contextmanager
-def recording() -> Iterator[tuple[Any, ExecutionHistory]]:
-    shell = get_shell()
-    history = ExecutionHistory()
-    history.install(shell)
-    names = set(shell.user_ns)
-    saved = sys.stdout, sys.stderr
-    sys.stdout, sys.stderr = io.StringIO(), io.StringIO()
-    try:
-        yield shell, history
-    finally:
-        sys.stdout, sys.stderr = saved
-        history.uninstall()
-        for name in set(shell.user_ns) - names:
-            del shell.user_ns[name]
 
 
 # --- credentials by their shape ------------------------------------------------------------------
@@ -227,7 +205,7 @@ def test_slow_user_objects_do_not_delay_the_summary() -> None:
     text = namespace_summary(ns)
     elapsed = time.perf_counter() - start
     assert elapsed < 1.5, elapsed  # one slow call would be 2 s; each is generous to a busy machine
-    assert all(f"{n}: test_trust_round2.{t}" in text for n, t in (("a", "SlowLen"), ("b", "SlowRepr"), ("c", "SlowClass")))
+    assert all(f"{n}: test_prompt_context_credentials.{t}" in text for n, t in (("a", "SlowLen"), ("b", "SlowRepr"), ("c", "SlowClass")))
     assert "n: int = 3" in text
 
 

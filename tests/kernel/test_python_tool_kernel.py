@@ -9,20 +9,16 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "kernel"))
-from kernel_helpers import Kernel  # noqa: E402
-from tools_helpers import flat  # noqa: E402
+from helpers.kernel import Kernel, driver_result, load_driver
+from helpers.shell import flat
 
 pytestmark = pytest.mark.kernel
 
-HERE = Path(__file__).resolve().parent
 CANARY = "sk-proj-CANARY-d41d8cd98f00b204e9800998ecf8427e"
 HANG_BOUND_S = 5.0  # the goal is 1 s; this only catches a tool that does not stop
 
@@ -31,17 +27,10 @@ HANG_BOUND_S = 5.0  # the goal is 1 s; this only catches a tool that does not st
 def k():
     kernel = Kernel(env={"OPENAI_API_KEY": CANARY, "MPLBACKEND": "module://matplotlib_inline.backend_inline"})
     try:
-        kernel.ok(f"import sys; sys.path.insert(0, {str(HERE)!r})\nfrom kernel_driver import *")
+        load_driver(kernel)
         yield kernel
     finally:
         kernel.shutdown()
-
-
-def result(k: Kernel, key: str, timeout: float = 30.0) -> dict[str, Any]:
-    k.wait_for(f"{key!r} in RESULTS", timeout=timeout)
-    data = k.ev(f"RESULTS[{key!r}]")
-    assert "raised" not in data, data["raised"]
-    return data
 
 
 def model_text(data: dict[str, Any]) -> str:
@@ -104,7 +93,7 @@ def test_no_cross_talk_with_a_concurrent_user_cell(k: Kernel) -> None:
     count_before = k.ev("get_ipython().execution_count")
     start = k.ok("start_tool('xtalk', " + repr(TOOL_CODE) + ")")
     user = k.ok(USER_CODE)
-    data = result(k, "xtalk")
+    data = driver_result(k, "xtalk")
     details = flat(data["result"]["details"])
     # the tool got exactly its own output
     assert details["stdout"] == "".join(f"TOOL-OUT {i}\n" for i in range(5))
@@ -133,11 +122,11 @@ def test_no_cross_talk_with_a_concurrent_user_cell(k: Kernel) -> None:
 
 def test_top_level_await_magics_and_shell_commands(k: Kernel) -> None:
     k.ok("start_tool('tla', 'import asyncio\\nawait asyncio.sleep(0.05)\\ntla_value = 6 * 7\\ntla_value')")
-    data = result(k, "tla")
+    data = driver_result(k, "tla")
     assert flat(data["result"]["details"])["value"]["data"]["text/plain"] == "42"
     assert k.ev("tla_value") == 42
     k.ok("start_tool('magic', '%timeit -n1 -r1 1\\n!echo hi-from-shell')")
-    data = result(k, "magic")
+    data = driver_result(k, "magic")
     stdout = flat(data["result"]["details"])["stdout"]
     assert "per loop" in stdout and "hi-from-shell" in stdout
     assert not [t for _, t in iopub_texts(k) if "hi-from-shell" in t or "per loop" in t]
@@ -145,7 +134,7 @@ def test_top_level_await_magics_and_shell_commands(k: Kernel) -> None:
 
 def test_matplotlib_figure_is_an_image_and_does_not_leak(k: Kernel) -> None:
     k.ok("start_tool('fig', 'import matplotlib.pyplot as plt\\nplt.plot([1, 2, 3], [3, 1, 2])\\nplt.title(\"tool\")')")
-    data = result(k, "fig")
+    data = driver_result(k, "fig")
     images = [c for c in data["result"]["content"] if c["type"] == "image"]
     assert len(images) == 1 and images[0]["mimeType"] == "image/png"
     assert any(u["details"]["kind"] == "display" and "image/png" in u["details"]["data"]
@@ -157,10 +146,10 @@ def test_matplotlib_figure_is_an_image_and_does_not_leak(k: Kernel) -> None:
 
 def test_dataframe_summary_and_error(k: Kernel) -> None:
     k.ok("start_tool('df', 'import pandas as pd\\npd.DataFrame({\"a\": range(10), \"b\": list(\"abcdefghij\")})')")
-    text = model_text(result(k, "df"))
+    text = model_text(driver_result(k, "df"))
     assert "10 rows x 2 columns" in text and "\nrows:\n" in text and "<table" not in text
     k.ok("start_tool('err', 'def f():\\n    return 1 / 0\\nf()')")
-    data = result(k, "err")
+    data = driver_result(k, "err")
     assert data["result"]["isError"] is True
     error = flat(data["result"]["details"])["error"]
     assert error["ename"] == "ZeroDivisionError" and "return 1 / 0" in error["traceback"]
@@ -170,7 +159,7 @@ def test_dataframe_summary_and_error(k: Kernel) -> None:
 
 def test_exit_in_tool_code_does_not_stop_the_kernel(k: Kernel) -> None:
     k.ok("start_tool('exit', 'exit()')")
-    data = result(k, "exit")
+    data = driver_result(k, "exit")
     assert flat(data["result"]["details"])["error"]["ename"] == "SystemExit"
     time.sleep(0.3)  # ipykernel would stop its loop 0.1 s after exit_now is set
     assert k.ev("get_ipython().exit_now") is False
@@ -181,7 +170,7 @@ def test_exit_in_tool_code_does_not_stop_the_kernel(k: Kernel) -> None:
 # --- interrupts -------------------------------------------------------------------------------
 
 def _interrupted(k: Kernel, key: str) -> dict[str, Any]:
-    data = result(k, key, timeout=20)
+    data = driver_result(k, key, timeout=20)
     details = flat(data["result"]["details"])
     assert details["interrupted"] is True and data["result"]["isError"] is True
     assert details["error"]["ename"] == "KeyboardInterrupt"
@@ -254,7 +243,7 @@ def test_timeout(k: Kernel) -> None:
 
 def test_sigint_handler_is_restored(k: Kernel) -> None:
     k.ok("start_tool('plain', 'import time\\ntime.sleep(0.2)')")
-    result(k, "plain")
+    driver_result(k, "plain")
     # during this request ipykernel has its default_int_handler in place and keeps the idle
     # handler (SIG_IGN) to restore afterwards: neither may be ours
     assert k.ev("repr(__import__('signal').getsignal(2))") == repr(__import__("signal").default_int_handler)
@@ -316,9 +305,9 @@ def test_key_canary_never_leaves_the_kernel(k: Kernel) -> None:
     k.ok(f"start_agent('canary', {code!r}, 'auto', False)")
     state = _agent(k, "canary")
     k.ok(f"start_tool('canary-tool', {code!r})")
-    data = result(k, "canary-tool")
+    data = driver_result(k, "canary-tool")
     k.ok("start_tool('canary-value', 'os.environ[\"OPENAI_API_KEY\"]')")
-    value = result(k, "canary-value")
+    value = driver_result(k, "canary-value")
     end = _tool_end(state)
     assert end["isError"] is True and "[redacted]" in flat(end["result"]["details"])["stdout"]
     assert "[redacted]" in flat(end["result"]["details"])["error"]["evalue"]

@@ -305,3 +305,24 @@ def kernel_with_fd_capture(**kwargs: Any) -> Kernel:
     finally:
         if hidden is not None:
             os.environ["PYTEST_CURRENT_TEST"] = hidden
+
+
+# --- the python tool driven inside a kernel (helpers/kernel_driver.py) -------------------------
+
+TESTS = Path(__file__).resolve().parents[1]
+
+
+def load_driver(kernel: Kernel) -> Kernel:
+    """Load helpers/kernel_driver.py into ``kernel``: the python tool run as the agent runs it,
+    in a background task of the kernel loop, its results kept under ``RESULTS[key]``."""
+    kernel.ok(f"import sys; sys.path.insert(0, {str(TESTS)!r})\nfrom helpers.kernel_driver import *")
+    return kernel
+
+
+def driver_result(kernel: Kernel, key: str, timeout: float = 30.0) -> dict[str, Any]:
+    """The driver's result of the call started under ``key``, once it is there (raising if the
+    call raised)."""
+    kernel.wait_for(f"{key!r} in RESULTS", timeout=timeout)
+    data: dict[str, Any] = kernel.ev(f"RESULTS[{key!r}]")
+    assert "raised" not in data, data["raised"]
+    return data

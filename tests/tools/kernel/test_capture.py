@@ -15,7 +15,7 @@ from pi_notebook.tools.kernel.capture import (
     install_capture,
     uninstall_capture,
 )
-from tools_helpers import get_shell, routed
+from helpers.shell import get_shell, routed
 
 
 def test_install_is_idempotent_and_uninstall_restores_exactly() -> None:

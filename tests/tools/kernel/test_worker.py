@@ -1,5 +1,5 @@
 """Synchronous agent code on a worker thread (in-process shell; kernel-level tests are in
-test_tools_agent_interrupt.py)."""
+test_interrupt_kernel.py)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pytest
 from pi_notebook.ai.abort import AbortController
 from pi_notebook.tools.kernel.interrupt import ToolInterrupt, _sigint_handler, forward_sigint
 from pi_notebook.tools.python.python_tool import run_code
-from tools_helpers import get_shell, routed
+from helpers.shell import get_shell, routed
 
 
 async def test_sync_statements_run_on_a_worker_await_statements_on_the_loop() -> None:
@@ -137,7 +137,7 @@ async def test_sigint_guard_ending_inside_a_request_fixes_the_kernels_saved_hand
 
 
 async def test_switch_interval_is_shorter_while_a_worker_runs() -> None:
-    # (put back when no worker runs: checked in a fresh kernel, test_tools_agent_interrupt.py;
+    # (put back when no worker runs: checked in a fresh kernel, test_interrupt_kernel.py;
     # here workers abandoned by earlier tests may still be sleeping)
     with routed():
         result = await run_code(get_shell(), "import sys\nsys.getswitchinterval()")

@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 import pytest
-from tools_helpers import get_shell, routed
+from helpers.shell import get_shell, routed
 
 from pi_notebook.agent.types import AgentToolResult
 from pi_notebook.tools import add_secret, discard_secret, make_notebook_tools

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from kernel_helpers import Kernel
+from helpers.kernel import Kernel
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(240)]
 

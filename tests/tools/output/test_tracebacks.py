@@ -15,7 +15,7 @@ from pi_notebook.tools.output.tracebacks import shorten_traceback
 from pi_notebook.tools.output.updates import ErrorOutput
 from pi_notebook.widgets.toolcall import fold_traceback
 
-PANDAS = (Path(__file__).parent.parent / "widgets" / "data" / "pandas_keyerror_traceback.txt").read_text()
+PANDAS = (Path(__file__).parents[2] / "widgets" / "data" / "pandas_keyerror_traceback.txt").read_text()
 
 PYTHON_TB = """Traceback (most recent call last):
   File "<agent-1>", line 3, in <module>

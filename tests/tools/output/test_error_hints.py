@@ -36,7 +36,7 @@ def test_an_object_that_raises_is_skipped() -> None:
 
 
 def test_the_last_error_note_carries_the_hint() -> None:
-    from tools_helpers import get_shell
+    from helpers.shell import get_shell
 
     shell = get_shell()
     history = ExecutionHistory()
@@ -80,7 +80,7 @@ def test_no_hint_for_other_names_and_errors(ename: str, evalue: str) -> None:
 
 
 async def test_the_python_tool_result_carries_the_import_hint() -> None:
-    from tools_helpers import get_shell, routed
+    from helpers.shell import get_shell, routed
 
     from pi_notebook.tools.python.python_tool import PythonToolSettings, make_python_tool
 

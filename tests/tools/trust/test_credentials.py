@@ -1,22 +1,16 @@
 """Trust: credentials by shape in printed output (Azure connection strings, Slack app
 tokens, a DataFrame's credential column, a dict cut by pandas, base64 and bare key bodies) and
 ordinary data that must stay readable. The kernel-level bounds are in
-tests/kernel/test_trust_round3_bounds_kernel.py."""
+tests/kernel/test_mcp_bounds_kernel.py."""
 
 from __future__ import annotations
 
 import base64
-import contextlib
-import io
-import sys
-from collections.abc import Iterator
-from typing import Any
 
 import pytest
-from tools_helpers import get_shell
+from helpers.shell import recording
 
 from pi_notebook.tools.trust.credentials import redact_shapes
-from pi_notebook.tools.context.history import ExecutionHistory
 
 pd = pytest.importorskip("pandas")
 
@@ -43,24 +37,7 @@ def _leaked(text: str) -> list[str]:
     return [p for p in SECRET_PARTS if p in text]
 
 
-@contextlib.contextmanager
-def recording() -> Iterator[tuple[Any, ExecutionHistory]]:
-    shell = get_shell()
-    history = ExecutionHistory()
-    history.install(shell)
-    names = set(shell.user_ns)
-    saved = sys.stdout, sys.stderr
-    sys.stdout, sys.stderr = io.StringIO(), io.StringIO()
-    try:
-        yield shell, history
-    finally:
-        sys.stdout, sys.stderr = saved
-        history.uninstall()
-        for name in set(shell.user_ns) - names:
-            del shell.user_ns[name]
-
-
-def test_each_credential_shape_of_round_three_is_redacted() -> None:
+def test_each_credential_shape_in_printed_output_is_redacted() -> None:
     assert _leaked(redact_shapes(AZURE)) == []
     assert "AccountName=acmedata" in redact_shapes(AZURE)  # the rest of the string stays readable
     assert _leaked(redact_shapes(AZURE_SAS)) == []
@@ -87,7 +64,7 @@ def test_a_dataframe_column_named_like_a_credential_is_hidden_in_printed_output(
         assert _leaked(redact_shapes(repr(wide))) == []
 
 
-def test_printed_output_of_round_three_shapes_reaches_the_history_redacted() -> None:
+def test_printed_credential_shapes_reach_the_history_redacted() -> None:
     with recording() as (shell, history):
         shell.user_ns["pd"] = pd
         shell.run_cell(f"print({AZURE!r})\nprint({SLACK_APP!r})\nprint({PEM_B64!r})", store_history=True)
