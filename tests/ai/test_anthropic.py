@@ -7,9 +7,11 @@ small chunks so that boundaries fall inside events, JSON and UTF-8 sequences.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 
 import pytest
+from helpers.messages import assistant
 from retry_wait import abort_in_retry_wait
 from sse_server import HANG, RESET, Reply, ScriptedServer, chunked, sse_event
 
@@ -20,7 +22,7 @@ from pi_notebook.ai.providers.anthropic import (
 )
 from pi_notebook.ai.types import (
     AssistantMessage, Context, ImageContent, Model, ModelCost, TextContent, ThinkingContent,
-    Tool, ToolCall, ToolResultMessage, Usage, UserMessage,
+    Tool, ToolCall, ToolResultMessage, UserMessage,
 )
 
 KEY = "sk-ant-test-SECRET-0123456789"
@@ -449,10 +451,7 @@ async def test_headers_betas_and_callbacks(server):
 
 # --- request building (pure) -------------------------------------------------------------
 
-def _assistant(content, model="claude-sonnet-4-5", provider="anthropic", api="anthropic-messages",
-               stop="stop") -> AssistantMessage:
-    return AssistantMessage(content=content, api=api, provider=provider, model=model,
-                            stop_reason=stop, usage=Usage())
+_assistant = functools.partial(assistant, api="anthropic-messages", provider="anthropic", model="claude-sonnet-4-5")
 
 
 def test_convert_messages_tool_results_thinking_and_images():

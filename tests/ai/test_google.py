@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import json
 
 import pytest
+from helpers.messages import assistant
 from retry_wait import abort_in_retry_wait
 from sse_server import HANG, RESET, Reply, ScriptedServer, chunked, sse_body
 
@@ -15,8 +17,8 @@ from pi_notebook.ai.providers.google import (
     stream_simple_google_generative_ai, thinking_config_for_level,
 )
 from pi_notebook.ai.types import (
-    AssistantMessage, Context, ImageContent, Model, ModelCost, TextContent, ThinkingContent, Tool,
-    ToolCall, ToolResultMessage, Usage, UserMessage,
+    Context, ImageContent, Model, ModelCost, TextContent, ThinkingContent, Tool,
+    ToolCall, ToolResultMessage, UserMessage,
 )
 
 KEY = "AIzaTEST-SECRET-0123456789abcdef"
@@ -237,9 +239,7 @@ async def test_missing_key(server, monkeypatch):
 
 # --- contents conversion (pure) ----------------------------------------------------------
 
-def _assistant(content, model="gemini-2.5-flash", provider="google", api="google-generative-ai", stop="stop"):
-    return AssistantMessage(content=content, api=api, provider=provider, model=model, stop_reason=stop,
-                            usage=Usage())
+_assistant = functools.partial(assistant, api="google-generative-ai", provider="google", model="gemini-2.5-flash")
 
 
 def test_signatures_only_for_same_model_and_valid_base64():

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import json
 
 import pytest
+from helpers.messages import assistant
 from retry_wait import abort_in_retry_wait
 from sse_server import HANG, RESET, Reply, ScriptedServer, chunked, sse_event
 
@@ -15,8 +17,8 @@ from pi_notebook.ai.providers.openai_responses import (
     stream_simple_openai_responses,
 )
 from pi_notebook.ai.types import (
-    AssistantMessage, Context, ImageContent, Model, ModelCost, TextContent, ThinkingContent, Tool,
-    ToolCall, ToolResultMessage, Usage, UserMessage,
+    Context, ImageContent, Model, ModelCost, TextContent, ThinkingContent, Tool,
+    ToolCall, ToolResultMessage, UserMessage,
 )
 
 KEY = "sk-proj-test-SECRET-abcdef0123"
@@ -369,9 +371,7 @@ async def test_stream_simple_reasoning_levels(server):
 
 # --- input conversion (pure) -------------------------------------------------------------
 
-def _assistant(content, model="gpt-5", provider="openai", api="openai-responses", stop="stop"):
-    return AssistantMessage(content=content, api=api, provider=provider, model=model, stop_reason=stop,
-                            usage=Usage())
+_assistant = functools.partial(assistant, api="openai-responses", provider="openai", model="gpt-5")
 
 
 def test_convert_input_replays_reasoning_text_and_calls():
