@@ -37,6 +37,19 @@ faux = register_faux_provider(tokens_per_second={tps})
 """
 
 
+# kernel-side: a scripted model step that keeps what each request sent (after faux_setup);
+# answer(message) answers with ``message`` (a faux message, or a text) and records the context
+RECORDING_MODEL = r'''
+RECEIVED = []
+
+def answer(message):
+    def step(context, options, state, model):
+        from pi_notebook.ai.providers.faux import serialize_context
+        RECEIVED.append(serialize_context(context))
+        return faux_assistant_message(message) if isinstance(message, str) else message
+    return step
+'''
+
 def make_kernelspec(directory: Path, python: str = KERNEL_PYTHON, env: dict[str, str] | None = None,
                     extra_args: list[str] | None = None) -> str:
     """A kernelspec ``pitest`` in ``directory`` (returns its name)."""
@@ -214,6 +227,13 @@ class Kernel:
         self.kc.shell_channel.send(message)
         return comm_id
 
+    def connect_frontend(self) -> None:
+        """A frontend on the kernel, as a notebook has one: ipywidgets imported, its control
+        comm open and taken (so ``%%agent`` runs in the background and panels can be shown)."""
+        self.ok("import ipywidgets")
+        self.open_widget_control_comm()
+        self.wait_for("__import__('ipywidgets').widgets.widget.Widget._control_comm is not None")
+
     def widget_states(self) -> dict[str, dict[str, Any]]:
         """model id -> latest known state, from comm_open and update comm_msgs on iopub."""
         states: dict[str, dict[str, Any]] = {}
@@ -326,3 +346,23 @@ def driver_result(kernel: Kernel, key: str, timeout: float = 30.0) -> dict[str, 
     data: dict[str, Any] = kernel.ev(f"RESULTS[{key!r}]")
     assert "raised" not in data, data["raised"]
     return data
+
+
+# --- a run watched from outside -----------------------------------------------------------------
+
+RUNTIME = "__import__('pi_notebook.magics', fromlist=['_']).current_runtime()"
+
+
+def probe_until_idle(kernel: Kernel, limit_s: float = 150, reply_timeout: float = 60) -> list[float]:
+    """Send ``%agent status`` one after the other while a run is active (for ``limit_s`` at
+    most): the seconds each probe waited for its reply, the last one's run no longer active."""
+    gaps = []
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        started = time.monotonic()
+        probe = kernel.start("%agent status")
+        kernel.wait_reply(probe, timeout=reply_timeout)
+        gaps.append(time.monotonic() - started)
+        if "run: active" not in kernel.text_of(probe):
+            break
+    return gaps

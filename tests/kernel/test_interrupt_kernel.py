@@ -48,9 +48,7 @@ def tool_results():
 def k():
     kernel = Kernel()
     try:
-        kernel.ok("import ipywidgets")
-        kernel.open_widget_control_comm()  # what JupyterLab does on connect
-        kernel.wait_for("__import__('ipywidgets').widgets.widget.Widget._control_comm is not None")
+        kernel.connect_frontend()  # what JupyterLab does on connect
         kernel.ok(faux_setup(None))
         kernel.ok(SETUP)
         # One quick run first: the first run pays for lazy imports (view rendering, ...),

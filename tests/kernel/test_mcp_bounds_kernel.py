@@ -11,14 +11,12 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 
 import pytest
-from helpers.kernel import Kernel, faux_setup
+from helpers.kernel import RUNTIME, Kernel, faux_setup, probe_until_idle
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(300)]
 
-RUNTIME = "__import__('pi_notebook.magics', fromlist=['_']).current_runtime()"
 SERVER = r'''
 import base64, json, struct, sys, zlib
 
@@ -62,19 +60,6 @@ for line in sys.stdin:
 '''
 
 
-def _probe_until_idle(kernel: Kernel, limit_s: float = 150) -> list[float]:
-    gaps = []
-    deadline = time.monotonic() + limit_s
-    while time.monotonic() < deadline:
-        started = time.monotonic()
-        probe = kernel.start("%agent status")
-        kernel.wait_reply(probe, timeout=60)
-        gaps.append(time.monotonic() - started)
-        if "run: active" not in kernel.text_of(probe):
-            break
-    return gaps
-
-
 def test_the_kernel_answers_while_a_server_sends_huge_counts_schemas_and_images(tmp_path):
     work = tmp_path / "work"
     (work / ".pi_notebook").mkdir(parents=True)
@@ -84,9 +69,7 @@ def test_the_kernel_answers_while_a_server_sends_huge_counts_schemas_and_images(
         "h": {"command": sys.executable, "args": [str(script), "10000", "20"]}}}))
     kernel = Kernel(cwd=work, env={"HOME": str(tmp_path / "home"), "PI_NOTEBOOK_CACHE": str(tmp_path / "cache")})
     try:
-        kernel.ok("import ipywidgets")
-        kernel.open_widget_control_comm()
-        kernel.wait_for("__import__('ipywidgets').widgets.widget.Widget._control_comm is not None")
+        kernel.connect_frontend()
         kernel.ok(faux_setup(None))
         kernel.ok("%agent model faux/faux-1")
         kernel.ok("%config AgentMagics.approval = 'auto'")
@@ -99,7 +82,7 @@ def test_the_kernel_answers_while_a_server_sends_huge_counts_schemas_and_images(
             kernel.ok(f"faux.set_responses([faux_assistant_message({calls}, stop_reason='toolUse'), "
                       "faux_assistant_message('done')])")
             kernel.ok(f"%%agent\n{prompt}")
-            gaps += _probe_until_idle(kernel)
+            gaps += probe_until_idle(kernel)
             assert not kernel.ev(f"{RUNTIME}.is_running()"), "the run did not end"
         print(f"probe replies: {len(gaps)}, longest {max(gaps):.2f} s", [round(g, 2) for g in gaps])
         toolset = kernel.ev(f"sorted(t for _, t in {RUNTIME}.mcp().manager.toolset.origin.values())")

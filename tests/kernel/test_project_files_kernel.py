@@ -13,32 +13,16 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers.processes import alive
 
-from helpers.kernel import Kernel, faux_setup
+from helpers.kernel import RECORDING_MODEL, Kernel, faux_setup
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(300)]
 
 FAMILY = str(Path(__file__).resolve().parents[1] / "mcp" / "family_server.py")
 AWS_KEY = "wJalrXUtnFEMI/K7MDENG/" + "bPxRfiCYEXAMPLEKEY0"
 
-SCRIPT = r'''
-RECEIVED = []
-
-def answer(text):
-    def step(context, options, state, model):
-        from pi_notebook.ai.providers.faux import serialize_context
-        RECEIVED.append(serialize_context(context))
-        return faux_assistant_message(text)
-    return step
-'''
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return False
+SCRIPT = RECORDING_MODEL
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
@@ -70,12 +54,12 @@ def test_project_files_and_a_server_family_in_one_kernel(tmp_path):
         kernel.ok("import pi_notebook, os\nfamily = await pi_notebook.mcp.call('fam', 'family')", timeout=120)
         family = kernel.ev("family")
         kernel_pid = kernel.ev("os.getpid()")
-        assert _alive(family["server"]) and _alive(family["child"])
+        assert alive(family["server"]) and alive(family["child"])
         os.kill(kernel_pid, signal.SIGKILL)
         deadline = time.monotonic() + 10
-        while (_alive(family["server"]) or _alive(family["child"])) and time.monotonic() < deadline:
+        while (alive(family["server"]) or alive(family["child"])) and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert not _alive(family["server"]), "the MCP server outlived its SIGKILLed kernel"
-        assert not _alive(family["child"]), "the MCP server's own child outlived the SIGKILLed kernel"
+        assert not alive(family["server"]), "the MCP server outlived its SIGKILLed kernel"
+        assert not alive(family["child"]), "the MCP server's own child outlived the SIGKILLed kernel"
     finally:
         kernel.shutdown()

@@ -19,11 +19,10 @@ from typing import Any
 
 import pytest
 
-from helpers.kernel import Kernel
+from helpers.kernel import RUNTIME, Kernel
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(240)]
 
-RUNTIME = "__import__('pi_notebook.magics', fromlist=['_']).current_runtime()"
 BEARER = "Bearer 4f9a8c7d6e5b4a3f2e1d0c9b8a7f6e5d"
 DSN = "postgresql://bob:Hunter2xyz@db/x"
 PASSPHRASE = "correct horse battery"

@@ -1,13 +1,11 @@
 from __future__ import annotations
 
 import contextlib
-import io
-import sys
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from helpers.shell import get_shell
+from helpers.shell import recording
 
 from pi_notebook.tools.context.history import ExecutionHistory
 from pi_notebook.tools.context.references import expand_references, find_references, reference_block
@@ -18,23 +16,12 @@ CANARY = "sk-canary-references-14142135"
 @contextlib.contextmanager
 def notebook() -> Iterator[tuple[Any, ExecutionHistory, dict[str, int]]]:
     """Three recorded cells; returns their execution counts by role."""
-    shell = get_shell()
-    history = ExecutionHistory()
-    history.install(shell)
-    names = set(shell.user_ns)
-    saved = sys.stdout, sys.stderr
-    sys.stdout, sys.stderr = io.StringIO(), io.StringIO()
-    try:
+    with recording() as (shell, history):
         counts = {}
         for role, source in (("define", "base = 40"), ("value", "base + 2"),
                              ("fail", "missing_name * 2")):
             counts[role] = shell.run_cell(source, store_history=True).execution_count
         yield shell, history, counts
-    finally:
-        sys.stdout, sys.stderr = saved
-        history.uninstall()
-        for name in set(shell.user_ns) - names:  # the shell is shared by the whole suite
-            del shell.user_ns[name]
 
 
 def kinds(prompt: str) -> list[tuple[str, int | None]]:
