@@ -1,11 +1,10 @@
 """A scripted HTTP server on 127.0.0.1 for wire-API tests (real sockets, real framing).
 
-Usage (tests in ``tests/ai`` import it as a top-level module: pytest puts this folder on
-``sys.path``)::
+Usage (``helpers.sse_server``: see tests/helpers/__init__.py)::
 
-    from sse_server import ScriptedServer, Reply, sse_body, chunked, DELAY, RESET, HANG
+    from helpers.sse_server import ScriptedServer, Reply, sse_body, chunked, DELAY, RESET, HANG
 
-    with ScriptedServer() as server:   # or: from sse_server import scripted_server (a pytest fixture)
+    with ScriptedServer() as server:   # or: from helpers.sse_server import scripted_server (a pytest fixture)
         server.push(Reply(status=200, chunks=chunked(sse_body([{"a": 1}], done=True), 7)))
         model = Model(..., base_url=server.url + "/v1")
         ... run the adapter ...

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from retry_wait import abort_in_retry_wait
-from sse_server import DELAY, HANG, RESET, Reply, chunked, scripted_server, sse_body  # noqa: F401
+from helpers.retry_wait import abort_in_retry_wait
+from helpers.sse_server import DELAY, HANG, RESET, Reply, chunked, scripted_server, sse_body  # noqa: F401
 
 from pi_notebook.ai.abort import AbortController
 from pi_notebook.ai.providers import _common, openai_completions as oc
@@ -1200,7 +1200,7 @@ async def test_cancelled_task_still_ends_the_stream(scripted_server):
 
 # --- refusals (recorded from the live OpenAI API) -------------------------------------------
 
-RECORDED = Path(__file__).parent / "data" / "recorded-wire" / "openai-completions"
+RECORDED = Path(__file__).parents[1] / "data" / "recorded-wire" / "openai-completions"
 
 
 def _recorded_refusal(name: str) -> tuple[bytes, str]:

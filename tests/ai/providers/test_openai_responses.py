@@ -1,4 +1,4 @@
-"""openai-responses against a real local HTTP server (tests/ai/sse_server.py)."""
+"""openai-responses against a real local HTTP server (tests/helpers/sse_server.py)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import json
 
 import pytest
 from helpers.messages import assistant
-from retry_wait import abort_in_retry_wait
-from sse_server import HANG, RESET, Reply, ScriptedServer, chunked, sse_event
+from helpers.retry_wait import abort_in_retry_wait
+from helpers.sse_server import HANG, RESET, Reply, ScriptedServer, chunked, sse_event
 
 from pi_notebook.ai.abort import AbortController
 from pi_notebook.ai.providers import openai_responses

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 import pytest
-from sse_server import Reply, ScriptedServer, sse_event
+from helpers.sse_server import Reply, ScriptedServer, sse_event
 
 from pi_notebook.ai.models import get_model, get_models, is_answered_snapshot
 from pi_notebook.ai.providers.anthropic import convert_messages, stream_simple_anthropic_messages
@@ -28,7 +28,7 @@ from pi_notebook.ai.types import (
     UserMessage,
 )
 
-RECORDED = Path(__file__).parent / "data" / "recorded-wire" / "anthropic-messages"
+RECORDED = Path(__file__).parents[1] / "data" / "recorded-wire" / "anthropic-messages"
 
 
 def ev(data: dict) -> str:

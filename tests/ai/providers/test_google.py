@@ -1,4 +1,4 @@
-"""google-generative-ai against a real local HTTP server (tests/ai/sse_server.py)."""
+"""google-generative-ai against a real local HTTP server (tests/helpers/sse_server.py)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import json
 
 import pytest
 from helpers.messages import assistant
-from retry_wait import abort_in_retry_wait
-from sse_server import HANG, RESET, Reply, ScriptedServer, chunked, sse_body
+from helpers.retry_wait import abort_in_retry_wait
+from helpers.sse_server import HANG, RESET, Reply, ScriptedServer, chunked, sse_body
 
 from pi_notebook.ai.abort import AbortController
 from pi_notebook.ai.providers import google

@@ -1,6 +1,6 @@
 """Abort a request exactly while its retry wait is running, whatever the machine's load.
 
-    from retry_wait import abort_in_retry_wait
+    from helpers.retry_wait import abort_in_retry_wait
     delays = abort_in_retry_wait(monkeypatch, controller)
     ... run the stream ...
     assert delays == [30_000]     # the wait that was interrupted (the server's retry-after)

@@ -1,4 +1,4 @@
-"""anthropic-messages against a real local HTTP server (tests/ai/sse_server.py).
+"""anthropic-messages against a real local HTTP server (tests/helpers/sse_server.py).
 
 Streams are written in the Messages API's SSE format (``event:`` + ``data:``) and cut into
 small chunks so that boundaries fall inside events, JSON and UTF-8 sequences.
@@ -12,8 +12,8 @@ import json
 
 import pytest
 from helpers.messages import assistant
-from retry_wait import abort_in_retry_wait
-from sse_server import HANG, RESET, Reply, ScriptedServer, chunked, sse_event
+from helpers.retry_wait import abort_in_retry_wait
+from helpers.sse_server import HANG, RESET, Reply, ScriptedServer, chunked, sse_event
 
 from pi_notebook.ai.abort import AbortController
 from pi_notebook.ai.providers import anthropic
