@@ -21,9 +21,9 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "kernel"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the helpers package
 
-from kernel_helpers import Kernel
+from helpers.kernel import Kernel
 
 SETUP = """\
 import pandas as pd, numpy as np

@@ -52,7 +52,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests" / "ai"))
+sys.path.insert(0, str(ROOT / "tests"))  # the helpers package
 
 # The SSE bodies, the floor and the protocol minimum are stream_overhead.py's: same server
 # shapes, same floor, so the two benchmarks' ratios are comparable.
@@ -64,7 +64,7 @@ from stream_overhead import minimum_run as _stream_minimum_run  # noqa: E402
 
 def serve(text_files: list[str], tool_file: str, final_file: str) -> None:
     """``/text<i>/`` serves text file i; ``/rt/`` alternates tool call, final answer."""
-    from sse_server import Reply, ScriptedServer, chunked
+    from helpers.sse_server import Reply, ScriptedServer, chunked
 
     def reply(path: str) -> Reply:
         return Reply(chunks=chunked(Path(path).read_bytes(), 1 << 16))

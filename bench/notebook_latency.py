@@ -23,9 +23,9 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "kernel"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the helpers package
 
-from kernel_helpers import Kernel  # noqa: E402
+from helpers.kernel import Kernel  # noqa: E402
 
 RUNTIME = "__import__('pi_notebook.magics', fromlist=['_']).current_runtime()"
 HEAVY = ["httpx", "pandas", "matplotlib", "numpy", "ipywidgets", "markdown_it", "pygments",

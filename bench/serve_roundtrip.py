@@ -23,11 +23,10 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "kernel"))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "serve"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the helpers package
 
-from kernel_helpers import Kernel
-from serve_helpers import serve
+from helpers.kernel import Kernel
+from helpers.serve import serve
 
 
 def bare_round_trip(kernel: Kernel, code: str) -> float:

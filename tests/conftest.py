@@ -43,7 +43,7 @@ def _is_loopback(host: object) -> bool:
 def _blocked(host: object) -> NetworkAccessBlocked:
     return NetworkAccessBlocked(
         f"tests must not use the network: connection to {host!r} blocked by tests/conftest.py "
-        "(use a server on 127.0.0.1, e.g. tests/ai/sse_server.py)"
+        "(use a server on 127.0.0.1, e.g. tests/helpers/sse_server.py)"
     )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from sse_server import Reply, chunked, scripted_server  # noqa: F401  # the fixture
+from helpers.sse_server import Reply, chunked, scripted_server  # noqa: F401  # the fixture
 
 from pi_notebook.ai.stream import stream as registry_stream
 from pi_notebook.ai.types import Context, Model, ModelCost, UserMessage

@@ -11,7 +11,7 @@ from datetime import datetime, timedelta, timezone
 
 import httpx
 import pytest
-from sse_server import DELAY, HANG, RESET, Reply, chunked, scripted_server  # noqa: F401
+from helpers.sse_server import DELAY, HANG, RESET, Reply, chunked, scripted_server  # noqa: F401
 
 from pi_notebook.ai import _http, _retry
 from pi_notebook.ai._http import (

@@ -16,7 +16,7 @@ import json
 from typing import Any
 
 import pytest
-from sse_server import Reply, ScriptedServer, sse_body, sse_event
+from helpers.sse_server import Reply, ScriptedServer, sse_body, sse_event
 
 from pi_notebook.agent import AgentContext, AgentLoopConfig, AgentTool, AgentToolResult, run_agent_loop
 from pi_notebook.ai._json import parse_final_arguments

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers import messages
 
 import pi_notebook.ai.models as models_module
 from pi_notebook.ai.models import (UnknownModelError, calculate_cost, catalogue_date, clamp_thinking_level,
@@ -188,7 +189,7 @@ def test_catalogue_file_is_valid_and_dated():
 # --- cost ------------------------------------------------------------------------------------
 
 def _model(**cost) -> Model:
-    return Model(id="m", api="x", provider="p", cost=ModelCost(**cost))
+    return messages.model(api="x", cost=ModelCost(**cost))
 
 
 def test_cost_basic_and_total_identity():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from helpers.messages import assistant, model
 
 from pi_notebook.ai.models import get_model
 from pi_notebook.ai.options import (DEFAULT_THINKING_BUDGETS, ContextEstimate, adjust_max_tokens_for_thinking,
@@ -10,16 +11,15 @@ from pi_notebook.ai.options import (DEFAULT_THINKING_BUDGETS, ContextEstimate, a
                                     clamp_thinking_budget_to_answer_room, estimate_context_tokens,
                                     estimate_message_tokens, resolve_cache_retention, thinking_budget_for_level)
 from pi_notebook.ai.types import (AssistantMessage, Context, ImageContent, Model, TextContent, ThinkingContent,
-                                  Tool, ToolCall, ToolResultMessage, Usage, UserMessage)
+                                  StopReason, Tool, ToolCall, ToolResultMessage, Usage, UserMessage)
 
 
 def _model(window: int = 10_000, max_tokens: int = 100_000, **kw) -> Model:
-    return Model(id="m", api="openai-completions", provider="p", context_window=window, max_tokens=max_tokens, **kw)
+    return model(context_window=window, max_tokens=max_tokens, **kw)
 
 
-def _assistant(text: str, total: int, ts: int, stop: str = "stop") -> AssistantMessage:
-    return AssistantMessage(content=[TextContent(text=text)], usage=Usage(input=total, total_tokens=total),
-                            stop_reason=stop, timestamp=ts)
+def _assistant(text: str, total: int, ts: int, stop: StopReason = "stop") -> AssistantMessage:
+    return assistant(text, usage=Usage(input=total, total_tokens=total), stop=stop, timestamp=ts)
 
 
 def test_default_and_explicit_max_tokens_are_clamped_to_the_context():  # item 111

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sse_server import Reply, ScriptedServer
+from helpers.sse_server import Reply, ScriptedServer
 from wire_oracle import CUT, EXPECT, split_events
 
 from pi_notebook.ai import _http

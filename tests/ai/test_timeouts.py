@@ -11,7 +11,7 @@ import asyncio
 import time
 
 import pytest
-from sse_server import DELAY, HANG, Reply, ScriptedServer, sse_body, sse_event
+from helpers.sse_server import DELAY, HANG, Reply, ScriptedServer, sse_body, sse_event
 
 from pi_notebook.agent import AgentContext, AgentLoopConfig, run_agent_loop
 from pi_notebook.ai import _http

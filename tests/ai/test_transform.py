@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import copy
+import functools
 
 import pytest
+from helpers.messages import assistant
 
 from pi_notebook.ai.transform import (NO_RESULT_TEXT, TOOL_IMAGE_PLACEHOLDER, USER_IMAGE_PLACEHOLDER,
                                       normalize_anthropic_tool_call_id, normalize_google_tool_call_id,
@@ -17,8 +19,7 @@ TARGET = Model(id="claude-sonnet-4-5", api="anthropic-messages", provider="anthr
 TEXT_ONLY = Model(id="llama", api="openai-completions", provider="ollama", input=["text"])
 
 
-def _assistant(content, *, provider="openai", api="openai-responses", model="gpt-5", stop="stop", ts=2):
-    return AssistantMessage(content=content, provider=provider, api=api, model=model, stop_reason=stop, timestamp=ts)
+_assistant = functools.partial(assistant, provider="openai", api="openai-responses", model="gpt-5", timestamp=2)
 
 
 def _same(content, stop="stop"):

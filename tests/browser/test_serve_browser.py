@@ -1,18 +1,15 @@
 """An outside agent's call in JupyterLab: the card in the ``%agent serve`` cell, at 1400 and
 800 px, light and dark; Run answers the waiting client. The client is the SDK's, in its own
-process (tests/serve/mcp_client.py)."""
+process (tests/helpers/mcp_client.py)."""
 
 from __future__ import annotations
 
 import re
-import sys
-from pathlib import Path
 
 import pytest
 from harness import Notebook, box, lab_server, launch, write_notebook
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "serve"))
-from serve_helpers import calls, finish, start_client
+from helpers.serve import calls, finish, start_client
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 

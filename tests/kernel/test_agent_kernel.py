@@ -12,11 +12,10 @@ import time
 
 import pytest
 
-from kernel_helpers import Kernel, faux_setup
+from helpers.kernel import RUNTIME, Kernel, faux_setup
 
 pytestmark = pytest.mark.kernel
 
-RUNTIME = "__import__('pi_notebook.magics', fromlist=['_']).current_runtime()"
 
 # A tool that sleeps cooperatively (aborts at once), and faux replies that record the
 # context each model call received.
@@ -58,9 +57,7 @@ def transcript_ok():
 
 def interactive_kernel(tps: float | None = None) -> Kernel:
     kernel = Kernel()
-    kernel.ok("import ipywidgets")
-    kernel.open_widget_control_comm()
-    kernel.wait_for("__import__('ipywidgets').widgets.widget.Widget._control_comm is not None")
+    kernel.connect_frontend()
     kernel.ok(faux_setup(tps))
     kernel.ok("%agent model faux/faux-1")
     kernel.ok(TOOLS_AND_RECORDER)
@@ -197,9 +194,7 @@ def test_abort_button_handler_from_non_main_thread_takes_effect_at_once(kernel):
 def test_coalesced_updates_and_exact_final_text():
     kernel = Kernel()
     try:
-        kernel.ok("import ipywidgets")
-        kernel.open_widget_control_comm()
-        kernel.wait_for("__import__('ipywidgets').widgets.widget.Widget._control_comm is not None")
+        kernel.connect_frontend()
         # 1,000 deltas per second: one token (4 chars) per delta at 1,000 tokens/s
         kernel.ok("%load_ext pi_notebook\n"
                   "from pi_notebook.ai.providers.faux import register_faux_provider, faux_assistant_message\n"

@@ -8,7 +8,7 @@ import time
 import nbformat
 import pytest
 
-from kernel_helpers import execute_notebook
+from helpers.kernel import execute_notebook
 
 pytestmark = pytest.mark.kernel
 
@@ -63,7 +63,7 @@ def test_headless_ask_policy_fails_closed_without_hanging():
 
 
 def test_interrupt_of_a_blocking_agent_cell_aborts_the_run():
-    from kernel_helpers import Kernel
+    from helpers.kernel import Kernel
 
     kernel = Kernel()
     try:
@@ -208,7 +208,7 @@ def test_a_live_view_nobody_renders_republishes_its_fallback_until_a_frontend_re
     """A client that allows stdin gets the widget view; while no frontend renders it, the
     static fallback it carries is republished (throttled) with the transcript so far. Once a
     frontend renders it, never again (JupyterLab re-creates the view for every update)."""
-    from kernel_helpers import Kernel
+    from helpers.kernel import Kernel
 
     kernel = Kernel()
     try:

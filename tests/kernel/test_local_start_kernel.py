@@ -11,11 +11,10 @@ import time
 from pathlib import Path
 
 import pytest
-from kernel_helpers import Kernel
+from helpers.kernel import RUNTIME, Kernel
 
 pytestmark = pytest.mark.kernel
 
-RUNTIME = "__import__('pi_notebook.magics', fromlist=['_']).current_runtime()"
 LAST = "__import__('pi_notebook').get_agent().state.messages[-1]"
 FAKE = Path(__file__).resolve().parents[1] / "local" / "fake_llama_server.py"
 
@@ -28,9 +27,7 @@ def _interactive_kernel(tmp_path: Path, **env: str) -> tuple[Kernel, Path]:
     gguf = tmp_path / "fake.gguf"
     gguf.write_bytes(b"GGUF fake")
     kernel = Kernel(env={"PI_NOTEBOOK_LLAMA_SERVER": str(binary), "PI_NOTEBOOK_LLAMA_THREADS": "1", **env})
-    kernel.ok("import ipywidgets")
-    kernel.open_widget_control_comm()  # a frontend: %%agent runs in the background
-    kernel.wait_for("__import__('ipywidgets').widgets.widget.Widget._control_comm is not None")
+    kernel.connect_frontend()  # a frontend: %%agent runs in the background
     kernel.ok("%load_ext pi_notebook\n%config AgentMagics.autosave = False")
     kernel.ok(f"%agent model local/{gguf}")
     return kernel, gguf

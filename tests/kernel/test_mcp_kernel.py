@@ -13,35 +13,19 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers.processes import alive
 
-from kernel_helpers import Kernel, faux_setup
+from helpers.kernel import RECORDING_MODEL, Kernel, faux_setup
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(300)]
 
 SERVER = str(Path(__file__).resolve().parents[1] / "mcp" / "server.py")
 CANARY = "wh-canary-" + "Tq8Yp3Ls6Nd1Vf4Kc9Xb2Mz7"
 
-SCRIPT = r'''
-RECEIVED = []
-
-def answer(message):
-    def step(context, options, state, model):
-        from pi_notebook.ai.providers.faux import serialize_context
-        RECEIVED.append(serialize_context(context))
-        return message
-    return step
-
+SCRIPT = RECORDING_MODEL + r'''
 def tool_turn(*calls):
     return answer(faux_assistant_message([faux_tool_call(n, a) for n, a in calls], stop_reason='toolUse'))
 '''
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 @pytest.fixture
@@ -119,12 +103,12 @@ def test_a_sigkilled_kernel_leaves_no_server(kernel):
               "server_pid = (await pi_notebook.mcp.call('stubborn', 'pid'))['result']", timeout=120)
     server_pid = kernel.ev("server_pid")
     kernel_pid = kernel.ev("os.getpid()")
-    assert _alive(server_pid) and server_pid != kernel_pid
+    assert alive(server_pid) and server_pid != kernel_pid
     os.kill(kernel_pid, signal.SIGKILL)
     deadline = time.monotonic() + 30
-    while _alive(server_pid) and time.monotonic() < deadline:
+    while alive(server_pid) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not _alive(server_pid), "the MCP server outlived its SIGKILLed kernel"
+    assert not alive(server_pid), "the MCP server outlived its SIGKILLed kernel"
 
 
 def _buttons(kernel: Kernel, description: str, count: int, timeout: float = 90) -> list[str]:
@@ -144,9 +128,7 @@ def test_always_for_this_tool_and_input_forms_of_both_styles_through_the_widget_
     k = Kernel(cwd=work, env={"HOME": str(tmp_path / "home"), "PI_NOTEBOOK_CACHE": str(tmp_path / "cache")},
                log_path=tmp_path / "kernel.log")
     try:
-        k.ok("import ipywidgets")
-        k.open_widget_control_comm()  # a frontend is there to click
-        k.wait_for("__import__('ipywidgets').widgets.widget.Widget._control_comm is not None")
+        k.connect_frontend()  # a frontend is there to click
         k.ok(faux_setup(2000) + SCRIPT)
         k.ok("%agent model faux/faux-1")
         k.ok("faux.set_responses([tool_turn(('t__echo', {'text': 'a'}), ('t__echo', {'text': 'b'}), "

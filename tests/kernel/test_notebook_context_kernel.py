@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from kernel_helpers import Kernel, faux_setup
+from helpers.kernel import RUNTIME, Kernel, faux_setup
 
 pytestmark = pytest.mark.kernel
 
-RUNTIME = "__import__('pi_notebook.magics', fromlist=['_']).current_runtime()"
 
 SETUP = """\
 from pi_notebook import get_agent

@@ -4,19 +4,16 @@ own options (model, approval) for the prompt they carry."""
 from __future__ import annotations
 
 import pytest
-from kernel_helpers import Kernel, faux_setup
+from helpers.kernel import RUNTIME, Kernel, faux_setup
 
 pytestmark = pytest.mark.kernel
 
-RUNTIME = "__import__('pi_notebook.magics', fromlist=['_']).current_runtime()"
 
 
 @pytest.fixture
 def kernel():
     k = Kernel()
-    k.ok("import ipywidgets")
-    k.open_widget_control_comm()
-    k.wait_for("__import__('ipywidgets').widgets.widget.Widget._control_comm is not None")
+    k.connect_frontend()
     k.ok(faux_setup(200))
     k.ok("from pi_notebook import get_agent")
     k.ok("other = register_faux_provider(provider='fauxother', models=[{'id': 'other-1'}])")

@@ -9,14 +9,12 @@ status`` probes are sent one after another and the longest wait for a reply is m
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
-from kernel_helpers import Kernel, faux_setup
+from helpers.kernel import RUNTIME, Kernel, faux_setup, probe_until_idle
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(300)]
 
-RUNTIME = "__import__('pi_notebook.magics', fromlist=['_']).current_runtime()"
 
 
 def _huge_notebook(path) -> int:
@@ -34,9 +32,7 @@ def test_probes_are_answered_during_a_huge_read_and_pathological_markdown(tmp_pa
     assert size > 25 * 2 ** 20
     kernel = Kernel(cwd=tmp_path)
     try:
-        kernel.ok("import ipywidgets")
-        kernel.open_widget_control_comm()
-        kernel.wait_for("__import__('ipywidgets').widgets.widget.Widget._control_comm is not None")
+        kernel.connect_frontend()
         kernel.ok(faux_setup(None))
         kernel.ok("%agent model faux/faux-1")
         kernel.ok("%config AgentMagics.approval = 'auto'")
@@ -48,15 +44,7 @@ def test_probes_are_answered_during_a_huge_read_and_pathological_markdown(tmp_pa
                   f"  faux_assistant_message('[' * 200000 + {formulas!r}),\n"
                   "])")
         kernel.ok("%%agent\nread the notebook")
-        gaps = []
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            started = time.monotonic()
-            probe = kernel.start("%agent status")
-            kernel.wait_reply(probe, timeout=60)
-            gaps.append(time.monotonic() - started)
-            if "run: active" not in kernel.text_of(probe):
-                break
+        gaps = probe_until_idle(kernel, limit_s=120, reply_timeout=60)
         assert not kernel.ev(f"{RUNTIME}.is_running()"), "the run did not end"
         results = kernel.ev(f"[m.content[0].text[:200] for m in {RUNTIME}.get_agent().state.messages "
                             "if m.role == 'toolResult']")
@@ -76,9 +64,7 @@ def test_probes_are_answered_while_agent_code_makes_many_pyplot_figures():
     # kernel silent 15 s, 1,000 figures 50 s (measured on this machine before the fix).
     kernel = Kernel()
     try:
-        kernel.ok("import ipywidgets")
-        kernel.open_widget_control_comm()
-        kernel.wait_for("__import__('ipywidgets').widgets.widget.Widget._control_comm is not None")
+        kernel.connect_frontend()
         kernel.ok("%matplotlib inline")
         kernel.ok(faux_setup(None))
         kernel.ok("%agent model faux/faux-1")
@@ -88,15 +74,7 @@ def test_probes_are_answered_while_agent_code_makes_many_pyplot_figures():
         kernel.ok("faux.set_responses([faux_assistant_message([faux_tool_call('python', "
                   f"{{'code': {code!r}}})], stop_reason='toolUse'), faux_assistant_message('done')])")
         kernel.ok("%%agent\nmake figures")
-        gaps = []
-        deadline = time.monotonic() + 240
-        while time.monotonic() < deadline:
-            started = time.monotonic()
-            probe = kernel.start("%agent status")
-            kernel.wait_reply(probe, timeout=120)
-            gaps.append(time.monotonic() - started)
-            if "run: active" not in kernel.text_of(probe):
-                break
+        gaps = probe_until_idle(kernel, limit_s=240, reply_timeout=120)
         assert not kernel.ev(f"{RUNTIME}.is_running()"), "the run did not end"
         print(f"probe replies: {len(gaps)}, longest {max(gaps):.2f} s")
         assert len(gaps) > 3, gaps  # the probes really ran while the figures were made

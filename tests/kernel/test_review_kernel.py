@@ -8,11 +8,10 @@ import time
 
 import pytest
 
-from kernel_helpers import Kernel, faux_setup
+from helpers.kernel import RUNTIME, Kernel, faux_setup
 
 pytestmark = pytest.mark.kernel
 
-RUNTIME = "__import__('pi_notebook.magics', fromlist=['_']).current_runtime()"
 
 SETUP = """\
 import numpy as np, pandas as pd
@@ -30,9 +29,7 @@ def last_result():
 @pytest.fixture(scope="module")
 def kernel():
     k = Kernel()
-    k.ok("import ipywidgets")
-    k.open_widget_control_comm()  # a frontend: approval panels are shown
-    k.wait_for("__import__('ipywidgets').widgets.widget.Widget._control_comm is not None")
+    k.connect_frontend()  # a frontend: approval panels are shown
     k.ok(faux_setup(None))
     k.ok("%agent model faux/faux-1")
     k.ok(SETUP)

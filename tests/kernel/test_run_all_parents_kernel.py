@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 from jupyter_client.session import Session
-from kernel_helpers import Kernel, faux_setup
+from helpers.kernel import Kernel, faux_setup
 
 pytestmark = pytest.mark.kernel
 

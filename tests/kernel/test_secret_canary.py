@@ -14,22 +14,14 @@ import json
 
 import pytest
 
-from kernel_helpers import faux_setup, kernel_with_fd_capture
+from helpers.kernel import RECORDING_MODEL, faux_setup, kernel_with_fd_capture
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(240)]
 
 CANARY = "sk-canary-" + "Zq7Xw2Lp9Rt4Vb6Nm8Hj3Kd5Fg1Sa0Qe7Wy2Ur4Io6Pl8Mk3Jn5Bh9Gv1Cf7Dx"  # 72 chars
 
-SCRIPT = r'''
+SCRIPT = RECORDING_MODEL + r'''
 import json, os
-RECEIVED = []
-
-def answer(message):
-    def step(context, options, state, model):
-        from pi_notebook.ai.providers.faux import serialize_context
-        RECEIVED.append(serialize_context(context))
-        return message
-    return step
 
 code = """import os, sys
 key = os.environ['OPENAI_API_KEY']

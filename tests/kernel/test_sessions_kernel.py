@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from kernel_helpers import Kernel, faux_setup
+from helpers.kernel import Kernel, faux_setup
 
 from pi_notebook.tools.context.prompt_context import CONTEXT_HEADER
 
@@ -88,9 +88,7 @@ def test_resume_continues_the_newest_session_after_restart():
 def test_sigkill_mid_stream_keeps_every_completed_message():
     kernel = Kernel()
     try:
-        kernel.ok("import ipywidgets")
-        kernel.open_widget_control_comm()
-        kernel.wait_for("__import__('ipywidgets').widgets.widget.Widget._control_comm is not None")
+        kernel.connect_frontend()
         kernel.ok(faux_setup(30))
         kernel.ok("faux.set_responses([faux_assistant_message('first answer'), "
                   "faux_assistant_message('never finished ' * 300)])")

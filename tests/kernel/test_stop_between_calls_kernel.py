@@ -11,12 +11,11 @@ from __future__ import annotations
 import time
 
 import pytest
-from kernel_helpers import Kernel, faux_setup
+from helpers.kernel import RUNTIME, Kernel, faux_setup
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(240)]
 
 AGENT = "__import__('pi_notebook').get_agent()"
-RUNTIME = "__import__('pi_notebook.magics', fromlist=['_']).current_runtime()"
 SPIN = "spins = 0\nwhile True:\n    spins += 1"
 LONG = "word " * 400  # at 40 tokens/s: about 10 s of streaming
 

@@ -14,7 +14,7 @@ import sys
 import time
 
 import pytest
-from kernel_helpers import Kernel, faux_setup
+from helpers.kernel import Kernel, faux_setup
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(400)]
 

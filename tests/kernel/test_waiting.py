@@ -8,20 +8,17 @@ import time
 
 import nbformat
 import pytest
-from kernel_helpers import Kernel, execute_notebook, faux_setup
+from helpers.kernel import RUNTIME, Kernel, execute_notebook, faux_setup
 
 pytestmark = pytest.mark.kernel
 
-RUNTIME = "__import__('pi_notebook.magics', fromlist=['_']).current_runtime()"
 WAITING = "waiting for the agent run above to finish"
 SLOW_RUN = "faux.set_responses([faux_assistant_message('slow ' * 400)])"
 
 
 def interactive_kernel(env: dict[str, str] | None = None) -> Kernel:
     kernel = Kernel(env=env)
-    kernel.ok("import ipywidgets")
-    kernel.open_widget_control_comm()
-    kernel.wait_for("__import__('ipywidgets').widgets.widget.Widget._control_comm is not None")
+    kernel.connect_frontend()
     kernel.ok(faux_setup(20))  # 20 tokens/s: a 400-word answer streams for a long while
     kernel.ok("%agent model faux/faux-1")
     return kernel

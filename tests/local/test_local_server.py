@@ -15,9 +15,9 @@ import subprocess
 import sys
 import textwrap
 import time
-from pathlib import Path
 
 import pytest
+from helpers.processes import alive
 
 from pi_notebook.local.server import choose_threads, remember_prefix, server_key, servers_dir
 from pi_notebook.local.setup import DEFAULT_LOCAL_MODEL, LocalSetupError, run_with_progress
@@ -104,22 +104,10 @@ time.sleep(600)
 """
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # a zombie is dead for our purpose
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return True
-
-
 def _wait_gone(pid: int, timeout: float = 15.0) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if not _alive(pid):
+        if not alive(pid):
             return True
         time.sleep(0.1)
     return False
@@ -160,11 +148,11 @@ def test_two_kernels_share_one_server_and_the_last_one_out_stops_it(private_cach
     second, port2, pid2 = _holder(private_cache)
     try:
         assert (port1, pid1) == (port2, pid2), "the second process started its own server"
-        assert _alive(pid1)
+        assert alive(pid1)
         first.send_signal(signal.SIGKILL)
         first.wait()
         time.sleep(2.0)  # more than the supervisor's linger
-        assert _alive(pid1), "the server died while another kernel still held a lease"
+        assert alive(pid1), "the server died while another kernel still held a lease"
         second.send_signal(signal.SIGKILL)
         second.wait()
         assert _wait_gone(pid1), "llama-server outlived the last kernel"
@@ -190,7 +178,7 @@ def test_a_kernel_killed_mid_answer_leaves_no_llama_server(private_cache):
             f"_s = get_local_server({MODEL!r}); _s.start_blocking(); print('PID', _s.pid)",
             timeout=120, output_hook=lambda msg: _collect(msg))
         pid = _pids[-1]
-        assert _alive(pid)
+        assert alive(pid)
         # an answer in progress: a long request from a background task of the kernel
         kc.execute(
             "import asyncio\nfrom pi_notebook.ai import get_model, complete\n"

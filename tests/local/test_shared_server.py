@@ -23,6 +23,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from helpers.processes import alive
 
 from pi_notebook.ai import complete
 from pi_notebook.ai.abort import AbortController
@@ -33,17 +34,6 @@ from pi_notebook.local.setup import LocalSetupError
 from pi_notebook.ai.types import Context, UserMessage
 
 FAKE = Path(__file__).with_name("fake_llama_server.py")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return True
 
 
 class Fake:
@@ -100,9 +90,9 @@ def fake(tmp_path, monkeypatch):
     stop_local_servers()
     if pid is not None:  # the supervisor stops the server ~1 s after the last lease
         deadline = time.monotonic() + 20
-        while _alive(pid) and time.monotonic() < deadline:
+        while alive(pid) and time.monotonic() < deadline:
             time.sleep(0.1)
-        if _alive(pid):
+        if alive(pid):
             with contextlib.suppress(ProcessLookupError):  # it may exit between the check and here
                 os.kill(pid, 9)
 
@@ -252,9 +242,9 @@ async def test_abort_during_a_slow_start_ends_the_request_within_a_second(fake, 
     assert time.monotonic() - started < 3
     pid = int((tmp_path / "fake.pid").read_text())
     deadline = time.monotonic() + 20
-    while _alive(pid) and time.monotonic() < deadline:
+    while alive(pid) and time.monotonic() < deadline:
         await asyncio.sleep(0.1)
-    assert not _alive(pid), "the server kept starting after the kernel let go of it"
+    assert not alive(pid), "the server kept starting after the kernel let go of it"
 
 
 @pytest.mark.parametrize("where", ["cache", "servers"])

@@ -53,9 +53,3 @@ def http_server(mode: str = "http", script: Path = SERVER) -> Iterator[str]:
             proc.kill()
 
 
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return False

@@ -6,25 +6,14 @@ from __future__ import annotations
 
 import asyncio
 
+from helpers.widgets import shown_text
+
 from pi_notebook.agent.types import AgentStartEvent, ToolExecutionStartEvent
 from pi_notebook.tools.trust.approval import ApprovalRequest, find_invisible, invisible_fields, reveal_invisible
 from pi_notebook.widgets.text_view import TextView
 from pi_notebook.widgets.view import AgentView
 
 RLO = "\u202e"
-
-
-def _html(widget) -> str:
-    out = []
-
-    def walk(w):
-        value = getattr(w, "value", None)
-        if isinstance(value, str):
-            out.append(value)
-        for child in getattr(w, "children", ()):
-            walk(child)
-    walk(widget)
-    return "\n".join(out)
 
 
 async def test_names_and_description_with_bidi_characters_are_revealed_with_a_warning():
@@ -39,7 +28,7 @@ async def test_names_and_description_with_bidi_characters_are_revealed_with_a_wa
             tool_call_id="c1", tool_name=name, args={"path": "a"}, extra={"mcp": hints})))
         await asyncio.sleep(0.08)
         view.flush()
-        html = _html(view.tool_card("c1").widget)
+        html = shown_text(view.tool_card("c1").widget)
         assert RLO not in html and "\u200b" not in html
         assert "read⟨U+202E⟩txt.exe" in html and "files⟨U+202E⟩" in html
         assert "Reads a file.⟨U+200B⟩⟨U+202E⟩Deletes nothing." in html
@@ -62,7 +51,7 @@ async def test_a_changed_tool_says_why_it_is_asked_again():
             tool_call_id="c1", tool_name="ops__deploy", args={}, extra={"mcp": hints})))
         await asyncio.sleep(0.08)
         view.flush()
-        assert "it is now marked destructive" in _html(view.tool_card("c1").widget)
+        assert "it is now marked destructive" in shown_text(view.tool_card("c1").widget)
         view.tool_card("c1").approval_buttons["skip"].click()
         await asyncio.wait_for(task, 2)
     finally:

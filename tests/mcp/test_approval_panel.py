@@ -5,25 +5,14 @@ from __future__ import annotations
 
 import asyncio
 
+from helpers.widgets import shown_text
+
 from pi_notebook.tools.trust.approval import ApprovalRequest
 from pi_notebook.agent.types import AgentStartEvent, ToolExecutionEndEvent, ToolExecutionStartEvent
 from pi_notebook.agent.types import AgentToolResult
 from pi_notebook.ai.types import TextContent
 from pi_notebook.widgets.toolcard import hint_badges
 from pi_notebook.widgets.view import AgentView
-
-
-def _html(widget) -> str:
-    out = []
-
-    def walk(w):
-        value = getattr(w, "value", None)
-        if isinstance(value, str):
-            out.append(value)
-        for child in getattr(w, "children", ()):
-            walk(child)
-    walk(widget)
-    return "\n".join(out)
 
 
 async def _ask(view, call_id, name, hints):
@@ -43,7 +32,7 @@ async def test_badges_and_the_third_button_of_an_mcp_panel():
         task, card = await _ask(view, "c1", "wh__peek", hints)
         assert set(card.approval_buttons) == {"run", "skip", "always"}
         assert card.approval_buttons["always"].description == "Always for this tool"
-        html = _html(card.widget)
+        html = shown_text(card.widget)
         assert "read-only" in html and "destructive" not in html
         card.approval_buttons["always"].click()
         assert await asyncio.wait_for(task, 2) == "always"  # the choice is still "always": the gate scopes it
@@ -51,7 +40,7 @@ async def test_badges_and_the_third_button_of_an_mcp_panel():
         hints = {"server": "wh", "tool": "drop", "read_only": False, "destructive": True, "always": None}
         task, card = await _ask(view, "c2", "wh__drop", hints)
         assert set(card.approval_buttons) == {"run", "skip"}  # asked at every call: no "always"
-        html = _html(card.widget)
+        html = shown_text(card.widget)
         assert "destructive" in html and "asked for at every call" in html
         card.approval_buttons["skip"].click()
         assert await asyncio.wait_for(task, 2) == "skip"
@@ -72,7 +61,7 @@ async def test_badges_and_the_third_button_of_an_mcp_panel():
         view.handle_event(ToolExecutionEndEvent(tool_call_id="c1", tool_name="wh__peek", result=result,
                                                 is_error=False))
         view.flush()
-        assert "read-only" in _html(view.tool_card("c1").widget)
+        assert "read-only" in shown_text(view.tool_card("c1").widget)
     finally:
         view.close()
 

@@ -11,7 +11,8 @@ import textwrap
 import time
 
 import pytest
-from mcp_helpers import alive, http_server, stdio_config
+from helpers.processes import alive
+from mcp_helpers import http_server, stdio_config
 
 from pi_notebook.mcp.config import ServerConfig
 from pi_notebook.mcp.server import McpCallError, McpServer, McpUnavailable

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers.processes import alive
 
 from pi_notebook.mcp.config import ServerConfig
 from pi_notebook.mcp.server import McpServer
@@ -77,19 +78,11 @@ def test_session_files_are_private(tmp_path):
     assert stat.S_IMODE(folder.stat().st_mode) == 0o700
 
 
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
-    except OSError:
-        return False
-
-
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_what_a_server_starts_dies_with_a_sigkilled_parent(tmp_path):
     """The parent (standing in for the kernel) starts a server that starts a child of its own,
     then is SIGKILLed: the server and its child are gone within seconds. (In a real kernel:
-    tests/kernel/test_trust_round3_files_kernel.py.)"""
+    tests/kernel/test_project_files_kernel.py.)"""
     import signal
     import subprocess
     import textwrap
@@ -97,7 +90,7 @@ def test_what_a_server_starts_dies_with_a_sigkilled_parent(tmp_path):
 
     script = textwrap.dedent(f"""
         import asyncio, json, sys
-        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        sys.path[:0] = [{str(Path(__file__).parent)!r}, {str(Path(__file__).parents[1])!r}]  # and helpers
         from test_server_files import family_config
         from pi_notebook.mcp.server import McpServer
         async def main():
@@ -114,14 +107,14 @@ def test_what_a_server_starts_dies_with_a_sigkilled_parent(tmp_path):
         import json
 
         family = json.loads(parent.stdout.readline())
-        assert _alive(family["server"]) and _alive(family["child"])
+        assert alive(family["server"]) and alive(family["child"])
     finally:
         parent.send_signal(signal.SIGKILL)
         parent.wait(timeout=30)
     deadline = time.monotonic() + 10
-    while (_alive(family["server"]) or _alive(family["child"])) and time.monotonic() < deadline:
+    while (alive(family["server"]) or alive(family["child"])) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not _alive(family["server"]) and not _alive(family["child"])
+    assert not alive(family["server"]) and not alive(family["child"])
 
 
 async def test_a_server_that_exits_takes_its_children_along(cache):
@@ -132,6 +125,6 @@ async def test_a_server_that_exits_takes_its_children_along(cache):
     family = (await server.call("family", {}, timeout_s=30)).structured_content
     await server.stop()
     deadline = time.monotonic() + 10
-    while _alive(family["child"]) and time.monotonic() < deadline:
+    while alive(family["child"]) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not _alive(family["server"]) and not _alive(family["child"])
+    assert not alive(family["server"]) and not alive(family["child"])

@@ -11,15 +11,12 @@ import json
 import os
 import signal
 import socket
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "kernel"))
-from kernel_helpers import Kernel, faux_setup
-from serve_helpers import calls, finish, run_client, serve, start_client
+from helpers.kernel import Kernel, faux_setup
+from helpers.serve import calls, finish, run_client, serve, start_client
 
 pytestmark = pytest.mark.kernel
 

@@ -1,7 +1,5 @@
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -156,8 +154,7 @@ async def test_from_a_faux_agent_run() -> None:
 
 @pytest.mark.kernel
 def test_set_next_input_payload_in_a_real_kernel() -> None:
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "kernel"))
-    from kernel_helpers import Kernel, faux_setup
+    from helpers.kernel import Kernel, faux_setup
 
     setup = faux_setup(400) + """
 faux.set_responses([

@@ -6,9 +6,9 @@ import re
 
 import nbformat
 import pytest
+from helpers.messages import assistant
 
 from pi_notebook.ai.types import (
-    AssistantMessage,
     ImageContent,
     TextContent,
     ThinkingContent,
@@ -28,9 +28,8 @@ from pi_notebook.tools.output.updates import (
 PNG_1PX = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
 
 
-def _assistant(*blocks, stop_reason="toolUse", **kw):
-    return AssistantMessage(content=list(blocks), api="faux", provider="faux", model="faux-1",
-                            stop_reason=stop_reason, **kw)
+def _assistant(*blocks, stop="toolUse", **kw):
+    return assistant(blocks, stop=stop, api="faux", provider="faux", model="faux-1", **kw)
 
 
 def _python(call_id, code):
@@ -56,7 +55,7 @@ def conversation():
         _result("c4", TextContent(text="The user denied this call"), is_error=True),
         _assistant(_python("c5", "z = x + len(y)\nprint(z)")),
         _result("c5", TextContent(text="46\n")),
-        _assistant(TextContent(text="x is **42** and z is 46."), stop_reason="stop"),
+        _assistant(TextContent(text="x is **42** and z is 46."), stop="stop"),
     ]
 
 

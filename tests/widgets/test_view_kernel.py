@@ -7,14 +7,11 @@ iopub; a click is the comm message @jupyter-widgets sends.
 
 from __future__ import annotations
 
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "kernel"))
-from kernel_helpers import Kernel  # noqa: E402
+from helpers.kernel import Kernel
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(120)]
 

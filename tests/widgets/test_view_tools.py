@@ -11,6 +11,7 @@ from pi_notebook.ai.types import ImageContent, TextContent
 from pi_notebook.widgets.toolcall import MAX_OUTPUT_CHARS
 from pi_notebook.widgets.toolcard import ToolCard
 
+from helpers.widgets import shown_text
 from widget_helpers import AssistantStream, CommLog, html_problems
 
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\x00" * 16).decode()
@@ -18,16 +19,7 @@ PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\x00" * 16).decode()
 
 def _card_html(comms: CommLog, card: ToolCard) -> str:
     """Everything currently shown in the card, as last sent to the frontend."""
-    seen: list[str] = []
-
-    def walk(widget) -> None:
-        value = comms.last_value(widget)
-        if isinstance(value, str):
-            seen.append(value)
-        for child in getattr(widget, "children", ()) or ():
-            walk(child)
-    walk(card.widget)
-    return "\n".join(seen)
+    return shown_text(card.widget, comms.last_value)
 
 
 async def test_python_code_argument_streams_as_highlighted_code(view, comms: CommLog):

@@ -10,6 +10,7 @@ import ipywidgets as W
 from ipywidgets.widgets.widget import _instances as live_widgets
 from test_transcript_model import TRACEBACK
 from test_view_buttons import _show_approval
+from helpers.widgets import shown_text
 from widget_helpers import AssistantStream, CommLog, html_problems
 
 from pi_notebook.agent.types import (
@@ -31,16 +32,7 @@ PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAW
 
 
 def _all_html(comms: CommLog, widget: W.Widget) -> str:
-    seen: list[str] = []
-
-    def walk(w: W.Widget) -> None:
-        value = comms.last_value(w)
-        if isinstance(value, str):
-            seen.append(value)
-        for child in getattr(w, "children", ()) or ():
-            walk(child)
-    walk(widget)
-    return "\n".join(seen)
+    return shown_text(widget, comms.last_value)
 
 
 def _python_call(view: AgentView, call_id: str, updates: list, details: PythonCallDetails, *,

@@ -1,0 +1,98 @@
+"""The near-miss hint for a KeyError (tools/output/error_hints.py), in the tool result and the history."""
+
+from __future__ import annotations
+
+import pytest
+
+from pi_notebook.tools.output.error_hints import error_hint, key_error_hint
+from pi_notebook.tools.context.history import ExecutionHistory
+
+pd = pytest.importorskip("pandas")
+
+
+def test_a_near_miss_names_the_key_and_where_it_is() -> None:
+    ns = {"df": pd.DataFrame({"region": [1], "units": [2]}), "cfg": {"learning_rate": 0.1}, "_hidden": {"regoin2": 1}}
+    assert key_error_hint("KeyError", "'regoin'", ns) == "did you mean 'region' (a column of df)?"
+    assert key_error_hint("KeyError", "'learning_rat'", ns) == "did you mean 'learning_rate' (a key of cfg)?"
+
+
+@pytest.mark.parametrize(("ename", "evalue"), [
+    ("KeyError", "'something_else'"),  # nothing close
+    ("KeyError", "5"),  # not a string key
+    ("KeyError", "not a literal ("),
+    ("NameError", "'regoin'"),  # Python already suggests names
+])
+def test_no_hint_without_a_close_string_key(ename: str, evalue: str) -> None:
+    assert key_error_hint(ename, evalue, {"df": pd.DataFrame({"region": [1]})}) is None
+
+
+def test_an_object_that_raises_is_skipped() -> None:
+    class Lying(dict):
+        def __iter__(self):
+            raise RuntimeError("no")
+
+    assert key_error_hint("KeyError", "'regoin'", {"x": Lying(), "df": pd.DataFrame({"region": [1]})}) \
+        == "did you mean 'region' (a column of df)?"
+
+
+def test_the_last_error_note_carries_the_hint() -> None:
+    from helpers.shell import get_shell
+
+    shell = get_shell()
+    history = ExecutionHistory()
+    history.install(shell)
+    shell.user_ns["hint_df"] = pd.DataFrame({"region": ["north"], "units": [3]})
+    try:
+        shell.run_cell("hint_df.groupby('regoin')['units'].sum()", store_history=True)
+        note = history.last_error_note()
+    finally:
+        history.uninstall()
+        shell.user_ns.pop("hint_df", None)
+    assert note is not None
+    assert note.startswith("Cell [") and ("raised KeyError: 'regoin' (did you mean 'region' (a column of "
+                                          "hint_df)?) at line 1: hint_df.groupby('regoin')") in note
+
+
+@pytest.mark.parametrize(("name", "line"), [
+    ("plt", "import matplotlib.pyplot as plt"), ("np", "import numpy as np"), ("pd", "import pandas as pd")])
+def test_a_common_import_that_is_missing_gets_its_import_line(name: str, line: str) -> None:
+    assert error_hint("NameError", f"name '{name}' is not defined", {}) == \
+        f"{name} is not imported in this notebook: start the code with `{line}`"
+
+
+def test_a_package_that_is_not_installed_is_named_with_what_is() -> None:
+    hint = error_hint("ModuleNotFoundError", "No module named 'not_a_package_here'", {})
+    assert hint is not None and hint.startswith("not_a_package_here is not installed in this kernel")
+    assert "use what is installed: pandas, numpy, matplotlib" in hint
+    # an alias of a package this kernel lacks: the same hint, not an import line that fails
+    sns = error_hint("NameError", "name 'sns' is not defined", {})
+    assert sns == error_hint("ModuleNotFoundError", "No module named 'seaborn'", {})
+    assert sns is not None and sns.startswith("seaborn is not installed")
+
+
+@pytest.mark.parametrize(("ename", "evalue"), [
+    ("NameError", "name 'totals' is not defined"),  # the user's own name: nothing to import
+    ("ModuleNotFoundError", "No module named 'pandas.not_a_submodule'"),  # installed: the message says it
+    ("ValueError", "No module named 'x'"),
+])
+def test_no_hint_for_other_names_and_errors(ename: str, evalue: str) -> None:
+    assert error_hint(ename, evalue, {}) is None
+
+
+async def test_the_python_tool_result_carries_the_import_hint() -> None:
+    from helpers.shell import get_shell, routed
+
+    from pi_notebook.tools.python.python_tool import PythonToolSettings, make_python_tool
+
+    shell = get_shell()
+    saved = shell.user_ns.pop("plt", None)
+    tool = make_python_tool(shell, PythonToolSettings())
+    try:
+        with routed():
+            result = await tool.execute("c1", {"code": "plt.plot([1, 2])"})
+    finally:
+        if saved is not None:
+            shell.user_ns["plt"] = saved
+    text = result.content[0].text
+    assert "[error] NameError: name 'plt' is not defined (plt is not imported in this notebook: start " \
+           "the code with `import matplotlib.pyplot as plt`)" in text
