@@ -11,11 +11,10 @@ import time
 from pathlib import Path
 
 import pytest
-from kernel_helpers import Kernel, faux_setup
+from helpers.kernel import RUNTIME, Kernel, faux_setup
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(300)]
 
-RUNTIME = "__import__('pi_notebook.magics', fromlist=['_']).current_runtime()"
 BIG_SERVER = str(Path(__file__).resolve().parents[1] / "mcp" / "big_server.py")
 
 
