@@ -51,6 +51,7 @@ if TYPE_CHECKING:
 
     from ..agent import Agent, AgentTool
     from ..agent.types import AgentMessage
+    from ..ai.types import PromptProgress
     from ..session.prompt_notes import PromptNotes
     from ..tools import PythonToolSettings
     from ..tools.approval import ApprovalHook, ApprovalRequest
@@ -126,6 +127,7 @@ class Runtime:
                 policy=self.current_policy, ask=self._ask_approval, is_interactive=self.is_interactive,
                 notify=self._warn, on_compaction=lambda text: self._warn(text, "info"),
                 on_status=lambda text: self._warn(text, "info"),
+                on_progress=self._reading_prompt,
                 stream_options=lambda: stream_timeouts(run_settings(self.settings)),
                 notebook_path=lambda: self.settings.notebook_path.strip(),
                 tools=(lambda: factory(self)) if factory is not None else None)
@@ -196,6 +198,14 @@ class Runtime:
         run = self.runs.current()
         if run is not None:
             run.view.show_notice(text, level)
+
+    def _reading_prompt(self, progress: PromptProgress) -> None:
+        """The pill of the run at work says how far the server has read the prompt."""
+        from ..widgets._util import reading_prompt_text
+
+        run = self.runs.current()
+        if run is not None:
+            run.view.set_status("thinking", reading_prompt_text(progress))
 
     def _transcript(self) -> list[AgentMessage]:
         return list(self.agent.state.messages) if self.agent is not None else []

@@ -23,7 +23,7 @@ from ..ai.abort import AbortSignal
 from ..ai.env import get_env_api_key
 from ..ai.event_stream import AssistantMessageEventStream
 from ..ai.stream import stream_simple
-from ..ai.types import Context, Model
+from ..ai.types import Context, Model, PromptProgress
 from ..session.compaction import (
     CompactionInfo,
     context_overhead_tokens,
@@ -64,6 +64,8 @@ class AgentHooks:
     # what the model's server is doing before it can answer (the embedded llama-server
     # starting): a provider calls the ``on_status`` stream option, the run's view shows it
     on_status: Callable[[str], None] = lambda _text: None
+    # how far the server has read the prompt (llama-server's prompt progress): the pill says it
+    on_progress: Callable[[PromptProgress], None] = lambda _progress: None
 
 
 @dataclass
@@ -89,7 +91,7 @@ def build_agent(settings: RunSettings, shell: InteractiveShell, hooks: AgentHook
     def stream(model: Model, context: Context, options: dict[str, object] | None = None,
                **kw: object) -> AssistantMessageEventStream:
         return stream_simple(model, context, {**hooks.stream_options(), "on_status": hooks.on_status,
-                                              **(options or {})}, **kw)
+                                              "on_progress": hooks.on_progress, **(options or {})}, **kw)
 
     agent = Agent(
         initial_state={"system_prompt": settings.system_prompt, "thinking_level": settings.thinking,

@@ -434,6 +434,21 @@ async def test_a_server_that_dies_mid_answer_is_explained_and_starts_again(fake,
     assert _text(again) == "Hello from the fake server."
 
 
+async def test_the_request_asks_for_the_prompt_cache_and_reports_how_far_the_prompt_was_read(
+        fake, monkeypatch):
+    from pi_notebook.ai.types import PromptProgress
+
+    monkeypatch.setenv("FAKE_LLAMA_PROMPT", "[5400, 1200]")
+    seen: list[PromptProgress] = []
+    answer = await _ask(fake.model, on_progress=seen.append)
+    assert answer.stop_reason == "stop", answer.error_message
+    assert _text(answer) == "Hello from the fake server."  # the progress chunks are no text
+    assert seen == [PromptProgress(5400, 1200, 1200 + 4200 * k // 3, 40 * k) for k in (1, 2, 3)]
+    assert (seen[0].read, seen[0].to_read) == (1400, 4200) and seen[-1].read == seen[-1].to_read
+    body = fake.requests()[-1]["body"]
+    assert body["cache_prompt"] is True and body["return_progress"] is True
+
+
 async def test_a_slow_start_is_announced_once_and_a_running_server_says_nothing(fake, monkeypatch):
     from pi_notebook.local.provider import STARTING_TEXT
 
