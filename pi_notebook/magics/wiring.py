@@ -24,6 +24,7 @@ from ..ai.env import get_env_api_key
 from ..ai.event_stream import AssistantMessageEventStream
 from ..ai.stream import stream_simple
 from ..ai.types import Context, Model, PromptProgress
+from ..local.profile import small_model_profile
 from ..session.compaction import (
     CompactionInfo,
     context_overhead_tokens,
@@ -133,8 +134,11 @@ class _Compaction:
         key = (model.provider, model.id, window, model.max_tokens)
         if self._cached is None or self._cached[0] != key:
             state = self._agent.state  # the answer's room and the fixed prefix come off the window
+            profile = small_model_profile(model)
+            # None: the compactor's extract (a small model's summary request costs minutes)
+            summarize = self._summarize if profile is None or profile.model_summary else None
             self._cached = (key, make_context_compactor(
-                window, self._summarize, on_compaction=self._compacted,
+                window, summarize, on_compaction=self._compacted,
                 max_output_tokens=model.max_tokens or None,
                 overhead_tokens=lambda: context_overhead_tokens(state.system_prompt, state.tools),
                 images="image" in (model.input or ())))

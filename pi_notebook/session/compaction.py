@@ -165,7 +165,7 @@ async def extractive_summary(messages: list[Any]) -> str:
         if earlier is not None:  # a rolling summary keeps what the last one said
             lines.append(earlier[1])
         elif role == "user":
-            lines.append(f"- user: {_short(_plain_text(message), 300)}")
+            lines.append(f"- user: {_short(_own_words(message), 300)}")
         elif role == "assistant":
             text = _short(_plain_text(message), 300)
             calls = [
@@ -181,6 +181,16 @@ async def extractive_summary(messages: list[Any]) -> str:
             lines.append(f"- {get_field(message, 'tool_name', 'toolName')} {status}: "
                          f"{_short(_plain_text(message), 160)}")
     return "\n".join(lines)
+
+
+def _own_words(message: Any) -> str:
+    """A user message's last text block: what the person wrote (a prompt's notebook-context
+    note travels as a block before it, session/prompt_notes.py, and is stale once summarised)."""
+    content = get_field(message, "content")
+    if isinstance(content, str):
+        return content
+    texts = [get_field(b, "text") or "" for b in content or [] if get_field(b, "type") == "text"]
+    return texts[-1] if texts else ""
 
 
 def previous_summary(message: Any) -> tuple[int, str] | None:
@@ -399,18 +409,23 @@ def make_context_compactor(
             to_summarize = [earlier, *replaced[prefix_len:]]
         else:
             to_summarize = list(replaced)
+        extract = summarizer is extractive_summary
+        head = ""
         try:
             text = await summarizer(to_summarize)
         except Exception as exc:  # a failed model call must not fail the turn
-            text = (f"(model summary failed: {type(exc).__name__}; extract follows)\n"
-                    + await extractive_summary(to_summarize))
+            head = f"(model summary failed: {type(exc).__name__}; extract follows)\n"
+            text = await extractive_summary(to_summarize)
+            extract = True
         # the whole summary message, prefix included, stays within summary_cap
-        limit = summary_cap * CHARS_PER_TOKEN - len(SUMMARY_PREFIX) - 8
-        if len(text) > limit and previous_summary(to_summarize[0]) is not None:
-            # a rolling summary grows at its end: the oldest part gives way
+        limit = summary_cap * CHARS_PER_TOKEN - len(SUMMARY_PREFIX) - 8 - len(head)
+        if len(text) > limit and (extract or previous_summary(to_summarize[0]) is not None):
+            # an extract (one line per message, oldest first) or a rolling summary grows at its
+            # end: the oldest part gives way
             text = SUMMARY_CUT_NOTE + text[len(text) - (limit - len(SUMMARY_CUT_NOTE)):]
         elif len(text) > limit:
             text = text[: limit - 20] + "\n[summary cut]"
+        text = head + text
         cache[key] = (list(originals), text)
         while len(cache) > _SUMMARY_CACHE_SIZE:  # dicts keep insertion order: drop the oldest
             del cache[next(iter(cache))]

@@ -74,11 +74,15 @@ def faux():
     handle.unregister()
 
 
-async def test_each_request_appends_to_the_previous_one_between_rare_compactions(faux):
+@pytest.mark.parametrize("small_profile", [False, True], ids=["model-summary", "small-model-extract"])
+async def test_each_request_appends_to_the_previous_one_between_rare_compactions(faux, monkeypatch,
+                                                                              small_profile):
     from pi_notebook.magics.config import AgentMagics
     from pi_notebook.magics.settings import python_tool_settings, run_settings
     from pi_notebook.magics.wiring import AgentHooks, build_agent
 
+    # the small-model profile (forced for the faux model) summarises by extract, not by a request
+    monkeypatch.setenv("PI_NOTEBOOK_SMALL_PROFILE", "1" if small_profile else "0")
     notices: list[str] = []
 
     async def deny(request):
@@ -116,8 +120,13 @@ async def test_each_request_appends_to_the_previous_one_between_rare_compactions
     assert len(breaks) == len(compactions), (breaks, compactions)
     # and that is seldom: at most once per four prompts
     assert 1 <= len(breaks) <= REQUESTS // 4, (breaks, compactions)
-    # the model is asked for a summary once per compaction at most, not on every request
-    assert len(summaries) <= len(compactions)
+    # the model is asked for a summary once per compaction at most, not on every request, and
+    # never when the profile says a summary request costs too much
+    assert len(summaries) <= (0 if small_profile else len(compactions))
+    if small_profile:
+        summary = next(m for c in requests for m in c.messages
+                       if m.role == "user" and m.content[0].text.startswith("[Summary of "))
+        assert "- user: Plot the revenue per month" in summary.content[0].text
     for context in requests:  # every request inside the window, with the whole answer's room
         wire = model.model_copy(update={"api": "openai-completions"})
         prompt_tokens = len(_wire_text(model, context)) // 4
