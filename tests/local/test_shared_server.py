@@ -295,6 +295,8 @@ async def test_the_server_gets_a_slot_per_kernel_and_a_window_per_slot(fake, mon
     assert slots == local_server.DEFAULT_SLOTS >= 4
     assert int(argv[argv.index("-c") + 1]) == slots * local_server.CONTEXT_WINDOW
     assert "--no-kv-unified" in argv  # a shared pool overflowing fails every slot's request
+    # the prompt is read (and its progress reported) 512 tokens at a time
+    assert int(argv[argv.index("-b") + 1]) == local_server.PROMPT_BATCH_TOKENS == 512
     assert fake.info()["slots"] == slots
 
 
