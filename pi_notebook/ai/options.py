@@ -259,6 +259,7 @@ def build_base_options(model: Model, context: Any, options: Mapping[str, Any] | 
         "headers": opts.get("headers"),
         "on_payload": opts.get("on_payload"),
         "on_response": opts.get("on_response"),
+        "on_progress": opts.get("on_progress"),
         "timeout_ms": opts.get("timeout_ms"),
         "first_byte_timeout_ms": opts.get("first_byte_timeout_ms"),
         "idle_timeout_ms": opts.get("idle_timeout_ms"),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
@@ -20,7 +21,7 @@ __all__ = [
     "now_ms", "get_field", "PiModel", "TextContent", "ThinkingContent", "ImageContent", "ToolCall",
     "mark_arguments_incomplete", "arguments_incomplete",
     "UserContent", "AssistantContent", "ToolResultContent", "Cost", "Usage", "usage_total_tokens", "usage_input_tokens",
-    "StopReason",
+    "StopReason", "PromptProgress",
     "UserMessage", "AssistantMessage", "ToolResultMessage", "Message", "ModelCostTier",
     "ModelCost", "Model", "Tool", "Context", "ThinkingLevel", "AgentThinkingLevel", "THINKING_LEVELS",
     "StartEvent", "TextStartEvent", "TextDeltaEvent", "TextEndEvent", "ThinkingStartEvent",
@@ -167,6 +168,30 @@ _USAGE_PARTS = (("input", None), ("output", None), ("cache_read", "cacheRead"),
 
 
 StopReason = Literal["pending", "stop", "length", "toolUse", "error", "aborted", "deferred"]
+
+
+@dataclass(frozen=True)
+class PromptProgress:
+    """How far a server has read the prompt before its first output token (llama-server's
+    ``prompt_progress`` with ``return_progress``), passed to the ``on_progress`` stream option.
+
+    ``total``: the prompt's tokens; ``cache``: those reused from the server's prompt cache;
+    ``processed``: those read so far, the reused ones included; ``time_ms``: time spent."""
+
+    total: int
+    cache: int
+    processed: int
+    time_ms: int
+
+    @property
+    def to_read(self) -> int:
+        """Tokens this request reads (the prompt less what the cache gave)."""
+        return max(0, self.total - self.cache)
+
+    @property
+    def read(self) -> int:
+        """Tokens of ``to_read`` read so far."""
+        return min(self.to_read, max(0, self.processed - self.cache))
 
 
 # --- messages (1.2) ------------------------------------------------------------------------

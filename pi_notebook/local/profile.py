@@ -13,7 +13,11 @@ apply it when they build a conversation (docs/design/local-model.md, "Wiring the
   allows only prose after ``max_tool_calls`` results, so a run always ends with an answer);
 - ``include_namespace_summary``: put the namespace summary (tools/context/namespace.py) at the start of
   each prompt's user message, not into the system prompt, so that the system prompt + tools
-  prefix stays identical between prompts and llama-server reuses it from its cache.
+  prefix stays identical between prompts and llama-server reuses it from its cache;
+- ``model_summary``: whether compaction asks the model to summarise old turns (else the
+  extract of session/compaction.py: each message's first words and the code it called). For
+  the small model a summary is a whole extra request, its ~1.6k-token transcript read and up
+  to 2k tokens written on two cores (minutes the user waits with nothing shown).
 
 ``PI_NOTEBOOK_SMALL_PROFILE=0`` turns the profile off (``1`` forces it for any model).
 """
@@ -48,6 +52,7 @@ class SmallModelProfile:
     tool_names: tuple[str, ...]
     max_turns: int | None
     include_namespace_summary: bool
+    model_summary: bool = True
 
 
 _SMALL = SmallModelProfile(
@@ -58,6 +63,7 @@ _SMALL = SmallModelProfile(
     tool_names=("python",),
     max_turns=5,
     include_namespace_summary=True,
+    model_summary=False,
 )
 
 

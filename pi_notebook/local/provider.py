@@ -330,6 +330,12 @@ def _payload_hook(model_id: str, mode: str, user_hook: Any, last_result_failed: 
 
     async def hook(params: dict[str, Any], model: Model) -> Any:
         params = shape_request(params, mode=mode, last_result_failed=last_result_failed)
+        # reuse the processed tokens of the slot's last prompt up to the first one that differs
+        # (compaction keeps the prompt's start unchanged between requests: session/compaction.py)
+        params["cache_prompt"] = True
+        # prompt_progress chunks while the prompt is read: the view says how far it got instead
+        # of a silent "thinking" (the on_progress stream option)
+        params["return_progress"] = True
         await asyncio.to_thread(remember_prefix, model_id, params.get("messages") or [],
                                 params.get("tools") or [])
         trace = os.environ.get("PI_NOTEBOOK_LOCAL_TRACE", "").strip()

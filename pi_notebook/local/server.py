@@ -60,6 +60,10 @@ __all__ = ["CONTEXT_WINDOW", "DEFAULT_SLOTS", "LlamaServer", "choose_slots", "ch
 HEALTH_TIMEOUT_S = 120.0
 CONTEXT_WINDOW = 8192  # tokens of each slot; provider.py's Model says the same
 DEFAULT_SLOTS = 4
+# tokens of the prompt read per step (-b): the server reports its prompt progress once a step
+# (return_progress), so the view's "reading the prompt" moves every ~512 tokens, not once per
+# 2,048 (two minutes on a busy 2-core machine); the compute step (-ub) is 512 tokens either way
+PROMPT_BATCH_TOKENS = 512
 SUPERVISOR = Path(__file__).with_name("supervisor.py")
 
 
@@ -430,7 +434,8 @@ class LlamaServer:
         # many requests wait for a slot; /slots (every slot's prompt text) is not needed: off.
         cmd = [str(binary), "-m", str(gguf), "-a", self.model_id, "--host", "127.0.0.1",
                "--port", str(port), "-c", str(CONTEXT_WINDOW * slots), "-np", str(slots), "--no-kv-unified",
-               "-t", str(threads), "-tb", str(batch_threads), "--api-key-file", str(key_path), "--metrics", "--no-slots"]
+               "-t", str(threads), "-tb", str(batch_threads), "-b", str(PROMPT_BATCH_TOKENS),
+               "--api-key-file", str(key_path), "--metrics", "--no-slots"]
         if template is not None:
             cmd += ["--jinja", "--chat-template-file", str(template)]
         spec = {"cmd": cmd, "port": port, "model": self.model_id, "threads": threads, "slots": slots,

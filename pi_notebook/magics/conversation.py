@@ -34,6 +34,7 @@ from .settings import RunSettings, python_tool_settings, run_settings, stream_ti
 if TYPE_CHECKING:
     from ..agent import Agent, AgentTool
     from ..agent.types import AgentMessage
+    from ..ai.types import PromptProgress
     from ..session.prompt_notes import PromptNotes
     from ..tools import PythonToolSettings
     from ..tools.trust.approval import ApprovalHook, ApprovalRequest
@@ -87,6 +88,7 @@ class Conversation:
                 policy=self.current_policy, ask=self._ask_approval, is_interactive=self.is_interactive,
                 notify=self.warn, on_compaction=lambda text: self.warn(text, "info"),
                 on_status=lambda text: self.warn(text, "info"),
+                on_progress=self._reading_prompt,
                 stream_options=lambda: stream_timeouts(self.settings_now()),
                 notebook_path=lambda: self.settings.notebook_path.strip(),
                 tools=(lambda: factory(self)) if factory is not None else None)
@@ -150,6 +152,14 @@ class Conversation:
         run = self.runs.current()
         if run is not None:
             run.view.show_notice(text, level)
+
+    def _reading_prompt(self, progress: PromptProgress) -> None:
+        """The pill of the run at work says how far the server has read the prompt."""
+        from ..widgets._util import reading_prompt_text
+
+        run = self.runs.current()
+        if run is not None:
+            run.view.set_status("thinking", reading_prompt_text(progress))
 
     # --- what the conversation holds ------------------------------------------------------
     def _transcript(self) -> list[AgentMessage]:

@@ -23,7 +23,8 @@ from ..ai.abort import AbortSignal
 from ..ai.env import get_env_api_key
 from ..ai.event_stream import AssistantMessageEventStream
 from ..ai.stream import stream_simple
-from ..ai.types import Context, Model
+from ..ai.types import Context, Model, PromptProgress
+from ..local.profile import small_model_profile
 from ..session.compaction import (
     CompactionInfo,
     context_overhead_tokens,
@@ -64,6 +65,8 @@ class AgentHooks:
     # what the model's server is doing before it can answer (the embedded llama-server
     # starting): a provider calls the ``on_status`` stream option, the run's view shows it
     on_status: Callable[[str], None] = lambda _text: None
+    # how far the server has read the prompt (llama-server's prompt progress): the pill says it
+    on_progress: Callable[[PromptProgress], None] = lambda _progress: None
 
 
 @dataclass
@@ -89,7 +92,7 @@ def build_agent(settings: RunSettings, shell: InteractiveShell, hooks: AgentHook
     def stream(model: Model, context: Context, options: dict[str, object] | None = None,
                **kw: object) -> AssistantMessageEventStream:
         return stream_simple(model, context, {**hooks.stream_options(), "on_status": hooks.on_status,
-                                              **(options or {})}, **kw)
+                                              "on_progress": hooks.on_progress, **(options or {})}, **kw)
 
     agent = Agent(
         initial_state={"system_prompt": settings.system_prompt, "thinking_level": settings.thinking,
@@ -131,8 +134,11 @@ class _Compaction:
         key = (model.provider, model.id, window, model.max_tokens)
         if self._cached is None or self._cached[0] != key:
             state = self._agent.state  # the answer's room and the fixed prefix come off the window
+            profile = small_model_profile(model)
+            # None: the compactor's extract (a small model's summary request costs minutes)
+            summarize = self._summarize if profile is None or profile.model_summary else None
             self._cached = (key, make_context_compactor(
-                window, self._summarize, on_compaction=self._compacted,
+                window, summarize, on_compaction=self._compacted,
                 max_output_tokens=model.max_tokens or None,
                 overhead_tokens=lambda: context_overhead_tokens(state.system_prompt, state.tools),
                 images="image" in (model.input or ())))

@@ -20,14 +20,29 @@ room, a margin, and the system prompt and tools: ``budget_reserve``,
    largest messages; if nothing fits, ``ContextBudgetError`` is raised and no
    request is sent. What the hook returns always fits the budget (estimated).
 
+A stable prefix: providers cache the prompt they read last (llama-server reuses its
+processed tokens up to the first byte that differs; cloud prompt caches match on prefixes), so
+a compaction that moved its cut point or rewrote its summary on every request would have the
+whole prompt read again each time. Two rules keep the prompt's start unchanged between
+compactions:
+
+- hysteresis: when the history must shrink, stages 1 and 2 aim at a low-water mark
+  (``low_water`` of the budget, half by default), not at the budget, so that the next
+  requests have room to append to it;
+- the compacted history is kept: the next call whose messages start with the same messages
+  gets exactly the same compacted objects, followed by what was appended since; it is
+  compacted again only when that no longer fits the budget.
+
 Summaries are cached by the identity of the messages they replace, and a longer
 range reuses the summary of its cached prefix, so the model is not asked again
-for the same history on every turn. See docs/design/sessions.md.
+for the same history on every turn. A later compaction summarises the kept history,
+earlier summary included (a rolling summary). See docs/design/sessions.md.
 """
 from __future__ import annotations
 
 import inspect
 import json
+import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -51,6 +66,12 @@ __all__ = ["CompactionInfo", "ContextBudgetError", "make_context_compactor", "bu
 
 DROPPED_OUTPUT_NOTE = "[output dropped to fit the context window: {chars} chars]"
 SUMMARY_PREFIX = "[Summary of {count} earlier messages, condensed to fit the context window]\n\n"
+_SUMMARY_PREFIX_RE = re.compile(r"\[Summary of (\d+) earlier messages, condensed to fit the context "
+                                r"window\]\n\n")
+SUMMARY_CUT_NOTE = "[the start of this summary was cut]\n"
+# where a compaction aims, as a share of the budget: the room left is what the next requests
+# append to an unchanged prompt prefix before the history must shrink again
+DEFAULT_LOW_WATER = 0.5
 _SUMMARY_CACHE_SIZE = 4  # only the newest summaries are ever extended
 
 Summarizer = Callable[[list[Any]], Awaitable[str]]
@@ -140,8 +161,11 @@ async def extractive_summary(messages: list[Any]) -> str:
     lines = []
     for message in messages:
         role = get_field(message, "role")
-        if role == "user":
-            lines.append(f"- user: {_short(_plain_text(message), 300)}")
+        earlier = previous_summary(message)
+        if earlier is not None:  # a rolling summary keeps what the last one said
+            lines.append(earlier[1])
+        elif role == "user":
+            lines.append(f"- user: {_short(_own_words(message), 300)}")
         elif role == "assistant":
             text = _short(_plain_text(message), 300)
             calls = [
@@ -157,6 +181,26 @@ async def extractive_summary(messages: list[Any]) -> str:
             lines.append(f"- {get_field(message, 'tool_name', 'toolName')} {status}: "
                          f"{_short(_plain_text(message), 160)}")
     return "\n".join(lines)
+
+
+def _own_words(message: Any) -> str:
+    """A user message's last text block: what the person wrote (a prompt's notebook-context
+    note travels as a block before it, session/prompt_notes.py, and is stale once summarised)."""
+    content = get_field(message, "content")
+    if isinstance(content, str):
+        return content
+    texts = [get_field(b, "text") or "" for b in content or [] if get_field(b, "type") == "text"]
+    return texts[-1] if texts else ""
+
+
+def previous_summary(message: Any) -> tuple[int, str] | None:
+    """(how many messages it replaced, its text) when ``message`` is a summary this module
+    wrote, else None."""
+    if get_field(message, "role") != "user":
+        return None
+    text = _plain_text(message)
+    match = _SUMMARY_PREFIX_RE.match(text)
+    return (int(match.group(1)), text[match.end():]) if match else None
 
 
 # --- a summary written by the model ------------------------------------------------------------
@@ -313,6 +357,7 @@ def make_context_compactor(
     max_output_tokens: int | None = None,
     overhead_tokens: int | Callable[[], int] | None = None,
     images: bool = True,
+    low_water: float = DEFAULT_LOW_WATER,
 ) -> Callable[..., Awaitable[list[Any]]]:
     """A ``transform_context`` hook whose result always fits the window (estimated).
 
@@ -323,7 +368,9 @@ def make_context_compactor(
     ``MESSAGE_OVERHEAD_TOKENS`` of framing. ``images=False`` (a model without image input)
     counts an image as the placeholder text the model receives instead. When the provider's
     usage shows the estimate running low (:func:`observed_ratio`), the budget shrinks by as much. ``summary_tokens`` (default: an eighth of
-    the budget, at most 2048) caps a summary's size.
+    the budget, at most 2048) caps a summary's size. ``low_water`` (0 < x <= 1) is the share
+    of the budget a compaction aims at; its result is kept and reused as the start of the
+    following requests (the module docstring's stable prefix).
 
     Past the two stages of the module docstring, ``fit.fit_to_budget`` drops the
     oldest turns and cuts oversize messages; when nothing can make the history fit,
@@ -336,6 +383,8 @@ def make_context_compactor(
     budget = context_window - reserve
     if budget <= 0:
         raise ValueError(f"reserve_tokens ({reserve}) leaves no room in a {context_window}-token window")
+    if not 0 < low_water <= 1:
+        raise ValueError(f"low_water must be in (0, 1], not {low_water}")
 
     def window_budget() -> tuple[int, int]:
         """(tokens the messages may take, the system prompt and tools' estimate)."""
@@ -360,15 +409,23 @@ def make_context_compactor(
             to_summarize = [earlier, *replaced[prefix_len:]]
         else:
             to_summarize = list(replaced)
+        extract = summarizer is extractive_summary
+        head = ""
         try:
             text = await summarizer(to_summarize)
         except Exception as exc:  # a failed model call must not fail the turn
-            text = (f"(model summary failed: {type(exc).__name__}; extract follows)\n"
-                    + await extractive_summary(to_summarize))
+            head = f"(model summary failed: {type(exc).__name__}; extract follows)\n"
+            text = await extractive_summary(to_summarize)
+            extract = True
         # the whole summary message, prefix included, stays within summary_cap
-        limit = summary_cap * CHARS_PER_TOKEN - len(SUMMARY_PREFIX) - 8
-        if len(text) > limit:
+        limit = summary_cap * CHARS_PER_TOKEN - len(SUMMARY_PREFIX) - 8 - len(head)
+        if len(text) > limit and (extract or previous_summary(to_summarize[0]) is not None):
+            # an extract (one line per message, oldest first) or a rolling summary grows at its
+            # end: the oldest part gives way
+            text = SUMMARY_CUT_NOTE + text[len(text) - (limit - len(SUMMARY_CUT_NOTE)):]
+        elif len(text) > limit:
             text = text[: limit - 20] + "\n[summary cut]"
+        text = head + text
         cache[key] = (list(originals), text)
         while len(cache) > _SUMMARY_CACHE_SIZE:  # dicts keep insertion order: drop the oldest
             del cache[next(iter(cache))]
@@ -377,7 +434,25 @@ def make_context_compactor(
     def size(message: Any) -> int:
         return estimate_message_tokens(message, images)
 
+    # the last compaction: the messages it was given, and what it returned for them
+    kept: list[tuple[list[Any], list[Any]]] = []
+
+    def carried(messages: list[Any]) -> list[Any]:
+        """``messages`` with the last compaction's result in place of the messages it was
+        given, when they still start this conversation (else the last compaction is forgotten:
+        the history was replaced, loaded or undone)."""
+        if not kept:
+            return messages
+        given, result = kept[0]
+        n = len(given)
+        if len(messages) >= n and all(a is b or a == b for a, b in zip(given, messages[:n], strict=True)):
+            return [*result, *messages[n:]]
+        kept.clear()
+        return messages
+
     async def compact(messages: list[Any], signal: Any = None) -> list[Any]:
+        given = messages
+        messages = carried(given)
         whole_budget, overhead = window_budget()
         ratio = observed_ratio(messages, overhead, images)
         if ratio > 1.0:  # the window in estimated tokens is smaller than its size
@@ -387,6 +462,17 @@ def make_context_compactor(
         tokens_before = estimate_tokens(messages, images)
         if tokens_before <= budget:
             return messages
+        result = await shrink(messages, signal, whole_budget, overhead, tokens_before)
+        kept[:] = [(list(given), result)]
+        return list(result)
+
+    async def shrink(messages: list[Any], signal: Any, whole_budget: int, overhead: int,
+                     tokens_before: int) -> list[Any]:
+        # stages 1 and 2 aim at the low-water mark, so the requests that follow append to this
+        # result instead of shrinking the history again (each shrink changes the prompt's start)
+        full_budget = whole_budget - MESSAGE_OVERHEAD_TOKENS * len(messages)
+        budget = (int(whole_budget * low_water) if low_water < 1 else whole_budget) \
+            - MESSAGE_OVERHEAD_TOKENS * len(messages)
         if whole_budget <= 0:
             raise ContextBudgetError(
                 f"the system prompt and tools (~{overhead} tokens) leave no room for the "
@@ -403,9 +489,10 @@ def make_context_compactor(
         total = sum(sizes)
         last_user = max((i for i, m in enumerate(result) if get_field(m, "role") == "user"), default=-1)
 
-        # 1. drop old tool outputs, oldest first
+        # 1. drop old tool outputs, oldest first; those of the prompt being answered only as far
+        # as the whole budget needs (the model has yet to read them)
         for i, message in enumerate(result):
-            if total <= budget:
+            if total <= (budget if i < last_user else full_budget):
                 break
             if not isinstance(message, ToolResultMessage):
                 continue
@@ -430,8 +517,10 @@ def make_context_compactor(
                               points[-1])
                 replaced = result[:chosen]
                 text = await summarize_range(list(messages[:chosen]), replaced)
+                earlier = previous_summary(replaced[0])
+                count = len(replaced) + (earlier[0] - 1 if earlier is not None else 0)
                 summary = UserMessage(
-                    content=[TextContent(text=SUMMARY_PREFIX.format(count=len(replaced)) + text)],
+                    content=[TextContent(text=SUMMARY_PREFIX.format(count=count) + text)],
                     timestamp=get_field(replaced[-1], "timestamp") or 0,
                 )
                 result = [summary, *result[chosen:]]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from ..ai.types import ImageContent, TextContent, ThinkingContent, ToolCall, get_field
+from ..ai.types import ImageContent, PromptProgress, TextContent, ThinkingContent, ToolCall, get_field
 from ..tools.trust.approval import INVISIBLE_RE, find_invisible, reveal_invisible
 
 __all__ = ["code_ticks", "content_text", "cut_off_note", "content_images", "fmt_tokens", "fmt_cost", "fmt_seconds",
@@ -69,6 +69,13 @@ def cut_off_note(error_message: str | None) -> str:
     """Why a reply ended ``length``, said the same way by both views: the provider's reason when
     it cut the reply itself (local_repeat: a loop), else the output token limit."""
     return strip_control(error_message or "The reply was cut off: the model hit its output token limit.")
+
+
+def reading_prompt_text(progress: PromptProgress) -> str:
+    """The pill while a local server reads the prompt: "reading the prompt · 1,200 of 5,400
+    tokens" (what the prompt cache gave is not read again, so it is not counted)."""
+    text = f"reading the prompt · {progress.read:,} of {progress.to_read:,} tokens"
+    return text + (f" ({progress.cache:,} cached)" if progress.cache > 0 else "")
 
 
 def fmt_tokens(n: int | float) -> str:

@@ -166,8 +166,11 @@ class Transcript:
         return self.announce(text, kind)
 
     def set_status(self, status: RunStatus, detail: str = "") -> bool:
-        """False if ignored (a live status after the run finished)."""
+        """False if ignored (a live status after the run finished, or a detail of the thinking
+        phase, such as how far the prompt was read, once that phase is over)."""
         if self.finished and status not in FINAL_STATUSES:
+            return False
+        if status == "thinking" and detail and self.status != "thinking":
             return False
         if status == "queued" and self.status in ("idle", "queued") and self.ended is None:
             self.timed = False
@@ -229,6 +232,8 @@ class Transcript:
         label: str = self.status
         if self.status_detail and self.status in ("running tool", "waiting for approval"):
             label = f"{self.status}: {self.status_detail}"
+        elif self.status_detail and self.status == "thinking":
+            label = self.status_detail  # what the model's server is doing meanwhile
         if self.status == "done":
             ran = [i for i in self.tools.values() if i.status != "skipped"]
             failed = [i for i in ran if i.is_error]

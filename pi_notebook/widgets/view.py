@@ -268,7 +268,10 @@ class AgentView(TranscriptViewMixin, W.VBox):  # type: ignore[misc]  # ipywidget
             item.resolve_approval(outcome, t.clock())
             t.changed(item)
             if t.status == "waiting for approval" and not self._approvals:
-                self.set_status("running tool" if outcome != "skip" else "thinking", tool_name)
+                if outcome != "skip":
+                    self.set_status("running tool", tool_name)
+                else:  # a thinking detail is what the model's server is doing, not a tool
+                    self.set_status("thinking")
 
     def cancel_approvals(self) -> None:
         """Resolve every pending approval with ``"skip"`` (e.g. the run is aborting), and

@@ -16,6 +16,8 @@ Behaviour from the environment:
                            of replies for one server; FAKE_LLAMA_CHUNKS when it is missing)
   FAKE_LLAMA_RECORD        a file: one JSON line per request (path, auth header, body), and one
                            per answer the client stopped reading ({"dropped_after": chunks sent})
+  FAKE_LLAMA_PROMPT        "[total, cache]": a request with ``return_progress`` first gets
+                           ``prompt_progress`` chunks (no choices) reading total - cache tokens
   FAKE_LLAMA_ARGV          a file: the command line, as JSON
   FAKE_LLAMA_PID           a file: the process id
 """
@@ -54,6 +56,7 @@ STREAM_S = float(os.environ.get("FAKE_LLAMA_STREAM_S", "0"))
 RECORD = os.environ.get("FAKE_LLAMA_RECORD")
 CHUNKS = json.loads(os.environ.get("FAKE_LLAMA_CHUNKS") or "null") or ["Hello", " from", " the", " fake", " server."]
 DIE_AFTER = int(os.environ.get("FAKE_LLAMA_DIE_AFTER") or -1)
+PROMPT = json.loads(os.environ.get("FAKE_LLAMA_PROMPT") or "null")
 if os.environ.get("FAKE_LLAMA_PID"):
     Path(os.environ["FAKE_LLAMA_PID"]).write_text(str(os.getpid()))
 if os.environ.get("FAKE_LLAMA_ARGV"):
@@ -127,6 +130,15 @@ class Handler(BaseHTTPRequestHandler):
             if DIE_AFTER >= 0:
                 self.send_header("Transfer-Encoding", "chunked")
             self.end_headers()
+            if PROMPT and body.get("return_progress"):
+                total, cache = PROMPT
+                for step in (1, 2, 3):  # as llama-server: one chunk per batch of the prompt read
+                    progress = {"total": total, "cache": cache,
+                                "processed": cache + (total - cache) * step // 3, "time_ms": 40 * step}
+                    chunk = {"id": "c1", "object": "chat.completion.chunk", "model": "fake",
+                             "choices": [], "prompt_progress": progress}
+                    self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                    self.wfile.flush()
             chunks = _chunks()
             for i, word in enumerate(chunks):
                 if i:

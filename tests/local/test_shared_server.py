@@ -285,6 +285,8 @@ async def test_the_server_gets_a_slot_per_kernel_and_a_window_per_slot(fake, mon
     assert slots == local_server.DEFAULT_SLOTS >= 4
     assert int(argv[argv.index("-c") + 1]) == slots * local_server.CONTEXT_WINDOW
     assert "--no-kv-unified" in argv  # a shared pool overflowing fails every slot's request
+    # the prompt is read (and its progress reported) 512 tokens at a time
+    assert int(argv[argv.index("-b") + 1]) == local_server.PROMPT_BATCH_TOKENS == 512
     assert fake.info()["slots"] == slots
 
 
@@ -422,6 +424,21 @@ async def test_a_server_that_dies_mid_answer_is_explained_and_starts_again(fake,
     again = await _ask(fake.model)  # the next request starts the server again
     assert again.stop_reason == "stop", again.error_message
     assert _text(again) == "Hello from the fake server."
+
+
+async def test_the_request_asks_for_the_prompt_cache_and_reports_how_far_the_prompt_was_read(
+        fake, monkeypatch):
+    from pi_notebook.ai.types import PromptProgress
+
+    monkeypatch.setenv("FAKE_LLAMA_PROMPT", "[5400, 1200]")
+    seen: list[PromptProgress] = []
+    answer = await _ask(fake.model, on_progress=seen.append)
+    assert answer.stop_reason == "stop", answer.error_message
+    assert _text(answer) == "Hello from the fake server."  # the progress chunks are no text
+    assert seen == [PromptProgress(5400, 1200, 1200 + 4200 * k // 3, 40 * k) for k in (1, 2, 3)]
+    assert (seen[0].read, seen[0].to_read) == (1400, 4200) and seen[-1].read == seen[-1].to_read
+    body = fake.requests()[-1]["body"]
+    assert body["cache_prompt"] is True and body["return_progress"] is True
 
 
 async def test_a_slow_start_is_announced_once_and_a_running_server_says_nothing(fake, monkeypatch):

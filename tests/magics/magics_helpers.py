@@ -54,7 +54,7 @@ class FakeView:
         return self.approval_answer
 
     def set_status(self, status: str, detail: str = "") -> None:
-        self.calls.append(("status", status))
+        self.calls.append(("status", status, detail) if detail else ("status", status))
 
     def show_notice(self, text: str, level: str = "info") -> None:
         self.calls.append(("notice", level, text))

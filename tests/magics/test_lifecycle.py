@@ -384,3 +384,19 @@ async def test_a_provider_says_what_its_server_is_doing_in_the_run_view(shell, f
     await settle(30)
     notices = FakeView.instances[-1].kinds("notice")
     assert ("notice", "info", "Starting the local model server…") in notices, notices
+
+
+async def test_the_run_view_says_how_far_the_server_has_read_the_prompt(shell, faux):
+    from pi_notebook.ai.types import PromptProgress
+
+    def step(context, options, state, model):
+        for processed in (2000, 4000, 5400):  # as the Chat Completions mapper passes llama-server's
+            options["on_progress"](PromptProgress(5400, 0, processed, 100))
+        return faux_assistant_message("ready")
+
+    faux.set_responses([step])
+    await run_cell(shell, "%%agent\nhello\n")
+    await settle(30)
+    statuses = [c for c in FakeView.instances[-1].kinds("status") if len(c) == 3]
+    assert statuses == [("status", "thinking", f"reading the prompt · {n} of 5,400 tokens")
+                        for n in ("2,000", "4,000", "5,400")], statuses

@@ -81,7 +81,8 @@ def _describe_http_error(exc: _http.HttpStatusError) -> str:
 async def _run(model: Model, context: Context, options: Mapping[str, Any],
                stream: AssistantMessageEventStream) -> None:
     compat = get_compat(model)
-    mapper = CompletionsEventMapper(model, new_output(model), stream, compat)
+    mapper = CompletionsEventMapper(model, new_output(model), stream, compat,
+                                    on_progress=options.get("on_progress"))
 
     def build_request(params: dict[str, Any], api_key: str | None) -> tuple[str, dict[str, str]]:
         return chat_url(model), build_headers(model, options, compat, api_key)

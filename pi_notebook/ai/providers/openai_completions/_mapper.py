@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import sys
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 from ... import _http
@@ -44,6 +45,7 @@ from ...types import (
     ToolCallDeltaEvent,
     ToolCallEndEvent,
     ToolCallStartEvent,
+    PromptProgress,
     Usage,
     usage_total_tokens,
 )
@@ -51,6 +53,8 @@ from .._common import EventMapper, ProviderStreamError
 from ._request import REASONING_FIELDS, dumps
 
 __all__ = ["CompletionsEventMapper", "read_body", "parse_payload"]
+
+_log = logging.getLogger(__name__)
 
 _scan_once = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # CPython's C scanner, not in the stubs
 
@@ -238,9 +242,11 @@ class CompletionsEventMapper(EventMapper):
     """
 
     def __init__(self, model: Model, output: AssistantMessage, stream: AssistantMessageEventStream,
-                 compat: Mapping[str, Any]) -> None:
+                 compat: Mapping[str, Any], on_progress: Callable[[PromptProgress], object] | None = None
+                 ) -> None:
         super().__init__(model, output, stream)
         self.compat = compat
+        self.on_progress = on_progress
         self.content = output.content
         self.text_block: TextContent | None = None
         self.text_index = -1
@@ -267,6 +273,9 @@ class CompletionsEventMapper(EventMapper):
         error = get("error")
         if error:
             raise ProviderStreamError(_stream_error_message(error))
+        progress = get("prompt_progress")
+        if progress is not None:
+            self.prompt_progress(progress)
         if self.need_meta:
             self._meta(chunk)
         choices = get("choices")
@@ -308,6 +317,20 @@ class CompletionsEventMapper(EventMapper):
                         self.tool_call(call)
                 return
         self.delta(delta)
+
+    def prompt_progress(self, value: Any) -> None:
+        """llama-server's ``prompt_progress`` (``return_progress``: chunks without choices while
+        the prompt is read) for the ``on_progress`` option; a malformed one is ignored."""
+        if self.on_progress is None or type(value) is not dict:
+            return
+        fields = [value.get(name) for name in ("total", "cache", "processed", "time_ms")]
+        numbers = [v for v in fields if type(v) is int]
+        if len(numbers) != len(fields):
+            return
+        try:
+            self.on_progress(PromptProgress(*numbers))
+        except Exception:  # a listener's failure must not fail the request
+            _log.debug("pi_notebook: on_progress failed", exc_info=True)
 
     def _meta(self, chunk: dict[str, Any]) -> None:
         if self.need_id:
