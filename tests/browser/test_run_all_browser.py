@@ -57,7 +57,7 @@ def _sum(context, options, state, model):
 
 def _answer(context, options, state, model):
     result = "".join(getattr(block, "text", "") for block in context.messages[-1].content)
-    found = re.search(r"\d{4}-\d{2}", result)  # the month in the tool's output
+    found = re.search(r"\\d{4}-\\d{2}", result)  # the month in the tool's output
     return faux_assistant_message(f"{found.group(0) if found else 'No month'} had the highest total revenue.")
 
 
