@@ -672,6 +672,10 @@ def repair_call_tail(code: str) -> str | None:
     return None
 
 
+# a line that holds only the answer form the question asked: ``@key[value]`` tags
+_ANSWER_FORM_LINE = re.compile(r"(?:@[A-Za-z_]\w*\[[^\]\n]*\]\s*)+")
+
+
 class TextToolCallStream:
     """Re-emits the events of a ``tool_choice: "none"`` request, turning a reply that is a
     JSON call into a tool call (prose passes through as text)."""
@@ -679,6 +683,8 @@ class TextToolCallStream:
     def __init__(self, tools: list[Any] | None, *, fenced: bool = False) -> None:
         self.tools = _tool_specs(tools)
         self.fenced = fenced  # a reply opening with a fence is the python call (fenced.py)
+        self.fence_kind: str | None = None  # None (undecided), "call", "answer" (_on_fence)
+        self.fence_sent = 0  # how much of the buffer the call's deltas carried
         self.output: AssistantMessage | None = None
         self.mode: str | None = None  # None (undecided), "text", "call", "fence"
         self.buffer = ""
@@ -733,14 +739,32 @@ class TextToolCallStream:
                 return []
             if self.fenced and stripped.startswith("`"):
                 self.mode = "fence"
-                return self._emit_fence_delta(self.buffer)
+                return self._on_fence()
             self.mode = "call" if stripped.startswith("{") else "text"
             delta = self.buffer if self.mode == "text" else delta
             if self.mode == "call":
                 return self._emit_call_delta(self.buffer)
         if self.mode == "fence":
-            return self._emit_fence_delta(delta)
+            return self._on_fence()
         return self._emit_text(delta) if self.mode == "text" else self._emit_call_delta(delta)
+
+    def _on_fence(self) -> list[AssistantMessageEvent]:
+        """A block streaming. What it is waits for its first line of code: the answer form
+        alone there (``@top_hotel[Alder]``, which no Python is) makes the block the answer, as
+        the model meant it (measured on the 1.5B: after a result that showed the value, it
+        wrapped the answer in a block like the call before it); any other block is the call,
+        streamed from there on."""
+        if self.fence_kind is None:
+            if "\n" not in self.buffer.lstrip().partition("\n")[2] and code_of_block(self.buffer) is None:
+                return []  # the first line of code is not complete yet
+            first = open_block_code(self.buffer).partition("\n")[0] or (code_of_block(self.buffer) or "")
+            self.fence_kind = "answer" if _ANSWER_FORM_LINE.fullmatch(first.strip()) else "call"
+            if self.fence_kind == "call":
+                return self._emit_fence_delta(self.buffer)
+            return []
+        if self.fence_kind == "call":
+            return self._emit_fence_delta(self.buffer[self.fence_sent:])
+        return []
 
     def _emit_fence_delta(self, delta: str) -> list[AssistantMessageEvent]:
         """A fenced block streaming: the python call, its code as written so far."""
@@ -754,6 +778,7 @@ class TextToolCallStream:
         block = self.output.content[self.index]
         assert isinstance(block, ToolCall)
         block.arguments = {"code": open_block_code(self.buffer)}
+        self.fence_sent = len(self.buffer)
         events.append(delta_event(ToolCallDeltaEvent, "toolcall_delta", self.index, delta, self.output))
         return events
 
@@ -762,11 +787,21 @@ class TextToolCallStream:
         JSON stood between the model and the code, so nothing is repaired)."""
         assert self.output is not None
         events: list[AssistantMessageEvent] = []
+        code = code_of_block(self.buffer)
+        if self.fence_kind is None:
+            first = (open_block_code(self.buffer) if code is None else code).partition("\n")[0]
+            self.fence_kind = "answer" if _ANSWER_FORM_LINE.fullmatch(first.strip()) else "call"
+        if self.fence_kind == "answer":
+            answer = (open_block_code(self.buffer) if code is None else code).strip()
+            events += self._emit_text(answer)
+            block_text = self.output.content[self.index]
+            assert isinstance(block_text, TextContent)
+            events.append(TextEndEvent(content_index=self.index, content=block_text.text, partial=self.output))
+            return events
         if self.index < 0:
-            events += self._emit_fence_delta("")
+            events += self._emit_fence_delta(self.buffer)
         block = self.output.content[self.index]
         assert isinstance(block, ToolCall)
-        code = code_of_block(self.buffer)
         block.arguments = {"code": open_block_code(self.buffer) if code is None else code}
         events.append(ToolCallEndEvent(content_index=self.index, tool_call=block, partial=self.output))
         return events

@@ -114,3 +114,18 @@ async def test_every_program_reaches_the_call_unchanged(fake, monkeypatch, tmp_p
         body = fake.requests()[-1]["body"]
         assert "tools" not in body
         assert GbnfMatcher(body["grammar"]).matches("root", reply), program
+
+
+async def test_a_block_holding_only_the_answer_form_is_the_answer() -> None:
+    # measured on the 1.5B: after an output that showed @top_hotel[Alder], it wrapped the
+    # answer in a block like the call before it; as a call that is a SyntaxError, then refusals
+    message = await _replay("```python\n@top_hotel[Alder] @nights_std[2.87]\n```")
+    assert message.stop_reason == "stop"
+    assert [(c.type, getattr(c, "text", None)) for c in message.content] == [
+        ("text", "@top_hotel[Alder] @nights_std[2.87]")]
+    # a decorator is Python: that block is the call
+    code = "import functools\n@functools.cache\ndef f():\n    return 1\nprint(f())"
+    message = await _replay(fence("@functools.cache\ndef f():\n    return 1"))
+    assert [c.type for c in message.content] == ["toolCall"]
+    message = await _replay(fence(code))
+    assert [c.arguments for c in message.content if c.type == "toolCall"] == [{"code": code}]
