@@ -401,7 +401,7 @@ def ungrounded_values(answer: str, sources: Iterable[str], labels: Iterable[str]
             if month not in months and value.lower() not in lowered:
                 missing.append(value)
         elif _NUMBER_RE.fullmatch(value):
-            if value not in numbers and value.rstrip("0").rstrip(".") not in numbers:
+            if value not in numbers and ("." not in value or value.rstrip("0").rstrip(".") not in numbers):
                 missing.append(value)
         elif value.lower() not in lowered:
             missing.append(value)

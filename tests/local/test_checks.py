@@ -518,3 +518,14 @@ def test_a_tagged_value_from_the_questions_own_example_is_not_a_result():
     shown = [("Tuesday      22\nMonday       19\nName: count, dtype: int64", False)]
     assert _failed_run(shown, "Most trips were taken on Tuesday. @weekday[Tuesday]", prompt) is None
     assert _failed_run([("mean 21.4963", False)], "The mean fare is 21.50. @mean_fare[21.50]", MEAN_FARE) is None
+
+
+def test_a_whole_number_is_not_grounded_by_its_digits_without_the_zeros():
+    # measured on the 1.5B (fenced form): after a TypeError it ran the bare literal `10` and
+    # answered "There are 10 stays"; "10" was taken as grounded by the "1" of "<agent-code-1>"
+    from pi_notebook.local.tool_calls import ungrounded_values
+
+    assert ungrounded_values("There are 10 stays.", ["File <agent-code-1>:3"]) == ["10"]
+    assert ungrounded_values("There are 300 stays.", ["3 rows"]) == ["300"]
+    assert ungrounded_values("The mean is 21.50.", ["21.5"]) == []      # a decimal's zeros still go
+    assert ungrounded_values("There are 10 stays.", ["n = 10"]) == []
