@@ -672,8 +672,8 @@ def repair_call_tail(code: str) -> str | None:
     return None
 
 
-# a line that holds only the answer form the question asked: ``@key[value]`` tags
-_ANSWER_FORM_LINE = re.compile(r"(?:@[A-Za-z_]\w*\[[^\]\n]*\]\s*)+")
+# a line that holds only the answer form the question asked: ``@key[value]`` tags (and a comment)
+_ANSWER_FORM_LINE = re.compile(r"(?:@[A-Za-z_]\w*\[[^\]\n]*\]\s*)+(?:#[^\n]*)?")
 
 
 class TextToolCallStream:

@@ -123,6 +123,9 @@ async def test_a_block_holding_only_the_answer_form_is_the_answer() -> None:
     assert message.stop_reason == "stop"
     assert [(c.type, getattr(c, "text", None)) for c in message.content] == [
         ("text", "@top_hotel[Alder] @nights_std[2.87]")]
+    # with a comment after it (measured: "@mean_price[101.13]  # The average price of the stays is ...")
+    message = await _replay("```python\n@mean_price[101.13]  # The average price\n```")
+    assert [c.type for c in message.content] == ["text"]
     # a decorator is Python: that block is the call
     code = "import functools\n@functools.cache\ndef f():\n    return 1\nprint(f())"
     message = await _replay(fence("@functools.cache\ndef f():\n    return 1"))
