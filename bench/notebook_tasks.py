@@ -26,8 +26,9 @@ heldout`` (12 requests on other data, written before any tuning on them and only
 measure), ``--set tuning`` (10 requests on a third data set, written to tune on instead of the
 held-out set), ``--set multistep`` (13 analysis questions of
 several steps on bench/data/trips.csv that state their answer format, ``@key[value]``, scored
-by exact keys; written before any tuning and only run to measure), or ``--set all`` (core and
-held-out). ``--no-agent`` measures the baseline for a set with keys: one completion of the
+by exact keys; written before any tuning and only run to measure), ``--set multistep-tuning``
+(10 questions of the same kind on bench/data/stays.csv, to tune on instead), or ``--set all``
+(core and held-out). ``--no-agent`` measures the baseline for a set with keys: one completion of the
 same model per question, no tools.
 
 "Invented" also covers a value the model's own code printed as a literal (``print('apple')``):
@@ -35,7 +36,7 @@ such output is cut from the tool text the checker compares against, as the run c
 
 Usage::
 
-    python bench/notebook_tasks.py -m local/qwen2.5-coder-1.5b [--set core|heldout|tuning|multistep|all]
+    python bench/notebook_tasks.py -m local/qwen2.5-coder-1.5b [--set core|heldout|tuning|multistep|multistep-tuning|all]
         [-k load,plot] [--json out.json] [--profile small|default]
 
 ``--profile small`` forces the small-model profile (short system prompt, fewer tools, a turn
@@ -336,7 +337,64 @@ MULTISTEP_TASKS: list[Task] = [
          keys=(("weekday", str(_WEEKDAY.idxmax())),), setup=("import pandas as pd",)),
 ]
 
-SETS = {"core": TASKS, "heldout": HELDOUT_TASKS, "tuning": TUNING_TASKS, "multistep": MULTISTEP_TASKS}
+# --- the multi-step tuning set -------------------------------------------------------------
+# Multi-step questions written to tune on, so that the multi-step set above stays held out:
+# the same style (load, clean, group, test, answer as @key[value]) on other data
+# (bench/data/stays.csv: 110 hotel stays in four hotels; prices written "1,204.50 EUR", some
+# nights and reviews missing) and other phrasings.
+
+STAYS_PATH = "bench/data/stays.csv"
+STAYS = pd.read_csv(ROOT / STAYS_PATH)
+_PRICE = STAYS["price"].str.replace(" EUR", "").str.replace(",", "").astype(float)
+_STAYED = STAYS.dropna(subset=["nights"]).assign(price=_PRICE)
+_PER_NIGHT = _STAYED["price"] / _STAYED["nights"]
+_HOTEL_NIGHT = _PER_NIGHT.groupby(_STAYED["hotel"]).mean()
+_MONTH_PRICE = _PRICE.groupby(STAYS["checkin"].str[:7]).sum()
+_NIGHTS_STD = STAYS.groupby("hotel")["nights"].std()
+_CEDAR = STAYS[STAYS["hotel"] == "Cedar"]
+
+MULTISTEP_TUNING_TASKS: list[Task] = [
+    Task("s_mean_price", f"Open {STAYS_PATH}. price is text such as 1,204.50 EUR; make it numeric and "
+                         "tell me the average price to 2 decimals as @mean_price[value].",
+         keys=(("mean_price", _key(_PRICE.mean(), 2)),), setup=("import pandas as pd",)),
+    Task("s_top_hotel", f"Take {STAYS_PATH}, remove the stays with a missing nights value, then find the "
+                        "hotel with the most stays left. Reply with @top_hotel[name].",
+         keys=(("top_hotel", str(_STAYED["hotel"].value_counts().idxmax())),), setup=("import pandas as pd",)),
+    Task("s_per_night", f"With {STAYS_PATH}: price per night is the numeric price divided by nights. "
+                        "Skip stays without nights and give the median price per night, 2 decimals, "
+                        "as @median_per_night[value].",
+         keys=(("median_per_night", _key(_PER_NIGHT.median(), 2)),), setup=("import pandas as pd",)),
+    Task("s_priciest", f"Using {STAYS_PATH}, compute the price per night of each stay that has nights "
+                       "(price has an EUR suffix and thousands commas), average it by hotel and name "
+                       "the most expensive hotel: @priciest_hotel[name].",
+         keys=(("priciest_hotel", str(_HOTEL_NIGHT.idxmax())),), setup=("import pandas as pd",)),
+    Task("s_month", f"In {STAYS_PATH}, which check-in month brought in the most money? Convert price to "
+                    "numbers, group by the month of checkin and answer @top_month[YYYY-MM].",
+         keys=(("top_month", str(_MONTH_PRICE.idxmax())),), setup=("import pandas as pd",)),
+    Task("s_reviews", f"Load {STAYS_PATH}. Count the stays without a review and compute the average "
+                      "review of the others (2 decimals). Give @no_review[count] and @avg_review[value].",
+         keys=(("no_review", str(int(STAYS["review"].isna().sum()))),
+               ("avg_review", _key(STAYS["review"].mean(), 2))), setup=("import pandas as pd",)),
+    Task("s_suite_share", f"Among the Cedar stays in {STAYS_PATH}, what share were suites, in percent "
+                          "with 1 decimal? Write it as @suite_share[value].",
+         keys=(("suite_share", _key((_CEDAR["room"] == "suite").mean() * 100, 1)),),
+         setup=("import pandas as pd",)),
+    Task("s_long_expensive", f"How many stays in {STAYS_PATH} lasted more than 4 nights and cost above "
+                             "500 (price without the EUR and commas)? Answer @long_expensive[count].",
+         keys=(("long_expensive", str(int(((_STAYED["nights"] > 4) & (_STAYED["price"] > 500)).sum()))),),
+         setup=("import pandas as pd",)),
+    Task("s_nights_std", f"Group {STAYS_PATH} by hotel and take the standard deviation of nights. Which "
+                         "hotel's stays vary most, and what is that deviation to 2 decimals? Finish with "
+                         "@hotel[name] @nights_std[value].",
+         keys=(("hotel", str(_NIGHTS_STD.idxmax())), ("nights_std", _key(_NIGHTS_STD.max(), 2))),
+         setup=("import pandas as pd",)),
+    Task("s_corr", f"Read {STAYS_PATH}, clean price into a float, drop the rows missing nights and report "
+                   "the Pearson correlation of nights and price to 3 decimals: @corr[value].",
+         keys=(("corr", _key(_STAYED["nights"].corr(_STAYED["price"]), 3)),), setup=("import pandas as pd",)),
+]
+
+SETS = {"core": TASKS, "heldout": HELDOUT_TASKS, "tuning": TUNING_TASKS, "multistep": MULTISTEP_TASKS,
+        "multistep-tuning": MULTISTEP_TUNING_TASKS}
 
 
 _TAG = __import__("re").compile(r"@(\w+)\[([^\]\n]*)\]")
@@ -709,11 +767,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("-m", "--model", default="local/qwen2.5-coder-1.5b")
     parser.add_argument("-k", "--tasks", default="", help="comma-separated task names (default: all)")
-    parser.add_argument("--set", choices=("core", "heldout", "tuning", "multistep", "all"), default="core",
+    parser.add_argument("--set", choices=(*SETS, "all"), default="core",
                         help="core: the 15 tasks the levers were tuned on; heldout: the 12 written "
                              "before tuning and never tuned on; tuning: 10 more requests written to "
                              "tune on; multistep: 13 analysis questions of several steps with a stated "
-                             "answer format, never tuned on; all: core and held-out")
+                             "answer format, never tuned on; multistep-tuning: 10 questions of the same kind "
+                             "on other data, to tune on; all: core and held-out")
     parser.add_argument("--no-agent", action="store_true",
                         help="the baseline: one completion per request, no tools (tasks with keys)")
     parser.add_argument("--profile", choices=("small", "default"), default=None)

@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..agent.types import BeforeToolCallResult, CheckMessage
 from .intent import FORMAT_TAG, Outcome, expected_outcomes, requested_format
-from .tool_calls import CHECK_PREFIX, FORCED_REPLY_MARK, NOTE_PREFIX, ungrounded_values
+from .tool_calls import CHECK_PREFIX, FORCED_REPLY_MARK, NOTE_PREFIX, grounded_numbers, ungrounded_values
 
 from ..ai.types import AssistantMessage, ToolCall, ToolResultMessage
 
@@ -414,6 +414,9 @@ class RunChecks:
         # them in lowercase ("the product is apple"), where no capital marks them as a value
         guessed = [v for c in code.values() for v in printed_literals(c) if v.isidentifier()]
         missing = ungrounded_values(answer, sources, [*_labels(self.user_ns), *guessed])
+        # a value the answer gives in the form asked (@key[value]) is presented as the result:
+        # an output must show it, not an error message, the code or the question's own example
+        missing += [v for v in unshown_tags(answer, _shown_by_results(results, code)) if v not in missing]
         if not missing:
             failed_only = bool(results) and all(m.is_error for m in results)
             return None if "format" in given else format_correction(request, answer, all_failed=failed_only)
@@ -485,6 +488,44 @@ class RunChecks:
                     f"the notebook: {have}. Use it.")
         return (f"Not run: no message or cell names the file {path!r}. Use a file path exactly "
                 "as the user wrote it.")
+
+
+def _shown_by_results(results: list[ToolResultMessage], code: Mapping[str, str]) -> str:
+    """What the calls' outputs show: each result without the literals its own code printed;
+    of a failed call only what it printed before the error (the error's message and traceback
+    quote the code and the data, they compute nothing), of a call not run nothing."""
+    shown: list[str] = []
+    for m in results:
+        text = without_literals(_text(m.content), printed_literals(code.get(m.tool_call_id, "")))
+        if m.is_error:
+            text = re.split(r"\[(?:error|interrupted)\]", text, maxsplit=1)[0] if "[" in text else ""
+        shown.append(text)
+    return "\n".join(shown)
+
+
+_TAG_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+
+
+def unshown_tags(answer: str, shown: str) -> list[str]:
+    """The values of the answer's ``@key[value]`` tags (placeholders aside) that ``shown`` does
+    not show: a number by itself or a rounding of one it shows, a name or a date as written."""
+    lowered = shown.lower()
+    numbers = set(grounded_numbers([{"role": "user", "content": shown}]))
+    missing: list[str] = []
+    for match in FORMAT_TAG.finditer(answer):
+        value = match.group(2).strip()
+        if value.lower() in _PLACEHOLDERS:
+            continue
+        plain = value.strip("'\"` ").lstrip("$").rstrip("%").strip()
+        number = plain.replace(",", "").lstrip("+-")
+        if _TAG_NUMBER.fullmatch(number):
+            trimmed = number.rstrip("0").rstrip(".") if "." in number else number
+            found = number in numbers or trimmed in numbers
+        else:
+            found = bool(plain) and plain.lower() in lowered
+        if not found and value not in missing:
+            missing.append(value)
+    return missing
 
 
 def check_message(check: str) -> CheckMessage:

@@ -45,6 +45,7 @@ from .setup import (
     find_llama_server,
     packaged_model_installed,
 )
+from .fenced import fenced_applies
 from .repeat import cut_loops
 from .tool_calls import TextToolCallStream, shape_request, tool_call_mode
 
@@ -290,7 +291,8 @@ def _stream(model: Model, context: Context, options: dict[str, Any], simple: boo
                          "on_payload": _payload_hook(model.id, mode, options.get("on_payload"),
                                                      _last_result_failed(context))}
         fn = wire.stream_simple if simple else wire.stream
-        converter = TextToolCallStream(list(context.tools or []))
+        tools = list(context.tools or [])
+        converter = TextToolCallStream(tools, fenced=mode != "server" and fenced_applies(tools))
         events = _first_byte_guarded(_aiter(fn(inner_model, context, inner_options)), server, bound_s, inner)
         try:
             async for event in cut_loops(converter.convert(events), inner):

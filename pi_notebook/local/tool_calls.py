@@ -48,6 +48,8 @@ from typing import Any
 from ..ai._fast import append_delta, delta_event
 from ..ai._json import parse_streaming_json
 from ..tools.context.namespace import read_listed_variables
+from .fenced import TOOL as FENCED_TOOL
+from .fenced import as_fenced_messages, code_of_block, fenced_applies, fenced_rules, open_block_code
 from .intent import implicit_subject, requested_subject, requested_target
 from ..ai.types import (
     AssistantMessage,
@@ -169,30 +171,41 @@ def _number_literals(numbers: Iterable[str]) -> list[str]:
     return sorted({json.dumps(n) for n in numbers if _NUMBER_RE.fullmatch(n)}, key=lambda x: (len(x), x))
 
 
-def _code_rule(start: str | None) -> str:
+def _start_literal(start: str | None) -> str | None:
+    """The GBNF sequence a code argument starts with, or None for no start."""
     if start is None:
-        return _CODE_RULE
+        return None
     read = start.endswith(READ_ONLY_START)
     name = start.removesuffix(READ_ONLY_START)
     if not _START.fullmatch(name) or (read and not name.isidentifier()):
-        return _CODE_RULE
+        return None
     # (an identifier and " = " need no escaping, in JSON or in GBNF; a read-only start goes on
     # with an attribute or an index, so the user's data is read, not replaced)
-    literal = f'"{name}" ("." | "[")' if read else f'"{name}"'
-    return _START_RULE.format(start=literal)
+    return f'"{name}" ("." | "[")' if read else f'"{name}"'
+
+
+def _code_rule(start: str | None) -> str:
+    literal = _start_literal(start)
+    return _CODE_RULE if literal is None else _START_RULE.format(start=literal)
 
 
 def tools_grammar(tools: list[Mapping[str, Any]], *, allow_call: bool = True, allow_text: bool = True,
-                  numbers: Iterable[str] | None = None, start: str | None = None) -> str:
+                  numbers: Iterable[str] | None = None, start: str | None = None, fenced: bool = False) -> str:
     """GBNF for one reply: prose, or one call of an offered tool (OpenAI-format ``tools``).
 
     With ``numbers``, the prose may state only those numbers (digits elsewhere are refused):
     the answer can quote what the tool output and the prompt showed, not make numbers up.
     With ``start`` (``"name = "`` or ``"name"``), a ``code`` argument starts with it
-    (intent.py)."""
+    (intent.py). ``fenced``: the call is a fenced Python block instead of JSON (fenced.py),
+    and prose does not open with a backtick either."""
     alternatives: list[str] = []
     rules: list[str] = []
-    if allow_call:
+    opener = "{`" if fenced else "{"
+    if allow_call and fenced:
+        block, block_rules = fenced_rules(_start_literal(start))
+        alternatives.append(block)
+        rules += block_rules
+    elif allow_call:
         for i, spec in enumerate(tools):
             inner = spec.get("function")
             function: Mapping[str, Any] = inner if isinstance(inner, Mapping) else spec
@@ -205,16 +218,16 @@ def tools_grammar(tools: list[Mapping[str, Any]], *, allow_call: bool = True, al
     if allow_text or not alternatives:
         # prose: anything that does not open with "{" (a call) or blank space
         if numbers is None:
-            rules.append(r'text ::= [^{ \t\n\x00] [^\x00]*')
+            rules.append(rf'text ::= [^{opener} \t\n\x00] [^\x00]*')
         else:
             literals = _number_literals(numbers)
             if literals:
                 # (Measured and dropped: forbidding "," / "." between two allowed numbers, against
                 # "$1,24,0.00": the quickstart's answer then looped on "... is 262.2." until cut.)
-                rules.append(r'text ::= [^{ \t\n\x000-9] ( [^\x000-9] | num [^\x000-9] )* num?')
+                rules.append(rf'text ::= [^{opener} \t\n\x000-9] ( [^\x000-9] | num [^\x000-9] )* num?')
                 rules.append("num ::= " + " | ".join(literals))
             else:
-                rules.append(r'text ::= [^{ \t\n\x000-9] [^\x000-9]*')
+                rules.append(rf'text ::= [^{opener} \t\n\x000-9] [^\x000-9]*')
         alternatives.append("text")
     return "\n".join([f"root ::= {' | '.join(alternatives)}", *rules, _code_rule(start), _BASE_RULES]) + "\n"
 
@@ -388,7 +401,7 @@ def ungrounded_values(answer: str, sources: Iterable[str], labels: Iterable[str]
             if month not in months and value.lower() not in lowered:
                 missing.append(value)
         elif _NUMBER_RE.fullmatch(value):
-            if value not in numbers and value.rstrip("0").rstrip(".") not in numbers:
+            if value not in numbers and ("." not in value or value.rstrip("0").rstrip(".") not in numbers):
                 missing.append(value)
         elif value.lower() not in lowered:
             missing.append(value)
@@ -445,6 +458,12 @@ def shape_request(params: dict[str, Any], *, mode: str, max_tool_calls: int = DE
         return params
     params["tool_choice"] = "none"  # the template still shows the tools; we parse the calls
     params.pop("parallel_tool_calls", None)
+    fenced = fenced_applies(tools)
+    if fenced:
+        # the form's own instructions stand for the schema; earlier calls read as blocks (fenced.py)
+        as_fenced_messages(messages)
+        params.pop("tools", None)
+        params.pop("tool_choice", None)
     if mode != "grammar":
         return params
     forced = _forced_reply(messages)
@@ -486,7 +505,7 @@ def shape_request(params: dict[str, Any], *, mode: str, max_tool_calls: int = DE
             implicit = implicit_subject(request, listed) if target is None and subject is None else None
             start = f"{target} = " if target else subject or (implicit + READ_ONLY_START if implicit else None)
     params["grammar"] = tools_grammar(tools, allow_call=allow_call, allow_text=allow_text, numbers=numbers,
-                                      start=start)
+                                      start=start, fenced=fenced)
     return params
 
 
@@ -653,14 +672,21 @@ def repair_call_tail(code: str) -> str | None:
     return None
 
 
+# a line that holds only the answer form the question asked: ``@key[value]`` tags (and a comment)
+_ANSWER_FORM_LINE = re.compile(r"(?:@[A-Za-z_]\w*\[[^\]\n]*\]\s*)+(?:#[^\n]*)?")
+
+
 class TextToolCallStream:
     """Re-emits the events of a ``tool_choice: "none"`` request, turning a reply that is a
     JSON call into a tool call (prose passes through as text)."""
 
-    def __init__(self, tools: list[Any] | None) -> None:
+    def __init__(self, tools: list[Any] | None, *, fenced: bool = False) -> None:
         self.tools = _tool_specs(tools)
+        self.fenced = fenced  # a reply opening with a fence is the python call (fenced.py)
+        self.fence_kind: str | None = None  # None (undecided), "call", "answer" (_on_fence)
+        self.fence_sent = 0  # how much of the buffer the call's deltas carried
         self.output: AssistantMessage | None = None
-        self.mode: str | None = None  # None (undecided), "text", "call"
+        self.mode: str | None = None  # None (undecided), "text", "call", "fence"
         self.buffer = ""
         self.index = -1
 
@@ -711,11 +737,74 @@ class TextToolCallStream:
             stripped = self.buffer.lstrip()
             if not stripped:
                 return []
+            if self.fenced and stripped.startswith("`"):
+                self.mode = "fence"
+                return self._on_fence()
             self.mode = "call" if stripped.startswith("{") else "text"
             delta = self.buffer if self.mode == "text" else delta
             if self.mode == "call":
                 return self._emit_call_delta(self.buffer)
+        if self.mode == "fence":
+            return self._on_fence()
         return self._emit_text(delta) if self.mode == "text" else self._emit_call_delta(delta)
+
+    def _on_fence(self) -> list[AssistantMessageEvent]:
+        """A block streaming. What it is waits for its first line of code: the answer form
+        alone there (``@top_hotel[Alder]``, which no Python is) makes the block the answer, as
+        the model meant it (measured on the 1.5B: after a result that showed the value, it
+        wrapped the answer in a block like the call before it); any other block is the call,
+        streamed from there on."""
+        if self.fence_kind is None:
+            if "\n" not in self.buffer.lstrip().partition("\n")[2] and code_of_block(self.buffer) is None:
+                return []  # the first line of code is not complete yet
+            first = open_block_code(self.buffer).partition("\n")[0] or (code_of_block(self.buffer) or "")
+            self.fence_kind = "answer" if _ANSWER_FORM_LINE.fullmatch(first.strip()) else "call"
+            if self.fence_kind == "call":
+                return self._emit_fence_delta(self.buffer)
+            return []
+        if self.fence_kind == "call":
+            return self._emit_fence_delta(self.buffer[self.fence_sent:])
+        return []
+
+    def _emit_fence_delta(self, delta: str) -> list[AssistantMessageEvent]:
+        """A fenced block streaming: the python call, its code as written so far."""
+        assert self.output is not None
+        events: list[AssistantMessageEvent] = []
+        if self.index < 0:
+            self.output.content.append(ToolCall(id=f"call_{uuid.uuid4().hex[:24]}", name=FENCED_TOOL,
+                                                arguments={}))
+            self.index = len(self.output.content) - 1
+            events.append(ToolCallStartEvent(content_index=self.index, partial=self.output))
+        block = self.output.content[self.index]
+        assert isinstance(block, ToolCall)
+        block.arguments = {"code": open_block_code(self.buffer)}
+        self.fence_sent = len(self.buffer)
+        events.append(delta_event(ToolCallDeltaEvent, "toolcall_delta", self.index, delta, self.output))
+        return events
+
+    def _finish_fence(self) -> list[AssistantMessageEvent]:
+        """The block is in: its code, exactly as written, is the python call's ``code`` (no
+        JSON stood between the model and the code, so nothing is repaired)."""
+        assert self.output is not None
+        events: list[AssistantMessageEvent] = []
+        code = code_of_block(self.buffer)
+        if self.fence_kind is None:
+            first = (open_block_code(self.buffer) if code is None else code).partition("\n")[0]
+            self.fence_kind = "answer" if _ANSWER_FORM_LINE.fullmatch(first.strip()) else "call"
+        if self.fence_kind == "answer":
+            answer = (open_block_code(self.buffer) if code is None else code).strip()
+            events += self._emit_text(answer)
+            block_text = self.output.content[self.index]
+            assert isinstance(block_text, TextContent)
+            events.append(TextEndEvent(content_index=self.index, content=block_text.text, partial=self.output))
+            return events
+        if self.index < 0:
+            events += self._emit_fence_delta(self.buffer)
+        block = self.output.content[self.index]
+        assert isinstance(block, ToolCall)
+        block.arguments = {"code": open_block_code(self.buffer) if code is None else code}
+        events.append(ToolCallEndEvent(content_index=self.index, tool_call=block, partial=self.output))
+        return events
 
     def _finish_call(self) -> list[AssistantMessageEvent]:
         """The whole JSON is in: name it (recovering an unknown name), or keep the unknown name
@@ -769,6 +858,8 @@ class TextToolCallStream:
         assert self.output is not None
         if self.mode == "call":
             return self._finish_call()
+        if self.mode == "fence":
+            return self._finish_fence()
         if self.mode == "text" and self.index >= 0:
             block = self.output.content[self.index]
             assert isinstance(block, TextContent)

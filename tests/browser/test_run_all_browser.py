@@ -5,7 +5,7 @@ ships, and three cells (``%load_ext``, ``%%agent``, a plain cell that waits for 
 time every code cell must leave ``[*]`` for a number in the page, and the saved file must hold
 that number (none ``null``). The cell after an agent cell is the one at risk: JupyterLab reports
 a rendered view for each widget the run shows, and those comm messages arrive right as the agent
-cell ends (tools/shell_parent.py says what the kernel did with them).
+cell ends (tools/kernel/shell_parent.py says what the kernel did with them).
 
 The model is scripted: the mechanism is the kernel's, not the model's. An IPython startup file
 in the kernel makes ``local/<id>`` a faux model that runs the quickstart's sum in the python

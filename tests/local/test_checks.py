@@ -471,3 +471,61 @@ def test_a_stated_form_is_not_a_result_name():
     text = "Load trips.csv and give the mean fare. End your answer with @mean_fare[value]."
     assert requested_format(text) == ["mean_fare"]
     assert all(o.name != "mean_fare" for o in expected_outcomes(text))
+
+
+def _failed_run(results: list[tuple[str, bool]], answer: str, prompt: str) -> str | None:
+    """The correction for ``answer`` after python calls with these (output, is_error) results."""
+    from pi_notebook.ai.types import AssistantMessage, TextContent, ToolCall, ToolResultMessage, Usage, UserMessage
+
+    messages: list[Any] = [UserMessage(content=prompt)]
+    for i, (output, is_error) in enumerate(results):
+        messages += [AssistantMessage(content=[ToolCall(id=f"c{i}", name="python", arguments={
+                         "code": f"trips = pd.read_csv('bench/data/trips.csv')\nstep{i}(trips)"})],
+                         api="x", provider="x", model="x", usage=Usage(), stop_reason="toolUse"),
+                     ToolResultMessage(tool_call_id=f"c{i}", tool_name="python", is_error=is_error,
+                                       content=[TextContent(text=output)])]
+    messages.append(AssistantMessage(content=[TextContent(text=answer)], api="x", provider="x", model="x",
+                                     usage=Usage(), stop_reason="stop"))
+    return RunChecks({"pd": pd}, steer=lambda m: None).correction(messages)
+
+
+FARE_ERROR = ("[error] ValueError: could not convert string to float: '$16.94'\n\n-----\n"
+              "File <agent-code-2>:2\n----> 2 trips['fare'].astype(float).mean()")
+MEAN_FARE = "Load bench/data/trips.csv and give the mean fare. End with @mean_fare[value]."
+
+
+@pytest.mark.parametrize("first_ok", [False, True])
+def test_a_tagged_value_only_an_error_message_shows_is_not_a_result(first_ok):
+    # the value the error quotes (one row's fare) presented as the computed mean, after the code
+    # that was to compute it failed; a call that ran before it (loading) shows no such value
+    loaded = ("(120, 9)", False) if first_ok else ("[error] NameError: name 'pd' is not defined", True)
+    correction = _failed_run([loaded, (FARE_ERROR, True)],
+                             "The mean fare is 16.94. @mean_fare[16.94]", MEAN_FARE)
+    assert correction is not None and '"16.94"' in correction, correction
+    # saying what failed, quoting the error, presents nothing as a result (after a call that ran,
+    # the answer is still asked for the form once)
+    honest = _failed_run([loaded, (FARE_ERROR, True)], "The code failed (ValueError: could not convert "
+                         "string to float: '$16.94'), so I do not know the mean fare.", MEAN_FARE)
+    assert honest is None or not honest.startswith("Check: no output shows"), honest
+
+
+def test_a_tagged_value_from_the_questions_own_example_is_not_a_result():
+    prompt = ("On which day of the week were the most trips taken in bench/data/trips.csv? Answer as "
+              "@weekday[name], e.g. @weekday[Monday].")
+    failed = [("[error] KeyError: 'weekday'", True)]
+    correction = _failed_run(failed, "Most trips were taken on Monday. @weekday[Monday]", prompt)
+    assert correction is not None and '"Monday"' in correction, correction
+    shown = [("Tuesday      22\nMonday       19\nName: count, dtype: int64", False)]
+    assert _failed_run(shown, "Most trips were taken on Tuesday. @weekday[Tuesday]", prompt) is None
+    assert _failed_run([("mean 21.4963", False)], "The mean fare is 21.50. @mean_fare[21.50]", MEAN_FARE) is None
+
+
+def test_a_whole_number_is_not_grounded_by_its_digits_without_the_zeros():
+    # measured on the 1.5B (fenced form): after a TypeError it ran the bare literal `10` and
+    # answered "There are 10 stays"; "10" was taken as grounded by the "1" of "<agent-code-1>"
+    from pi_notebook.local.tool_calls import ungrounded_values
+
+    assert ungrounded_values("There are 10 stays.", ["File <agent-code-1>:3"]) == ["10"]
+    assert ungrounded_values("There are 300 stays.", ["3 rows"]) == ["300"]
+    assert ungrounded_values("The mean is 21.50.", ["21.5"]) == []      # a decimal's zeros still go
+    assert ungrounded_values("There are 10 stays.", ["n = 10"]) == []

@@ -1,0 +1,134 @@
+"""The fenced-block code form (local/fenced.py): the model runs Python by replying with a
+```python block. Every program can be written (the grammar admits it inside some fence), and
+the call the provider hands on carries the block's text unchanged."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from test_code_grammar import PROGRAMS, GbnfMatcher
+from test_shared_server import fake  # noqa: F401  (the fixture: a fake llama-server, real supervisor)
+
+from pi_notebook.ai import complete
+from pi_notebook.ai.types import AssistantMessage, Context, DoneEvent, StartEvent, TextDeltaEvent, Tool, UserMessage
+from pi_notebook.local import provider
+from pi_notebook.local.fenced import FENCED_INSTRUCTIONS, as_fenced_messages, code_of_block, fence
+from pi_notebook.local.tool_calls import TextToolCallStream, shape_request, tools_grammar
+
+PYTHON = {"type": "object", "properties": {"code": {"type": "string"}}, "required": ["code"]}
+TOOLS = [{"type": "function", "function": {"name": "python", "parameters": PYTHON}}]
+# a line of the code that opens with the short fence: only a longer fence can hold it
+FENCE_INSIDE = 'doc = """\n```python\nx = 1\n```\n"""\nprint(doc)'
+ALL = [*PROGRAMS, FENCE_INSIDE, "s = '`'\nt = '``'\nu = '```'", "x = '''\n`\n``\n'''\nprint(x)"]
+
+
+def test_the_programs_are_python() -> None:
+    for program in ALL:
+        compile(program, "<program>", "exec")
+
+
+@pytest.mark.parametrize("start", [None, "v = ", "df[.["])
+def test_the_block_rule_admits_every_program(start: str | None) -> None:
+    grammar = GbnfMatcher(tools_grammar(TOOLS, start=start, fenced=True))
+    prefix = {"v = ": "v = ", "df[.[": "df."}.get(start or "", "")
+    for program in ALL:
+        block = fence(prefix + program)
+        assert grammar.matches("root", block), program
+        assert code_of_block(block) == prefix + program
+    assert fence(FENCE_INSIDE).startswith("````python\n")
+
+
+def test_prose_is_the_answer_and_cannot_open_a_broken_block() -> None:
+    grammar = GbnfMatcher(tools_grammar(TOOLS, fenced=True))
+    assert grammar.matches("root", "The mean fare is 21.5.\n@mean_fare[21.5]")
+    assert not grammar.matches("root", "`print(1)`")
+    assert not grammar.matches("root", "```python\nprint(1)\n```\nThe answer.")  # nothing after the block
+    assert not grammar.matches("root", "```python\nprint(1)\n")  # never closed
+    only_calls = GbnfMatcher(tools_grammar(TOOLS, fenced=True, allow_text=False))
+    assert not only_calls.matches("root", "The answer.")
+
+
+def test_earlier_calls_read_as_the_blocks_the_model_writes() -> None:
+    call = {"id": "c1", "type": "function", "function": {"name": "python",
+                                                         "arguments": json.dumps({"code": FENCE_INSIDE})}}
+    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "q"},
+                {"role": "assistant", "content": None, "tool_calls": [call]},
+                {"role": "tool", "tool_call_id": "c1", "content": "x"}]
+    as_fenced_messages(messages)
+    assert messages[0]["content"] == "Be brief." + FENCED_INSTRUCTIONS
+    assert "tool_calls" not in messages[2] and messages[2]["content"] == fence(FENCE_INSIDE)
+    as_fenced_messages(messages)  # once only, for a prompt prefix that stays the same
+    assert messages[0]["content"].count(FENCED_INSTRUCTIONS) == 1
+
+
+def test_the_request_carries_the_form_instead_of_the_schema(monkeypatch) -> None:
+    monkeypatch.setenv("PI_NOTEBOOK_LOCAL_CODE", "fenced")
+    params = shape_request({"messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "q"}],
+                            "tools": TOOLS, "max_tokens": 2048}, mode="grammar")
+    assert "tools" not in params and "tool_choice" not in params
+    assert "block3" in params["grammar"] and "call0" not in params["grammar"]
+    assert params["messages"][0]["content"].endswith(FENCED_INSTRUCTIONS)
+    # with another tool offered, the calls stay JSON (their schemas are needed)
+    other = [*TOOLS, {"type": "function", "function": {"name": "inspect_variable", "parameters": PYTHON}}]
+    params = shape_request({"messages": [{"role": "user", "content": "q"}], "tools": other}, mode="grammar")
+    assert params["tools"] == other and "call0" in params["grammar"]
+
+
+async def _replay(text: str) -> AssistantMessage:
+    partial = AssistantMessage(content=[], stop_reason="pending")
+
+    async def inner():
+        yield StartEvent(partial=partial)
+        for i in range(0, len(text), 5):
+            yield TextDeltaEvent(content_index=0, delta=text[i:i + 5], partial=partial)
+        yield DoneEvent(reason="stop", message=partial.model_copy(update={"stop_reason": "stop"}))
+
+    tool = Tool(name="python", description="run", parameters=PYTHON)
+    events = [e async for e in TextToolCallStream([tool], fenced=True).convert(inner())]
+    return events[-1].message
+
+
+async def test_a_reply_without_a_block_is_the_answer() -> None:
+    message = await _replay("The answer is 3.\n@n[3]")
+    assert message.stop_reason == "stop" and [c.text for c in message.content] == ["The answer is 3.\n@n[3]"]
+
+
+async def test_every_program_reaches_the_call_unchanged(fake, monkeypatch, tmp_path):  # noqa: F811
+    """Through llama-server's wire (the fake serves the reply in pieces): the call's code is the
+    program, and the grammar the request carried admits the reply."""
+    monkeypatch.setattr(provider, "PACKAGED_MODELS", {**provider.PACKAGED_MODELS, fake.model_id: None})
+    monkeypatch.setenv("PI_NOTEBOOK_LOCAL_TOOLCALLS", "grammar")
+    monkeypatch.setenv("PI_NOTEBOOK_LOCAL_CODE", "fenced")
+    chunks_file = tmp_path / "chunks.json"
+    monkeypatch.setenv("FAKE_LLAMA_CHUNKS_FILE", str(chunks_file))
+    tool = Tool(name="python", description="Run Python code in the notebook.", parameters=PYTHON)
+    for program in ALL:
+        reply = fence(program)
+        chunks_file.write_text(json.dumps([reply[i:i + 7] for i in range(0, len(reply), 7)]))
+        message = await complete(fake.model, Context(system_prompt="Run code.",
+                                                     messages=[UserMessage(content="run the step")], tools=[tool]))
+        calls = [c for c in message.content if c.type == "toolCall"]
+        assert [(c.name, c.arguments) for c in calls] == [("python", {"code": program})], (program, message)
+        assert message.stop_reason == "toolUse"
+        body = fake.requests()[-1]["body"]
+        assert "tools" not in body
+        assert GbnfMatcher(body["grammar"]).matches("root", reply), program
+
+
+async def test_a_block_holding_only_the_answer_form_is_the_answer() -> None:
+    # measured on the 1.5B: after an output that showed @top_hotel[Alder], it wrapped the
+    # answer in a block like the call before it; as a call that is a SyntaxError, then refusals
+    message = await _replay("```python\n@top_hotel[Alder] @nights_std[2.87]\n```")
+    assert message.stop_reason == "stop"
+    assert [(c.type, getattr(c, "text", None)) for c in message.content] == [
+        ("text", "@top_hotel[Alder] @nights_std[2.87]")]
+    # with a comment after it (measured: "@mean_price[101.13]  # The average price of the stays is ...")
+    message = await _replay("```python\n@mean_price[101.13]  # The average price\n```")
+    assert [c.type for c in message.content] == ["text"]
+    # a decorator is Python: that block is the call
+    code = "import functools\n@functools.cache\ndef f():\n    return 1\nprint(f())"
+    message = await _replay(fence("@functools.cache\ndef f():\n    return 1"))
+    assert [c.type for c in message.content] == ["toolCall"]
+    message = await _replay(fence(code))
+    assert [c.arguments for c in message.content if c.type == "toolCall"] == [{"code": code}]
