@@ -12,6 +12,8 @@ The check is on the text itself, not on phrasings: the reply's tail is one block
 least ``MIN_SPAN`` characters, and the block holds a letter or a digit (a ruler of dashes or
 a run of blank lines is layout, not a loop). The reply keeps the text before the
 loop and one copy of the block, and ends with stop reason ``length`` and a note saying why.
+Its usage is the stream's own count (:class:`StreamTally`): the server's arrives only in the
+last chunk, which a stopped request never sends.
 """
 
 from __future__ import annotations
