@@ -72,6 +72,8 @@ def test_text_without_a_loop_is_left_alone(text):
 @pytest.mark.parametrize("unit", [
     # the 1.5B's repeated "month" after df.info(): a short unit
     "'2025-013d23de11bd', ",
+    # two names in turn: the loop's block is the pair (old rule: 10 pairs, 20 names)
+    "'2025-013d23de11bd', '2025-013d23de11bd',\n",
     "| Stool| Stool| 93.0 |\n",
     # a long unit: a paragraph of about 200 characters
     ("The dataset has 1,000 rows and 12 columns; the numeric columns are price, quantity and "
@@ -80,8 +82,8 @@ def test_text_without_a_loop_is_left_alone(text):
 def test_a_loop_is_cut_after_a_few_copies(unit):
     needed = max(MIN_REPEATS, -(-MIN_SPAN // len(unit)))
     assert needed <= 6
+    assert loop_start("Summary of df:\n" + unit * (needed - 1)) is None  # one copy fewer
     text = "Summary of df:\n" + unit * needed
-    assert loop_start(text[:-1]) is None or loop_start(text[:-1])[1] < needed + 1
     found = loop_start(text)
     assert found is not None and found[1] == needed
     assert text[:found[0]] == "Summary of df:\n" + unit
