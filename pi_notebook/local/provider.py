@@ -28,7 +28,7 @@ import json
 import logging
 import os
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +36,16 @@ from ..ai._http import DEFAULT_FIRST_BYTE_TIMEOUT_MS
 from ..ai.abort import AbortController, AbortSignal
 from ..ai.errors import embedded_server_lost_text
 from ..ai.event_stream import AssistantMessageEventStream
-from ..ai.types import AssistantMessage, AssistantMessageEvent, Context, ErrorEvent, Model, ModelCost, Usage
+from ..ai.types import (
+    AssistantMessage,
+    AssistantMessageEvent,
+    Context,
+    ErrorEvent,
+    Model,
+    ModelCost,
+    PromptProgress,
+    Usage,
+)
 from .server import CONTEXT_WINDOW, LlamaServer, remember_prefix
 from .setup import (
     DEFAULT_LOCAL_MODEL,
@@ -46,7 +55,7 @@ from .setup import (
     packaged_model_installed,
 )
 from .fenced import fenced_applies
-from .repeat import cut_loops
+from .repeat import StreamTally, cut_loops
 from .tool_calls import TextToolCallStream, shape_request, tool_call_mode
 
 __all__ = [
@@ -286,7 +295,9 @@ def _stream(model: Model, context: Context, options: dict[str, Any], simple: boo
         bound_s = first_byte_ms / 1000 if first_byte_ms > 0 else None
         inner = AbortController()
         remove = signal.add_listener(inner.abort) if signal is not None else (lambda: None)
+        tally = StreamTally()  # the usage of a reply cut in a loop (the server's never arrives)
         inner_options = {**options, "api_key": server.api_key or "local", "signal": inner.signal,
+                         "on_progress": _progress_hook(tally, options.get("on_progress")),
                          "first_byte_timeout_ms": 0,  # counted here, without the queue wait
                          "on_payload": _payload_hook(model.id, mode, options.get("on_payload"),
                                                      _last_result_failed(context))}
@@ -295,7 +306,7 @@ def _stream(model: Model, context: Context, options: dict[str, Any], simple: boo
         converter = TextToolCallStream(tools, fenced=mode != "server" and fenced_applies(tools))
         events = _first_byte_guarded(_aiter(fn(inner_model, context, inner_options)), server, bound_s, inner)
         try:
-            async for event in cut_loops(converter.convert(events), inner):
+            async for event in cut_loops(converter.convert(tally.watch(events)), inner, tally, model):
                 if event.type == "start":
                     # Messages belong to the model the user chose (api "llama-server"),
                     # so that replaying them to the same model keeps thinking etc.
@@ -319,6 +330,17 @@ def _stream(model: Model, context: Context, options: dict[str, Any], simple: boo
 async def _aiter(stream: AssistantMessageEventStream) -> AsyncIterator[AssistantMessageEvent]:
     async for event in stream:
         yield event
+
+
+def _progress_hook(tally: StreamTally, user_hook: Any) -> Callable[[PromptProgress], None]:
+    """The prompt's size for the tally, then the caller's ``on_progress``."""
+
+    def hook(progress: PromptProgress) -> None:
+        tally.on_progress(progress)
+        if user_hook is not None:
+            user_hook(progress)
+
+    return hook
 
 
 def _last_result_failed(context: Context) -> bool:

@@ -12,6 +12,8 @@ The check is on the text itself, not on phrasings: the reply's tail is one block
 least ``MIN_SPAN`` characters, and the block holds a letter or a digit (a ruler of dashes or
 a run of blank lines is layout, not a loop). The reply keeps the text before the
 loop and one copy of the block, and ends with stop reason ``length`` and a note saying why.
+Its usage is the stream's own count (:class:`StreamTally`): the server's arrives only in the
+last chunk, which a stopped request never sends.
 """
 
 from __future__ import annotations
@@ -19,44 +21,132 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 from ..ai.abort import AbortController
-from ..ai.types import AssistantMessageEvent, DoneEvent, TextContent, TextEndEvent
+from ..ai.models import calculate_cost
+from ..ai.types import (
+    AssistantMessageEvent,
+    DoneEvent,
+    Model,
+    PromptProgress,
+    TextContent,
+    TextEndEvent,
+    Usage,
+    usage_total_tokens,
+)
 
-__all__ = ["MAX_PERIOD", "MIN_REPEATS", "MIN_SPAN", "loop_start", "cut_loops", "LOOP_NOTE"]
+__all__ = ["MAX_PERIOD", "MIN_REPEATS", "MIN_SPAN", "loop_start", "cut_loops", "LOOP_NOTE",
+           "StreamTally"]
 
 MAX_PERIOD = 256  # the longest repeated block looked for (characters)
-MIN_REPEATS = 10  # copies back to back before it counts as a loop
-MIN_SPAN = 240  # characters the copies cover together (short runs such as "0\n0\n0\n" are data)
-CHECK_EVERY = 32  # characters of new text between two checks
+MIN_REPEATS = 4  # copies back to back before it counts as a loop
+MIN_SPAN = 120  # characters the copies cover together (short runs such as "0\n0\n0\n" are data)
+CHECK_EVERY = 16  # characters of new text between two checks
+# the most text one check reads: the copies of the longest block, or of a short one over MIN_SPAN
+WINDOW = max(MAX_PERIOD * MIN_REPEATS, MIN_SPAN + MAX_PERIOD)
+_KEY = 8  # the tail's characters searched for to find a period (shorter periods: each tested)
 
 LOOP_NOTE = ("The reply was cut off: the model kept repeating the same text ({copies} copies), "
              "so it was stopped early; the repeats are left out.")
+
+
+def _needed(period: int) -> int:
+    """Copies of a block of ``period`` characters that make a loop."""
+    return max(MIN_REPEATS, -(-MIN_SPAN // period))
 
 
 def loop_start(text: str) -> tuple[int, int] | None:
     """``(end of the first copy, copies)`` when ``text`` ends in a loop, else None.
 
     The shortest period wins, so a loop of a two-line block is found as that block rather
-    than as two copies of a longer one."""
+    than as two copies of a longer one. A check reads at most :data:`WINDOW` characters of the
+    tail whatever the text's length (it runs every few deltas), and it looks only at the
+    periods a loop could have: the text's last :data:`_KEY` characters occur again that far
+    back (found by ``str.rfind``, in C), so ordinary text costs a search or two, not a test
+    of every period."""
     size = len(text)
-    for period in range(1, min(MAX_PERIOD, size // MIN_REPEATS) + 1):
-        block = text[size - period:]
-        copies = max(MIN_REPEATS, -(-MIN_SPAN // period))
-        if copies * period > size or not text.endswith(block * copies):
-            continue
-        if not any(ch.isalnum() for ch in block):
-            continue
-        while (copies + 1) * period <= size and text[size - (copies + 1) * period:size - copies * period] == block:
-            copies += 1
-        return size - (copies - 1) * period, copies
-    return None
+    for period in range(1, min(_KEY, size // MIN_REPEATS + 1)):
+        found = _loop_of(text, size, period)
+        if found is not None:
+            return found
+    if size < 2 * _KEY:
+        return None
+    key = text[size - _KEY:]
+    low = max(0, size - _KEY - MAX_PERIOD)
+    end = size - _KEY  # an earlier copy of the key ends here at the latest (period >= _KEY)
+    while True:
+        at = text.rfind(key, low, end)
+        if at < 0:
+            return None
+        found = _loop_of(text, size, size - _KEY - at)
+        if found is not None:
+            return found
+        end = at + _KEY - 1
 
 
-async def cut_loops(events: AsyncIterator[AssistantMessageEvent], inner: AbortController
+def _loop_of(text: str, size: int, period: int) -> tuple[int, int] | None:
+    """:func:`loop_start` for one period: its copies back to back at the tail are the tail
+    equal to itself shifted by ``period``."""
+    copies = _needed(period)
+    span = copies * period
+    if span > size:
+        return None
+    start = size - span
+    if text[start + period:] != text[start:size - period]:
+        return None
+    if not any(ch.isalnum() for ch in text[size - period:]):
+        return None  # a ruler of dashes or a run of blank lines is layout
+    # how far back the loop goes: read once, when the loop is cut
+    while start - period >= 0 and text[start - period:start] == text[start:start + period]:
+        start -= period
+        copies += 1
+    return size - (copies - 1) * period, copies
+
+
+class StreamTally:
+    """What the server has done for a request so far, for a reply cut before the server's
+    own usage arrives (it comes in the last chunk, which a cut request never sends).
+
+    ``output``: the content deltas the server streamed, counted before any rewriting of the
+    stream; llama-server sends one chunk per generated token, so this is the tokens produced
+    (a token held back as half a character comes with the next one: a count at most a few
+    low). ``prompt``/``cache``: the prompt's tokens and those reused from the server's cache,
+    from its last ``prompt_progress`` (the ``on_progress`` stream option)."""
+
+    def __init__(self) -> None:
+        self.output = 0
+        self.prompt = 0
+        self.cache = 0
+
+    def on_progress(self, progress: PromptProgress) -> None:
+        self.prompt, self.cache = progress.total, progress.cache
+
+    async def watch(self, events: AsyncIterator[AssistantMessageEvent]
+                    ) -> AsyncIterator[AssistantMessageEvent]:
+        async for event in events:
+            if event.type in ("text_delta", "thinking_delta", "toolcall_delta"):
+                self.output += 1
+            yield event
+
+    def fill(self, usage: Usage, model: Model | None = None) -> None:
+        """Counts the server has not reported yet (or reported only in part, mid-stream) are
+        taken from the tally."""
+        usage.output = max(usage.output, self.output)
+        if self.prompt > usage.input + usage.cache_read + usage.cache_write:
+            usage.cache_read = min(self.cache, self.prompt)
+            usage.input = self.prompt - usage.cache_read
+            usage.cache_write = 0
+        usage.total_tokens = 0
+        usage.total_tokens = usage_total_tokens(usage)
+        if model is not None:
+            calculate_cost(model, usage)
+
+
+async def cut_loops(events: AsyncIterator[AssistantMessageEvent], inner: AbortController,
+                    tally: StreamTally | None = None, model: Model | None = None,
                     ) -> AsyncIterator[AssistantMessageEvent]:
     """``events`` until a text block ends in a loop; then that block is closed with the text
     before the repeats, the message is done (``length``, with :data:`LOOP_NOTE` as its
-    ``error_message``), and the request is aborted through ``inner`` (its remaining events are
-    read and dropped, so the request's own clean-up runs)."""
+    ``error_message``, its usage completed from ``tally``), and the request is aborted through
+    ``inner`` (its remaining events are read and dropped, so the request's own clean-up runs)."""
     checked: dict[int, int] = {}
     cut = False
     async for event in events:
@@ -84,6 +174,8 @@ async def cut_loops(events: AsyncIterator[AssistantMessageEvent], inner: AbortCo
                 if isinstance(block, TextContent):
                     block.text = kept
                 yield TextEndEvent(content_index=index, content=kept, partial=message)
+                if tally is not None:
+                    tally.fill(message.usage, model)
                 message.stop_reason = "length"
                 message.error_message = LOOP_NOTE.format(copies=copies)
                 yield DoneEvent(reason="length", message=message)

@@ -8,10 +8,11 @@ from __future__ import annotations
 import pytest
 
 from pi_notebook.ai.abort import AbortController
-from pi_notebook.local.repeat import MIN_SPAN, cut_loops, loop_start
+from pi_notebook.local.repeat import MIN_REPEATS, MIN_SPAN, WINDOW, StreamTally, cut_loops, loop_start
 from pi_notebook.ai.types import (
     AssistantMessage,
     DoneEvent,
+    PromptProgress,
     StartEvent,
     TextContent,
     TextDeltaEvent,
@@ -37,7 +38,7 @@ def test_a_loop_is_found_and_one_copy_kept(text, kept):
     assert found is not None
     end, copies = found
     assert text[:end] == kept
-    assert copies >= 10
+    assert copies >= MIN_REPEATS
 
 
 @pytest.mark.parametrize("text", [
@@ -51,11 +52,53 @@ def test_a_loop_is_found_and_one_copy_kept(text, kept):
     "x" + " " * 500,
     # short data that repeats: fewer characters than MIN_SPAN
     "values: " + "0\n" * 30,
-    # nine copies of a long block: fewer than MIN_REPEATS
-    "start " + ("This sentence is long enough to cover the span on its own. " * 9),
+    # three copies of a long block: fewer than MIN_REPEATS
+    "start " + ("This sentence is long enough to cover the span on its own. " * 3),
+    # a list of numbers, and one of small numbers in a column
+    "Numbers: " + ", ".join(str(n) for n in range(400)),
+    "".join(f"{n * 37 % 101 % 10}\n" for n in range(200)),
+    # code with similar lines, and a short line written several times in a row
+    "".join(f"df['c{n}'] = df['c{n}'].fillna(0)\n" for n in range(30)),
+    "for part in parts:\n" + "    print('-' * 20)\n" * 3 + "    print(part)\n",
+    # a table of similar rows: the same values, one column counting
+    "| id | month | n |\n|---|---|---|\n" + "".join(f"| {n} | 2025-01 | 7 |\n" for n in range(60)),
+    # a table whose rows are the same, a few times (duplicated data shown as it is)
+    "| a | b |\n|---|---|\n" + "| x | 1 |\n" * 8,
 ])
 def test_text_without_a_loop_is_left_alone(text):
     assert loop_start(text) is None
+
+
+@pytest.mark.parametrize("unit", [
+    # the 1.5B's repeated "month" after df.info(): a short unit
+    "'2025-013d23de11bd', ",
+    # two names in turn: the loop's block is the pair (old rule: 10 pairs, 20 names)
+    "'2025-013d23de11bd', '2025-013d23de11bd',\n",
+    "| Stool| Stool| 93.0 |\n",
+    # a long unit: a paragraph of about 200 characters
+    ("The dataset has 1,000 rows and 12 columns; the numeric columns are price, quantity and "
+     "total, and the month column holds strings that should be parsed as dates before use. "),
+])
+def test_a_loop_is_cut_after_a_few_copies(unit):
+    needed = max(MIN_REPEATS, -(-MIN_SPAN // len(unit)))
+    assert needed <= 6
+    assert loop_start("Summary of df:\n" + unit * (needed - 1)) is None  # one copy fewer
+    text = "Summary of df:\n" + unit * needed
+    found = loop_start(text)
+    assert found is not None and found[1] == needed
+    assert text[:found[0]] == "Summary of df:\n" + unit
+
+
+def test_a_check_reads_a_bounded_tail_whatever_the_text_before():
+    # the loop is judged on at most WINDOW characters: text before them changes nothing
+    tail = "Answer: " + "The total is 42. " * 8
+    for before in ("", "x" * 10, "".join(f"line {n}\n" for n in range(5000))):
+        found = loop_start(before + tail)
+        assert found is not None
+        assert (before + tail)[:found[0]] == before + "Answer: The total is 42. "
+    no_loop = "".join(f"row {n}: {n * 7 % 13}\n" for n in range(20000))
+    assert loop_start(no_loop) is None
+    assert WINDOW <= 1024
 
 
 def test_the_span_bound_is_what_separates_data_from_a_loop():
@@ -101,3 +144,67 @@ async def test_a_stream_without_a_loop_passes_through_unchanged():
     assert not inner.signal.aborted
     assert [e.type for e in events] == ["start", "text_start", *["text_delta"] * 5, "text_end", "done"]
     assert events[-1].message.content[0].text == "The total is 1343.1."
+
+
+async def test_a_cut_reply_carries_the_tokens_streamed_and_the_prompt_read():
+    # the server's usage comes in its last chunk, which a cut request never sends
+    inner = AbortController()
+    tally = StreamTally()
+    tally.on_progress(PromptProgress(total=792, cache=500, processed=792, time_ms=90))
+    unit = "'2025-013d23de11bd', "
+    chunks = ["Months: ", *[unit] * 300]
+    events = [e async for e in cut_loops(tally.watch(_events(chunks)), inner, tally)]
+    done = events[-1]
+    assert done.type == "done" and done.reason == "length"
+    streamed = len([e for e in events if e.type == "text_delta"])
+    assert streamed < 10  # a few copies, not 22 or 300
+    usage = done.message.usage
+    assert usage.output == streamed  # the tally goes on counting the drained rest
+    assert (usage.input, usage.cache_read) == (292, 500)
+    assert usage.total_tokens == 792 + streamed
+
+
+async def test_usage_the_server_sent_is_kept_when_larger():
+    inner = AbortController()
+    tally = StreamTally()
+    message_usage = Usage(input=900, output=50, total_tokens=950)
+
+    async def events():
+        async for event in _events(["Here:\n", *[ROW] * 50]):
+            if event.type == "start":
+                event.partial.usage = message_usage
+            yield event
+
+    tally.on_progress(PromptProgress(total=792, cache=0, processed=792, time_ms=90))
+    out = [e async for e in cut_loops(tally.watch(events()), inner, tally)]
+    usage = out[-1].message.usage
+    assert (usage.input, usage.output, usage.total_tokens) == (900, 50, 950)
+
+
+def _loop_start_by_every_period(text: str):
+    """The rule written out plainly (every period tested in turn), to check the fast search."""
+    from pi_notebook.local.repeat import MAX_PERIOD
+    size = len(text)
+    for period in range(1, MAX_PERIOD + 1):
+        copies = max(MIN_REPEATS, -(-MIN_SPAN // period))
+        if copies * period > size:
+            continue
+        block = text[size - period:]
+        if text[size - copies * period:] != block * copies or not any(c.isalnum() for c in block):
+            continue
+        while (copies + 1) * period <= size and text[size - (copies + 1) * period:size - copies * period] == block:
+            copies += 1
+        return size - (copies - 1) * period, copies
+    return None
+
+
+def test_the_search_finds_what_testing_every_period_finds():
+    import random
+    rng = random.Random(26)
+    for _ in range(400):
+        alphabet = rng.choice(["ab", "ab \n", "abc12 ,\n", "xyz-|"])
+        prefix = "".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 60)))
+        unit = "".join(rng.choice(alphabet) for _ in range(rng.randrange(1, 300)))
+        text = prefix + unit * rng.randrange(1, 8) + unit[:rng.randrange(0, len(unit) + 1)]
+        for cut in (len(text), len(text) - 1, len(text) // 2):
+            assert loop_start(text[:cut]) == _loop_start_by_every_period(text[:cut]), text[:cut]

@@ -393,10 +393,18 @@ async def test_a_reply_caught_in_a_loop_is_cut_early_and_says_why(fake, monkeypa
     row = "| Stool| Stool| 93.0 |\n"
     monkeypatch.setenv("FAKE_LLAMA_CHUNKS", json.dumps(["The pivot table is:\n\n", *[row] * 500]))
     monkeypatch.setenv("FAKE_LLAMA_STREAM_S", "20")
+    monkeypatch.setenv("FAKE_LLAMA_PROMPT", "[792, 500]")
     answer = await _ask(fake.model)
     assert answer.stop_reason == "length"
     assert _text(answer) == "The pivot table is:\n\n| Stool| Stool| 93.0 |"  # one copy kept
     assert "repeating the same text" in answer.error_message
+    # the server's usage comes in its last chunk, never sent: the counts are the stream's own,
+    # the prompt from its progress and one token per chunk streamed up to the cut
+    copies = int(answer.error_message.split("(")[1].split(" copies")[0])
+    assert copies == 6  # a 23-character row: MIN_SPAN // 23 + 1 copies
+    assert (answer.usage.input, answer.usage.cache_read) == (292, 500)
+    assert answer.usage.output == 1 + copies
+    assert answer.usage.total_tokens == 792 + 1 + copies
     deadline = time.monotonic() + 20  # the server notices the dropped connection at its next write
     while not fake.dropped() and time.monotonic() < deadline:
         await asyncio.sleep(0.05)
