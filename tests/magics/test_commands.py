@@ -220,3 +220,39 @@ async def test_status_names_the_version(shell, capsys):
 
     shell.run_line_magic("agent", "")
     assert f"version: pi_notebook {__version__}" in capsys.readouterr().out.splitlines()
+
+
+async def test_load_keeps_check_labels_repairs_a_call_without_result_and_names_its_model(
+        shell, tmp_path, capsys):
+    """A session saved while a python call waited for approval, with a run check's turn:
+    %agent load shows the check under its label, answers the call (one notice line) before the
+    next message, and %agent status says the model came from the loaded session."""
+    from pi_notebook.agent.types import CheckMessage
+    from pi_notebook.ai.types import AssistantMessage, TextContent, ToolCall, UserMessage
+    from pi_notebook.session.store import write_session
+
+    write_session(tmp_path / "ended.jsonl", [
+        UserMessage(content="sum the column"),
+        CheckMessage(content="Check: no output shows the total; print it.",
+                     shown="No output showed the total: the agent was asked to print it."),
+        AssistantMessage(content=[TextContent(text="Running."),
+                                  ToolCall(id="c1", name="python", arguments={"code": "print(1)"})],
+                         stop_reason="toolUse"),
+    ], model="openai/gpt-4.1")
+    rt = runtime()
+    rt.conversation.resolved = None  # no model named in this kernel yet
+    capsys.readouterr()
+    shell.run_line_magic("agent", "load ended.jsonl")
+    out = capsys.readouterr().out
+    repaired = [line for line in out.splitlines() if line.startswith("Repaired")]
+    assert len(repaired) == 1 and "1 tool call (python)" in repaired[0]
+    assert [m.role for m in rt.agent.state.messages] == ["user", "user", "assistant", "toolResult"]
+    assert rt.agent.state.messages[3].is_error
+    shell.run_line_magic("agent", "history")
+    history = capsys.readouterr().out
+    assert "check: No output showed the total" in history
+    assert "user: Check:" not in history
+    assert "result python: Not run: the session ended" in history
+    shell.run_line_magic("agent", "")
+    status = capsys.readouterr().out
+    assert "the loaded session ended.jsonl" in status and "%agent model" not in status
