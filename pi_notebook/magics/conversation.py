@@ -360,8 +360,6 @@ class Conversation:
             self._notes.clear()
 
     def set_model(self, spec: str, *, running: bool, source: str = "%agent model") -> str:
-        """Name the model for the next runs; ``source`` is what ``%agent status`` says
-        it came from."""
         from .resolve import resolve_now
 
         resolved = resolve_now(spec, None, self.settings.base_url.strip() or None,
@@ -374,10 +372,8 @@ class Conversation:
         warning = f"\nwarning: {resolved.warning}" if resolved.warning else ""
         return f"Model: {resolved.label}{note}{warning}"
 
-    def restore(self, messages: list[AgentMessage], model_spec: str | None, *,
-                source: str = "the loaded session") -> None:
-        """Put a saved conversation into the agent (no run may be active); its model, when
-        none is configured, comes from ``source`` (what ``%agent status`` says)."""
+    def restore(self, messages: list[AgentMessage], model_spec: str | None, *, source: str) -> None:
+        """Put a saved conversation (from ``source``) into the agent; no run may be active."""
         agent = self.get_agent()
         agent.reset()
         self._clear_notes()
