@@ -103,6 +103,27 @@ async def test_resume_continues_newest_session_of_this_notebook(shell, faux):
     assert rt.agent.state.messages[1].content[0].text == "first reply"
 
 
+async def test_resume_answers_a_call_left_without_result_before_the_new_prompt(shell, faux):
+    from pi_notebook.ai.types import AssistantMessage, ToolCall, UserMessage
+    from pi_notebook.session.store import new_session_path, write_session
+
+    rt = runtime()
+    rt.session_dir().mkdir(parents=True, exist_ok=True)
+    write_session(new_session_path(rt.session_dir(), rt.session_name()), [
+        UserMessage(content="run it"),
+        AssistantMessage(content=[ToolCall(id="c1", name="python", arguments={"code": "1"})],
+                         stop_reason="toolUse"),
+    ], model="faux/faux-1", name=rt.session_name())
+    faux.set_responses([faux_assistant_message("resumed reply")])
+    await run_cell(shell, "%%agent --resume\ncontinue\n")
+    await settle()
+    roles = [m.role for m in rt.agent.state.messages]
+    assert roles == ["user", "assistant", "toolResult", "user", "assistant"]
+    assert rt.agent.state.messages[2].is_error
+    notices = [text for _, _, text in FakeView.instances[-1].kinds("notice")]
+    assert sum(text.startswith("Repaired the loaded transcript") for text in notices) == 1
+
+
 async def test_resume_without_session_is_a_usage_error(shell):
     result = await run_cell(shell, "%%agent --resume\nhi\n")
     assert isinstance(result.error_in_exec, UsageError)
