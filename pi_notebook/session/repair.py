@@ -43,7 +43,9 @@ class RepairedTranscript:
         parts: list[str] = []
         if self.never_ran:
             n = len(self.never_ran)
-            names = ", ".join(sorted(set(self.never_ran)))
+            # the model's names, bounded: the notice stays one short line
+            distinct = sorted({name[:40] for name in self.never_ran})
+            names = ", ".join(distinct[:3]) + (", ..." if len(distinct) > 3 else "")
             parts.append(f"{n} tool call{'s' if n > 1 else ''} ({names}) without a result "
                          f"got an error result saying {'they' if n > 1 else 'it'} never ran")
         if self.moved:

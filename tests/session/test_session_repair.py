@@ -138,3 +138,14 @@ def test_repair_false_gives_the_file_as_it_is(tmp_path):
     write_session(path, messages, model="x/y")
     loaded = load_session(path, repair=False)
     assert loaded.messages == messages and loaded.repair_notice is None
+
+
+def test_the_notice_stays_one_short_line_whatever_the_calls_are_named(tmp_path):
+    path = tmp_path / "s.jsonl"
+    calls = AssistantMessage(content=[ToolCall(id=f"c{i}", name=f"tool{i}" + "x" * 500) for i in range(50)],
+                             stop_reason="toolUse")
+    write_session(path, [UserMessage(content="go"), calls], model="x/y")
+    loaded = load_session(path)
+    assert len(loaded.messages) == 52
+    assert loaded.repair_notice is not None and "\n" not in loaded.repair_notice
+    assert "50 tool calls" in loaded.repair_notice and len(loaded.repair_notice) < 300
