@@ -179,9 +179,12 @@ class PiNotebookMagics(Magics):
             loaded = load_session(path)
         except (SessionFormatError, SessionPathError, FileNotFoundError, OSError) as exc:
             raise UsageError(f"%agent load: {exc}") from None
-        self.runtime.restore(loaded.messages, loaded.header.model)
+        self.runtime.restore(loaded.messages, loaded.header.model,
+                             source=f"the loaded session {path.name}")
         for warning in loaded.warnings:
             print(f"warning: {warning}")
+        if loaded.repair_notice:
+            print(loaded.repair_notice)
         print(f"Loaded {len(loaded.messages)} messages from {path}.")
 
     def _save(self, target: str) -> None:

@@ -359,11 +359,11 @@ class Conversation:
         if self._notes is not None:
             self._notes.clear()
 
-    def set_model(self, spec: str, *, running: bool) -> str:
+    def set_model(self, spec: str, *, running: bool, source: str = "%agent model") -> str:
         from .resolve import resolve_now
 
         resolved = resolve_now(spec, None, self.settings.base_url.strip() or None,
-                               explicit_reason="%agent model")
+                               explicit_reason=source)
         assert resolved is not None
         self.get_agent().state.model = resolved.model
         self.resolved = resolved
@@ -372,8 +372,8 @@ class Conversation:
         warning = f"\nwarning: {resolved.warning}" if resolved.warning else ""
         return f"Model: {resolved.label}{note}{warning}"
 
-    def restore(self, messages: list[AgentMessage], model_spec: str | None) -> None:
-        """Put a saved conversation into the agent (no run may be active)."""
+    def restore(self, messages: list[AgentMessage], model_spec: str | None, *, source: str) -> None:
+        """Put a saved conversation (from ``source``) into the agent; no run may be active."""
         agent = self.get_agent()
         agent.reset()
         self._clear_notes()
@@ -381,7 +381,7 @@ class Conversation:
         agent.state.messages = list(messages)
         if model_spec and not self.settings.model and self.resolved is None:
             try:
-                self.set_model(model_spec, running=False)
+                self.set_model(model_spec, running=False, source=source)
             except UsageError:
                 pass  # keep default resolution when the saved model is unavailable here
 

@@ -174,11 +174,13 @@ class Runtime:
     def set_model(self, spec: str) -> str:
         return self.conversation.set_model(spec, running=self.is_running())
 
-    def restore(self, messages: list[AgentMessage], model_spec: str | None) -> None:
-        """Put a saved conversation into the agent (``%agent load``, ``--resume``)."""
+    def restore(self, messages: list[AgentMessage], model_spec: str | None, *,
+                source: str = "the loaded session") -> None:
+        """Put a saved conversation into the agent (``%agent load``, ``--resume``);
+        ``source`` is where its model came from, as ``%agent status`` says it."""
         if self.is_running():
             raise UsageError("%agent load: a run is active; %agent abort first.")
-        self.conversation.restore(messages, model_spec)
+        self.conversation.restore(messages, model_spec, source=source)
 
     def resume_latest(self) -> list[str]:
         """Restore this notebook's newest session; returns lines for the view (what was
@@ -193,8 +195,11 @@ class Runtime:
             loaded = load_session(info.path)
         except (ValueError, OSError) as exc:  # SessionFormatError is a ValueError
             raise UsageError(f"%%agent --resume: {exc}") from None
-        self.restore(loaded.messages, loaded.header.model)
-        return [f"Resumed {info.path.name} ({len(loaded.messages)} messages).", *loaded.warnings]
+        self.restore(loaded.messages, loaded.header.model,
+                     source=f"the resumed session {info.path.name}")
+        repaired = [loaded.repair_notice] if loaded.repair_notice else []
+        return [f"Resumed {info.path.name} ({len(loaded.messages)} messages).", *loaded.warnings,
+                *repaired]
 
     def session_dir(self) -> Path:
         return self.kernel.session_dir()

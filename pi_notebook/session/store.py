@@ -22,9 +22,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from ..agent.types import CheckMessage
 from ..ai.private_files import open_private
 from ..ai.types import AssistantMessage, ToolResultMessage, UserMessage, now_ms
 from .jsonline import encode_line
+from .repair import repair_transcript
 
 __all__ = [
     "FORMAT_VERSION", "SUPPORTED_VERSIONS", "SessionFormatError", "SessionWriteError", "SessionPathError", "SessionHeader", "SessionWriter",
@@ -143,8 +145,12 @@ def message_to_json(message: Any) -> dict[str, Any]:
 
 
 def message_from_json(data: Mapping[str, Any]) -> Any:
-    """The pydantic message for a pi role; custom roles come back as plain dicts."""
+    """The pydantic message for a pi role; custom roles come back as plain dicts. A user
+    turn the product wrote (a ``CheckMessage``, saved with its ``author``) comes back as one,
+    so it keeps its label wherever it is shown."""
     role = data.get("role")
+    if role == "user" and isinstance(data.get("author"), str):
+        return CheckMessage.model_validate(data)
     cls = _MESSAGE_CLASSES.get(role) if isinstance(role, str) else None
     return cls.model_validate(data) if cls is not None else dict(data)
 
@@ -405,6 +411,8 @@ class LoadedSession:
     messages: list[Any]
     warnings: list[str]
     path: Path | None = None
+    # one line saying how the transcript was made valid (session/repair.py), else None
+    repair_notice: str | None = None
 
 
 _BOM = b"\xef\xbb\xbf"
@@ -443,11 +451,14 @@ def _read_header(path: Path) -> SessionHeader:
     return _parse_header(first.rstrip(b"\r\n"), str(path))
 
 
-def load_session(path: str | os.PathLike[str]) -> LoadedSession:
+def load_session(path: str | os.PathLike[str], *, repair: bool = True) -> LoadedSession:
     """Read a session file; raises ``SessionFormatError`` with a one-line reason.
 
     A torn last line (a crash while writing) is skipped with a warning; any other bad
-    line is an error naming its number. See docs/design/sessions.md.
+    line is an error naming its number. With ``repair`` (the default) the messages are a
+    valid transcript: every tool call has one result (session/repair.py), and
+    ``repair_notice`` says what changed; ``repair=False`` gives the file's messages as
+    they are. See docs/design/sessions.md.
     """
     path = Path(path)
     source = str(path)
@@ -493,7 +504,12 @@ def load_session(path: str | os.PathLike[str]) -> LoadedSession:
                 f"{path}: line {line_no} is not a valid {data['role']} message "
                 f"({where}: {first.get('msg')})"
             ) from None
-    return LoadedSession(header=header, messages=messages, warnings=warnings, path=path)
+    notice = None
+    if repair:
+        repaired = repair_transcript(messages)
+        messages, notice = repaired.messages, repaired.notice
+    return LoadedSession(header=header, messages=messages, warnings=warnings, path=path,
+                         repair_notice=notice)
 
 
 @dataclass

@@ -103,6 +103,27 @@ async def test_resume_continues_newest_session_of_this_notebook(shell, faux):
     assert rt.agent.state.messages[1].content[0].text == "first reply"
 
 
+async def test_resume_answers_a_call_left_without_result_before_the_new_prompt(shell, faux):
+    from pi_notebook.ai.types import AssistantMessage, ToolCall, UserMessage
+    from pi_notebook.session.store import new_session_path, write_session
+
+    rt = runtime()
+    rt.session_dir().mkdir(parents=True, exist_ok=True)
+    write_session(new_session_path(rt.session_dir(), rt.session_name()), [
+        UserMessage(content="run it"),
+        AssistantMessage(content=[ToolCall(id="c1", name="python", arguments={"code": "1"})],
+                         stop_reason="toolUse"),
+    ], model="faux/faux-1", name=rt.session_name())
+    faux.set_responses([faux_assistant_message("resumed reply")])
+    await run_cell(shell, "%%agent --resume\ncontinue\n")
+    await settle()
+    roles = [m.role for m in rt.agent.state.messages]
+    assert roles == ["user", "assistant", "toolResult", "user", "assistant"]
+    assert rt.agent.state.messages[2].is_error
+    notices = [text for _, _, text in FakeView.instances[-1].kinds("notice")]
+    assert sum(text.startswith("Repaired the loaded transcript") for text in notices) == 1
+
+
 async def test_resume_without_session_is_a_usage_error(shell):
     result = await run_cell(shell, "%%agent --resume\nhi\n")
     assert isinstance(result.error_in_exec, UsageError)
@@ -220,3 +241,39 @@ async def test_status_names_the_version(shell, capsys):
 
     shell.run_line_magic("agent", "")
     assert f"version: pi_notebook {__version__}" in capsys.readouterr().out.splitlines()
+
+
+async def test_load_keeps_check_labels_repairs_a_call_without_result_and_names_its_model(
+        shell, tmp_path, capsys):
+    """A session saved while a python call waited for approval, with a run check's turn:
+    %agent load shows the check under its label, answers the call (one notice line) before the
+    next message, and %agent status says the model came from the loaded session."""
+    from pi_notebook.agent.types import CheckMessage
+    from pi_notebook.ai.types import AssistantMessage, TextContent, ToolCall, UserMessage
+    from pi_notebook.session.store import write_session
+
+    write_session(tmp_path / "ended.jsonl", [
+        UserMessage(content="sum the column"),
+        CheckMessage(content="Check: no output shows the total; print it.",
+                     shown="No output showed the total: the agent was asked to print it."),
+        AssistantMessage(content=[TextContent(text="Running."),
+                                  ToolCall(id="c1", name="python", arguments={"code": "print(1)"})],
+                         stop_reason="toolUse"),
+    ], model="openai/gpt-4.1")
+    rt = runtime()
+    rt.conversation.resolved = None  # no model named in this kernel yet
+    capsys.readouterr()
+    shell.run_line_magic("agent", "load ended.jsonl")
+    out = capsys.readouterr().out
+    repaired = [line for line in out.splitlines() if line.startswith("Repaired")]
+    assert len(repaired) == 1 and "1 tool call (python)" in repaired[0]
+    assert [m.role for m in rt.agent.state.messages] == ["user", "user", "assistant", "toolResult"]
+    assert rt.agent.state.messages[3].is_error
+    shell.run_line_magic("agent", "history")
+    history = capsys.readouterr().out
+    assert "check: No output showed the total" in history
+    assert "user: Check:" not in history
+    assert "result python: Not run: the session ended" in history
+    shell.run_line_magic("agent", "")
+    status = capsys.readouterr().out
+    assert "the loaded session ended.jsonl" in status and "%agent model" not in status

@@ -64,7 +64,7 @@ def test_round_trip_equals_field_by_field(tmp_path):
     with SessionWriter(path, model="openai/gpt-x", name="analysis", started_at=123) as writer:
         for message in original:
             writer.append(message)
-    loaded = load_session(path)
+    loaded = load_session(path, repair=False)
     assert loaded.warnings == []
     assert loaded.header.model == "openai/gpt-x"
     assert loaded.header.name == "analysis"
@@ -201,7 +201,7 @@ def test_sigkill_during_a_stream_of_appends_loses_at_most_the_message_in_flight(
         os.kill(child.pid, signal.SIGKILL)
     finally:
         child.wait(timeout=30)
-    loaded = load_session(path)
+    loaded = load_session(path, repair=False)
     ids = [m.tool_call_id for m in loaded.messages]
     assert ids == [f"c{i}" for i in range(len(ids))]  # a clean prefix, in order
     assert len(ids) >= completed + 1  # every append that returned is on disk
@@ -310,7 +310,7 @@ def test_write_session_does_not_overwrite_unless_asked(tmp_path):
         write_session(path, conversation()[:3], model="a/b")
     assert len(load_session(path).messages) == 1
     write_session(path, conversation(), model="a/b", overwrite=True)
-    assert load_session(path).messages == conversation()
+    assert load_session(path, repair=False).messages == conversation()
     assert [p.name for p in tmp_path.iterdir()] == ["saved.jsonl"]  # no temp files left
 
 
@@ -461,7 +461,7 @@ def test_lone_surrogates_and_odd_details_never_stop_a_write(tmp_path):
     for line in raw.splitlines():
         json.loads(line)  # strict JSON: no NaN/Infinity tokens
         assert b"NaN" not in line and b"Infinity" not in line
-    loaded = load_session(path)
+    loaded = load_session(path, repair=False)
     assert loaded.warnings == []
     assert loaded.messages[0].content == "surrogates \udc80\ud83d here"
     assert loaded.messages[1].content[0].text == "output \udcff\udcfe (undecodable bytes)"
@@ -476,7 +476,7 @@ def test_lone_surrogates_and_odd_details_never_stop_a_write(tmp_path):
     assert details["b'bytes-key'"] == 1
     # write_session (%agent save) takes the same path
     write_session(tmp_path / "saved.jsonl", messages, model="faux/faux-1")
-    assert len(load_session(tmp_path / "saved.jsonl").messages) == 3
+    assert len(load_session(tmp_path / "saved.jsonl", repair=False).messages) == 3
 
 
 # --- write errors ------------------------------------------------------------------------------
@@ -577,6 +577,6 @@ async def test_disk_full_during_a_run_stops_autosave_with_one_notice_and_the_run
     assert len(notices) == 1 and notices[0].startswith("Autosave stopped: ")
     assert "No space left on device" in notices[0] and "keeps every message before it" in notices[0]
     monkeypatch.undo()
-    loaded = load_session(autosave.path)
+    loaded = load_session(autosave.path, repair=False)
     assert loaded.warnings == []
     assert [m.role for m in loaded.messages] == ["user", "assistant"]
