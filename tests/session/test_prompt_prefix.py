@@ -14,6 +14,7 @@ import json
 from typing import Any
 
 import pytest
+from helpers.agents import magics_agent
 
 from pi_notebook.agent import AgentTool, AgentToolResult
 from pi_notebook.ai.options import build_base_options
@@ -77,22 +78,9 @@ def faux():
 @pytest.mark.parametrize("small_profile", [False, True], ids=["model-summary", "small-model-extract"])
 async def test_each_request_appends_to_the_previous_one_between_rare_compactions(faux, monkeypatch,
                                                                               small_profile):
-    from pi_notebook.magics.config import AgentMagics
-    from pi_notebook.magics.settings import python_tool_settings, run_settings
-    from pi_notebook.magics.wiring import AgentHooks, build_agent
-
     # the small-model profile (forced for the faux model) summarises by extract, not by a request
     monkeypatch.setenv("PI_NOTEBOOK_SMALL_PROFILE", "1" if small_profile else "0")
-    notices: list[str] = []
-
-    async def deny(request):
-        return "deny"
-
-    hooks = AgentHooks(policy=lambda: "auto", ask=deny, is_interactive=lambda: False,
-                       notify=notices.append, on_compaction=notices.append,
-                       stream_options=dict, tools=lambda: [_python_tool()])
-    magics = AgentMagics()
-    wired = build_agent(run_settings(magics), None, hooks, python_tool_settings(magics))
+    wired, notices = magics_agent(_python_tool)
     agent = wired.agent
     model = faux.get_model()
     agent.state.model = model

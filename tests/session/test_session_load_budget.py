@@ -11,19 +11,31 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from helpers.agents import magics_agent
 
 from pi_notebook.agent import Agent, AgentTool, AgentToolResult
 from pi_notebook.ai.options import build_base_options
 from pi_notebook.ai.providers.faux import (
-    faux_assistant_message, faux_tool_call, register_faux_provider, serialize_context,
+    faux_assistant_message,
+    faux_tool_call,
+    register_faux_provider,
+    serialize_context,
 )
 from pi_notebook.ai.stream import complete, stream_simple
 from pi_notebook.ai.types import (
-    AssistantMessage, Context, TextContent, ToolCall, ToolResultMessage, Usage, UserMessage,
+    AssistantMessage,
+    Context,
+    TextContent,
+    ToolCall,
+    ToolResultMessage,
+    Usage,
+    UserMessage,
 )
 from pi_notebook.session import load_session, write_session
 from pi_notebook.session.compaction import (
-    context_overhead_tokens, make_context_compactor, make_model_summarizer,
+    context_overhead_tokens,
+    make_context_compactor,
+    make_model_summarizer,
 )
 
 WINDOW = 32_768
@@ -294,20 +306,7 @@ async def test_a_history_that_cannot_fit_ends_the_run_with_an_error_and_sends_no
 
 async def test_the_magics_agent_never_sends_more_than_the_window_after_a_load(tmp_path, faux):
     """The agent the magics build (their transform_context), continued after a load."""
-    from pi_notebook.magics.config import AgentMagics
-    from pi_notebook.magics.settings import python_tool_settings, run_settings
-    from pi_notebook.magics.wiring import AgentHooks, build_agent
-
-    notices: list[str] = []
-
-    async def deny(request):
-        return "deny"
-
-    hooks = AgentHooks(policy=lambda: "auto", ask=deny, is_interactive=lambda: False,
-                       notify=notices.append, on_compaction=notices.append,
-                       stream_options=dict, tools=lambda: [_python_tool()])
-    magics = AgentMagics()
-    wired = build_agent(run_settings(magics), None, hooks, python_tool_settings(magics))
+    wired, notices = magics_agent(_python_tool)
     agent = wired.agent
     agent.state.model = faux.get_model()
     agent.state.messages = await _load(tmp_path, _big_history(500, 10_000))
