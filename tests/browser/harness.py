@@ -133,6 +133,12 @@ class Notebook:
         self.root = self.page.locator("#" + self.page.evaluate("() => window.jupyterapp.shell.currentWidget.id"))
         self.cells = self.root.locator(".jp-Cell")
 
+    def errors_but_restart(self) -> list[str]:
+        """The page's errors less the one a kernel restart causes in JupyterLab itself: the
+        requests still pending on the old kernel (a view's subshell request among them) are
+        cancelled and reported as "Canceled future for …"."""
+        return [e for e in self.errors if not e.startswith("Error: Canceled future for")]
+
     def wait_kernel_idle(self, timeout_ms: int = 60_000) -> None:
         self.page.wait_for_function(
             "() => window.jupyterapp?.shell.currentWidget?.sessionContext?.session?.kernel?.status === 'idle'",

@@ -52,7 +52,7 @@ def test_notebook7_run_approval_abort_waiting_and_code(tmp_path):
         # a run with an approval: Run, the output, the final transcript
         nb.run(1)
         nb.start(2)
-        view = nb.output(2).locator(".pi-agent")
+        view = nb.output(2).locator(".pi-agent:not(.pi-undo)")
         panel = view.locator(".pi-approval")
         panel.wait_for(timeout=30_000)
 
@@ -81,7 +81,7 @@ def test_notebook7_run_approval_abort_waiting_and_code(tmp_path):
         # a long run, a plain cell waiting behind it, then Abort
         nb.run(LONG - 1)
         nb.start(LONG)
-        live = nb.output(LONG).locator(".pi-agent")
+        live = nb.output(LONG).locator(".pi-agent:not(.pi-undo)")
         live.get_by_text("streaming").first.wait_for(timeout=30_000)
         nb.wait_done(LONG, timeout_ms=15_000)  # the first %%agent returns once its view shows
         nb.start(WAITING)

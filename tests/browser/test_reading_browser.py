@@ -100,7 +100,7 @@ def test_a_finished_transcript_is_a_document_from_its_first_line(nb):
     nb.run(DOC_CELL - 1)
     nb.run(DOC_CELL)
     out = nb.output(DOC_CELL)
-    out.locator(".pi-agent").wait_for(state="detached", timeout=30_000)
+    out.locator(".pi-agent:not(.pi-undo)").wait_for(state="detached", timeout=30_000)
     out.locator(".pi-transcript").wait_for(timeout=10_000)
 
     def check(width: int, theme: str) -> None:
@@ -128,7 +128,7 @@ _CODE = """(pre) => { const r = pre.getBoundingClientRect();
 def test_code_waiting_for_approval_wraps_inside_its_box(nb):
     nb.run(WIDE_CELL - 1)
     nb.start(WIDE_CELL)
-    view = nb.output(WIDE_CELL).locator(".pi-agent")
+    view = nb.output(WIDE_CELL).locator(".pi-agent:not(.pi-undo)")
     view.locator(".pi-approval").wait_for(timeout=30_000)
     code = view.locator(".pi-tool pre.pi-hl").first
 
@@ -191,7 +191,7 @@ _BADGE = """(b) => { const s = getComputedStyle(b);
 
 def test_narrow_headers_wrap_and_badges_are_styled(nb):
     nb.run(BADGE_CELL)
-    view = nb.output(BADGE_CELL).locator(".pi-agent")
+    view = nb.output(BADGE_CELL).locator(".pi-agent:not(.pi-undo)")
     view.locator(".pi-approval").first.wait_for(timeout=30_000)
     badges = view.locator(".pi-tool-head .pi-badge")
     backgrounds: dict[str, set[str]] = {}

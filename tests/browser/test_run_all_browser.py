@@ -241,9 +241,7 @@ def _run_all_times(lab: Any, name: str) -> list[str]:
                                 + frames.explain(start, stuck or unsaved))
             else:
                 print(f"{name} run {attempt + 1}: {prompts} in {seconds:.1f} s")
-        # a restart cancels the requests still pending on the old kernel (the view's subshell
-        # request among them): JupyterLab reports that as a page error of its own
-        errors = [e for e in nb.errors if not e.startswith("Error: Canceled future for")]
+        errors = nb.errors_but_restart()
         if errors:
             failures.append(f"page errors: {errors}")
         browser.close()

@@ -96,14 +96,14 @@ def _start(nb: Notebook, index: int, script: bool = True) -> Any:
     if script:
         nb.run(index - 1)
     nb.start(index)
-    view = nb.output(index).locator(".pi-agent")
+    view = nb.output(index).locator(".pi-agent:not(.pi-undo)")
     view.wait_for(timeout=30_000)
     return view
 
 
 def _transcript(nb: Notebook, index: int) -> Any:
     out = nb.output(index)
-    out.locator(".pi-agent").wait_for(state="detached", timeout=60_000)
+    out.locator(".pi-agent:not(.pi-undo)").wait_for(state="detached", timeout=60_000)
     frame = out.locator(".pi-transcript")
     frame.wait_for(timeout=10_000)
     return frame

@@ -32,7 +32,7 @@ def test_an_outside_call_asks_in_the_serve_cell_and_run_answers_the_client(tmp_p
             assert token not in printed
             client = start_client({"url": url.group(0), "token": token, "name": "claude-code", "steps": [
                 ["call", "execute", {"code": "print('from outside')\n6 * 7"}]]})
-            view = nb.output(0).locator(".pi-agent")
+            view = nb.output(0).locator(".pi-agent:not(.pi-undo)")
             panel = view.locator(".pi-approval")
             panel.wait_for(timeout=120_000)
             buttons = panel.locator(".pi-approval-buttons button")

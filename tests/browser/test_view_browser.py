@@ -99,7 +99,7 @@ def _start_run(nb: Notebook, index: int) -> Any:
     shown that a frontend can answer approvals; it returns once the view is on screen.)"""
     nb.run(index - 1)
     nb.start(index)
-    view = nb.output(index).locator(".pi-agent")
+    view = nb.output(index).locator(".pi-agent:not(.pi-undo)")
     view.wait_for(timeout=30_000)
     return view
 
@@ -107,7 +107,7 @@ def _start_run(nb: Notebook, index: int) -> Any:
 def _wait_transcript(nb: Notebook, index: int) -> Any:
     """The final Markdown transcript that replaces the live view."""
     out = nb.output(index)
-    out.locator(".pi-agent").wait_for(state="detached", timeout=30_000)
+    out.locator(".pi-agent:not(.pi-undo)").wait_for(state="detached", timeout=30_000)
     out.locator(".pi-transcript").wait_for(timeout=10_000)
     return out
 
