@@ -5,7 +5,11 @@
   import that defines it, "import matplotlib.pyplot as plt" (a small model forgets imports the
   user's notebook never made, and retries the same line);
 - a package that is not installed (``ModuleNotFoundError``): say so, and name the analysis
-  packages this kernel does have, so the next call uses one of them instead of retrying.
+  packages this kernel does have, so the next call uses one of them instead of retrying;
+- a number written as text (``could not convert string to float: '1,204.50 EUR'``, pandas'
+  ``Unable to parse string``): real columns carry units, currency signs and thousands commas,
+  and a small model retries the same conversion; the hint says how to take the number out (or,
+  for a value with no digits, how to turn it into a missing value).
 
 Python suggests close names for a NameError or an AttributeError, pandas suggests nothing for
 ``df.groupby('regoin')`` or ``df['revenu']``: the error is a bare ``KeyError: 'regoin'``. A
@@ -70,7 +74,38 @@ def error_hint(ename: str, evalue: str, user_ns: Mapping[str, Any]) -> str | Non
         return _import_hint(evalue)
     if ename == "ModuleNotFoundError":
         return _missing_package_hint(evalue)
+    if ename == "ValueError":
+        return _text_number_hint(evalue)
+    if ename == "TypeError" and _TEXT_REDUCTION.match(evalue.strip()):
+        return ("the column holds text, not numbers: convert it first, e.g. "
+                "`pd.to_numeric(s.str.replace(r'[^0-9.-]', '', regex=True), errors='coerce')` for a column `s`")
     return None
+
+
+# pandas' messages for a sum/mean of a text column
+_TEXT_REDUCTION = re.compile(r"^(?:Cannot perform reduction '\w+' with string dtype|"
+                             r"Could not convert (?:string )?'.*' to numeric|"
+                             r"dtype '(?:str|string|object)' does not support operation|"
+                             r"agg function failed \[how->\w+,dtype->(?:object|str|string)\])", re.DOTALL)
+
+
+# the messages of Python's float()/int() and of pandas' to_numeric for a string that is no number
+_TEXT_NUMBER = re.compile(
+    r"^(?:could not convert string to float: |invalid literal for int\(\) with base \d+: |"
+    r"Unable to parse string )(['\"])(.{0,80}?)\1")
+_DIGIT = re.compile(r"\d")
+
+
+def _text_number_hint(evalue: str) -> str | None:
+    match = _TEXT_NUMBER.match(evalue.strip())
+    if match is None:
+        return None
+    value = match.group(2)
+    if not _DIGIT.search(value):
+        return (f"{value!r} is not a number: make such values missing first, e.g. "
+                "`pd.to_numeric(s, errors='coerce')`")
+    return (f"{value!r} is a number written as text: take the number out before converting, e.g. "
+            "`s.str.replace(r'[^0-9.-]', '', regex=True).astype(float)` for a column `s`")
 
 
 def _import_hint(evalue: str) -> str | None:

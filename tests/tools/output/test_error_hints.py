@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from pi_notebook.tools.output.error_hints import error_hint, key_error_hint
@@ -96,3 +98,37 @@ async def test_the_python_tool_result_carries_the_import_hint() -> None:
     text = result.content[0].text
     assert "[error] NameError: name 'plt' is not defined (plt is not imported in this notebook: start " \
            "the code with `import matplotlib.pyplot as plt`)" in text
+
+
+@pytest.mark.parametrize("make", [
+    lambda: pd.to_numeric(pd.Series(["101.12 EUR"])),
+    lambda: pd.Series(["1,204.50 EUR"]).astype(float),
+    lambda: int("1,204"),
+    lambda: float("12 mm"),
+])
+def test_a_number_written_as_text_gets_how_to_take_it_out(make: Callable[[], object]) -> None:
+    with pytest.raises(ValueError) as caught:
+        make()
+    hint = error_hint("ValueError", str(caught.value), {})
+    assert hint is not None and "number written as text" in hint
+    # the suggested cleaning turns each such value into its number
+    cleaned = pd.Series(["101.12 EUR", "1,204.50 EUR", "-3.5 mm", "$12"]).str.replace(
+        r"[^0-9.-]", "", regex=True).astype(float)
+    assert "[^0-9.-]" in hint and cleaned.tolist() == [101.12, 1204.5, -3.5, 12.0]
+
+
+def test_a_value_with_no_digits_is_made_missing() -> None:
+    hint = error_hint("ValueError", "could not convert string to float: 'n/a'", {})
+    assert hint is not None and "errors='coerce'" in hint
+
+
+def test_a_reduction_over_a_text_column_says_to_convert_it() -> None:
+    with pytest.raises(TypeError) as caught:
+        pd.Series(["$1.5", "$2"], dtype=object).mean()
+    hint = error_hint("TypeError", str(caught.value), {})
+    assert hint is not None and "holds text" in hint
+
+
+def test_other_value_errors_get_no_hint() -> None:
+    assert error_hint("ValueError", "math domain error", {}) is None
+    assert error_hint("TypeError", "unsupported operand type(s) for +: 'int' and 'str'", {}) is None
