@@ -150,8 +150,10 @@ class RunScheduler:
             run.view.set_status("queued")
         shown.show()
         if queued:
+            # the running view gets a pointer to the waiting cell (whose own view shows the
+            # whole prompt), so the same text is not read twice as two requests
             origin = (self.runs.current() or run).view
-            run.queue_token = self.queue.add("prompt", text, origin, run).token
+            run.queue_token = self.queue.add("prompt", waiting_cell_row(run.cell, text), origin, run).token
         self.runs.started(run)
         run.task = loop.create_task(self._drive(run, loop), name="pi_notebook-run")
         run.task.add_done_callback(self._task_done)
@@ -268,3 +270,13 @@ class RunScheduler:
         for task in tasks:
             if not task.done():
                 task.cancel()
+
+
+def waiting_cell_row(cell: int | None, text: str) -> str:
+    """The queued row of a ``%%agent`` cell waiting behind the running one: which cell, and
+    the start of its prompt (one line, at most 80 characters)."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    first = lines[0] if lines else ""
+    cut = len(first) > 80 or len(lines) > 1
+    where = f"cell [{cell}]" if cell is not None else "a waiting cell"
+    return f"{where} runs next: {first[:80]}{'…' if cut else ''}"

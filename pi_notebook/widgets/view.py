@@ -491,7 +491,7 @@ class AgentView(TranscriptViewMixin, W.VBox):  # type: ignore[misc]  # ipywidget
     def _queued_widget(self, row: QueuedRow) -> W.HBox:
         widget = self._queue_widgets.get(row.token)
         if widget is None:
-            label = {"steer": "steer", "followup": "follow-up"}.get(row.kind, row.kind)
+            label = {"steer": "steer", "followup": "follow-up", "prompt": "cell"}.get(row.kind, row.kind)
             text = self._set.html(f'<div class="pi-queued"><span class="pi-pill">queued {escape_text(label)}'
                                   f"</span>{escape_text(row.text)}</div>",
                                   layout=W.Layout(flex="1 1 auto", min_width="0"))

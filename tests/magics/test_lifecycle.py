@@ -118,7 +118,9 @@ async def test_agent_cell_while_running_is_queued_into_its_own_view(shell, faux)
     await run_cell(shell, "%%agent\nB\n")
     first, second = FakeView.instances[-2:]
     token = first.kinds("queued")[0][3]
-    assert first.kinds("queued")[0][1:3] == ("prompt", "B")
+    # the running view points at the waiting cell; the prompt itself is in the cell's own view
+    kind, row = first.kinds("queued")[0][1:3]
+    assert kind == "prompt" and row.endswith("runs next: B") and ("user", "prompt", "B") not in first.calls
     assert ("status", "queued") in second.calls
     await settle()
     assert first.text().startswith("long answer")
@@ -400,3 +402,12 @@ async def test_the_run_view_says_how_far_the_server_has_read_the_prompt(shell, f
     statuses = [c for c in FakeView.instances[-1].kinds("status") if len(c) == 3]
     assert statuses == [("status", "thinking", f"reading the prompt · {n} of 5,400 tokens")
                         for n in ("2,000", "4,000", "5,400")], statuses
+
+
+def test_a_waiting_cells_row_names_the_cell_and_the_start_of_its_prompt() -> None:
+    from pi_notebook.magics.scheduling import waiting_cell_row
+
+    assert waiting_cell_row(7, "Plot it") == "cell [7] runs next: Plot it"
+    long = waiting_cell_row(3, "x" * 200 + "\nsecond line")
+    assert long == "cell [3] runs next: " + "x" * 80 + "…"
+    assert waiting_cell_row(None, "  \n") == "a waiting cell runs next: "
