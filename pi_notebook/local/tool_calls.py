@@ -190,19 +190,22 @@ def _code_rule(start: str | None) -> str:
 
 
 def tools_grammar(tools: list[Mapping[str, Any]], *, allow_call: bool = True, allow_text: bool = True,
-                  numbers: Iterable[str] | None = None, start: str | None = None, fenced: bool = False) -> str:
+                  numbers: Iterable[str] | None = None, start: str | None = None, fenced: bool = False,
+                  retry_line: str | None = None) -> str:
     """GBNF for one reply: prose, or one call of an offered tool (OpenAI-format ``tools``).
 
     With ``numbers``, the prose may state only those numbers (digits elsewhere are refused):
     the answer can quote what the tool output and the prompt showed, not make numbers up.
     With ``start`` (``"name = "`` or ``"name"``), a ``code`` argument starts with it
     (intent.py). ``fenced``: the call is a fenced Python block instead of JSON (fenced.py),
-    and prose does not open with a backtick either."""
+    and prose does not open with a backtick either; with ``retry_line`` the block's code starts
+    with that line (see ``retry_start``)."""
     alternatives: list[str] = []
     rules: list[str] = []
     opener = "{`" if fenced else "{"
     if allow_call and fenced:
-        block, block_rules = fenced_rules(_start_literal(start))
+        literal = json.dumps(retry_line, ensure_ascii=False) if retry_line else _start_literal(start)
+        block, block_rules = fenced_rules(literal)
         alternatives.append(block)
         rules += block_rules
     elif allow_call:
@@ -233,6 +236,52 @@ def tools_grammar(tools: list[Mapping[str, Any]], *, allow_call: bool = True, al
 
 
 # --- the request ----------------------------------------------------------------------------
+
+def retry_start(messages: list[Mapping[str, Any]]) -> str | None:
+    """The first line of the last call's code (OpenAI-format messages), for the call that
+    follows its failure, or None.
+
+    Made to write a block after an error, the 1.5B wrote the error itself into it (the
+    traceback's first lines, then "IndentationError", then that error: six calls, no code).
+    Started on the failed code's own first line, the block is code again, and the retry is a
+    changed copy of what failed (sampled: RETRY_TEMPERATURE)."""
+    for message in reversed(messages):
+        if message.get("role") == "user":
+            return None
+        if message.get("role") != "assistant" or not message.get("tool_calls"):
+            continue
+        call = message["tool_calls"][-1]
+        function = call.get("function") if isinstance(call, Mapping) else None
+        arguments: Any = function.get("arguments") if isinstance(function, Mapping) else None
+        if isinstance(arguments, str):
+            try:
+                arguments = json.loads(arguments)
+            except ValueError:
+                return None
+        code = arguments.get("code") if isinstance(arguments, Mapping) else None
+        if not isinstance(code, str):
+            return None
+        line = next((x.rstrip() for x in code.splitlines() if x.strip()), "")
+        # (a line the fence could close, or one that is not code at all, starts nothing)
+        if not line or line.lstrip().startswith("`") or len(line) > 200 or _not_code(line):
+            return None
+        return line
+    return None
+
+
+def _not_code(line: str) -> bool:
+    """A first line that does not read as Python by itself (e.g. a traceback's header written
+    as code): not a statement start, a comment or a decorator."""
+    stripped = line.strip()
+    if stripped.startswith(("#", "@")):
+        return False
+    try:
+        ast.parse(stripped)
+        return False
+    except SyntaxError:
+        # an opening line of a block ("for x in y:", "def f():", "df = pd.DataFrame({")
+        return not re.search(r"[:({\[,\\]\s*$", stripped)
+
 
 def _tool_calls_since_user(messages: list[Mapping[str, Any]]) -> int | None:
     """Tool results after the last user message; None when the last message is the user's."""
@@ -459,6 +508,8 @@ def shape_request(params: dict[str, Any], *, mode: str, max_tool_calls: int = DE
     params["tool_choice"] = "none"  # the template still shows the tools; we parse the calls
     params.pop("parallel_tool_calls", None)
     fenced = fenced_applies(tools)
+    # (read before the earlier calls are rewritten as blocks)
+    retry_line = retry_start(messages) if fenced and last_result_failed else None
     if fenced:
         # the form's own instructions stand for the schema; earlier calls read as blocks (fenced.py)
         as_fenced_messages(messages)
@@ -505,7 +556,7 @@ def shape_request(params: dict[str, Any], *, mode: str, max_tool_calls: int = DE
             implicit = implicit_subject(request, listed) if target is None and subject is None else None
             start = f"{target} = " if target else subject or (implicit + READ_ONLY_START if implicit else None)
     params["grammar"] = tools_grammar(tools, allow_call=allow_call, allow_text=allow_text, numbers=numbers,
-                                      start=start, fenced=fenced)
+                                      start=start, fenced=fenced, retry_line=retry_line)
     return params
 
 

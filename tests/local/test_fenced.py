@@ -14,7 +14,7 @@ from pi_notebook.ai import complete
 from pi_notebook.ai.types import AssistantMessage, Context, DoneEvent, StartEvent, TextDeltaEvent, Tool, UserMessage
 from pi_notebook.local import provider
 from pi_notebook.local.fenced import FENCED_INSTRUCTIONS, as_fenced_messages, code_of_block, fence
-from pi_notebook.local.tool_calls import TextToolCallStream, shape_request, tools_grammar
+from pi_notebook.local.tool_calls import TextToolCallStream, retry_start, shape_request, tools_grammar
 
 PYTHON = {"type": "object", "properties": {"code": {"type": "string"}}, "required": ["code"]}
 TOOLS = [{"type": "function", "function": {"name": "python", "parameters": PYTHON}}]
@@ -73,6 +73,42 @@ def test_the_request_carries_the_form_instead_of_the_schema(monkeypatch) -> None
     other = [*TOOLS, {"type": "function", "function": {"name": "inspect_variable", "parameters": PYTHON}}]
     params = shape_request({"messages": [{"role": "user", "content": "q"}], "tools": other}, mode="grammar")
     assert params["tools"] == other and "call0" in params["grammar"]
+
+
+def _failed_call(code: str) -> list[dict]:
+    call = {"id": "c1", "type": "function", "function": {"name": "python", "arguments": json.dumps({"code": code})}}
+    return [{"role": "system", "content": "s"}, {"role": "user", "content": "q"},
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "c1", "content": "[error] TypeError: unsupported operand"}]
+
+
+def test_the_call_after_an_error_is_code_that_starts_where_the_failed_code_did(monkeypatch) -> None:
+    monkeypatch.setenv("PI_NOTEBOOK_LOCAL_CODE", "fenced")
+    failed = "import pandas as pd\ndf = pd.read_csv('a.csv')\nprint(df['p'] / df['n'])"
+    params = shape_request({"messages": _failed_call(failed), "tools": TOOLS}, mode="grammar",
+                           last_result_failed=True)
+    grammar = GbnfMatcher(params["grammar"])
+    fixed = "import pandas as pd\ndf = pd.read_csv('a.csv')\nprint(df['p'].str[:-4].astype(float) / df['n'])"
+    assert grammar.matches("root", fence(fixed))
+    # what the model wrote instead, made to write a block: the error itself
+    assert not grammar.matches("root", fence("TypeError                 Traceback (most recent call last)"))
+    assert not grammar.matches("root", "The code failed.")  # a retry is still required
+    # a first line that is no code (a traceback written as code) starts nothing
+    assert retry_start(_failed_call("TypeError        Traceback (most recent call last)\nx")) is None
+    assert retry_start(_failed_call("```\nx")) is None
+    assert retry_start(_failed_call("for row in rows:\n    print(row)")) == "for row in rows:"
+    # without a failure the first call after the prompt starts freely
+    params = shape_request({"messages": _failed_call(failed)[:2], "tools": TOOLS}, mode="grammar")
+    assert GbnfMatcher(params["grammar"]).matches("root", fence("print(1)"))
+
+
+def test_every_program_can_follow_a_failed_copy_of_its_first_line() -> None:
+    for program in ALL:
+        line = retry_start(_failed_call(program))
+        if line is None:
+            continue
+        grammar = GbnfMatcher(tools_grammar(TOOLS, fenced=True, retry_line=line))
+        assert grammar.matches("root", fence(program)), program
 
 
 async def _replay(text: str) -> AssistantMessage:
