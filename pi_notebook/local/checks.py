@@ -59,7 +59,7 @@ UserValue = Any
 Content = str | Iterable[object] | None
 
 __all__ = ["CHECK_PREFIX", "MAX_ANSWER_CHARS", "NamespaceSnapshot", "check_message", "RunChecks", "missing_outcome", "printed_literals", "read_paths",
-           "without_literals"]
+           "without_error_quotes", "without_literals"]
 
 _VALUES = "no output shows"  # the words that mark a values correction
 _FORMAT = "the question asks for the answer as"  # ... and a format correction
@@ -319,6 +319,24 @@ def without_literals(text: str, literals: Iterable[str]) -> str:
     return text
 
 
+def without_error_quotes(answer: str, errors: Iterable[str]) -> str:
+    """``answer`` without what it quotes of the error messages ``errors``: an error's message
+    in full (with or without its exception name), or the part of it in the answer's brackets or
+    quotes ("failed (could not convert string to float: '1,204.50 EUR')")."""
+    for error in errors:
+        message = error.partition(": ")[2]
+        for quoted in sorted({error, message} - {""}, key=len, reverse=True):
+            answer = answer.replace(quoted, " ")
+        if not message:
+            continue
+        # a bracketed or quoted part of the answer that is a piece of the error's message
+        for piece in re.findall(r"\(([^()]{3,})\)|'([^']{1,})'|\"([^\"]{1,})\"", answer):
+            text = next(p for p in piece if p)
+            if text.strip() and text.strip() in error:
+                answer = answer.replace(text, " ")
+    return answer
+
+
 def _code_without_literals(code: str) -> str:
     """The code as a source of grounding: its names and its other literals (a column, an
     aggregation), but not the literals it shows as written."""
@@ -408,8 +426,11 @@ class RunChecks:
             # digits found in the namespace summary's dates)
             # (of an error, its message: a traceback's line numbers are not results either)
             typed = [_typed(_content(m)) for m in messages if getattr(m, "role", None) == "user" and not _is_check(m)]
-            messages_of_errors = [_last_error_line(o) for o in outputs]
-            sources = [*typed, *messages_of_errors, *self.before.ids, *self.before.columns, *_user_names(self.user_ns)]
+            # (an error message grounds what the answer quotes of it, "The code failed
+            # (ValueError: could not convert '101.12 EUR')", and nothing else: "the mean price
+            # is 101.12" took its value from the error, not from a result)
+            answer = without_error_quotes(answer, [_last_error_line(o) for o in outputs])
+            sources = [*typed, *self.before.ids, *self.before.columns, *_user_names(self.user_ns)]
         # the single-word literals it printed are values to look for too: the answer repeats
         # them in lowercase ("the product is apple"), where no capital marks them as a value
         guessed = [v for c in code.values() for v in printed_literals(c) if v.isidentifier()]

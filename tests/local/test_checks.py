@@ -529,3 +529,38 @@ def test_a_whole_number_is_not_grounded_by_its_digits_without_the_zeros():
     assert ungrounded_values("There are 300 stays.", ["3 rows"]) == ["300"]
     assert ungrounded_values("The mean is 21.50.", ["21.5"]) == []      # a decimal's zeros still go
     assert ungrounded_values("There are 10 stays.", ["n = 10"]) == []
+
+
+def test_after_failed_calls_an_error_grounds_only_what_quotes_it():
+    from pi_notebook.ai.types import AssistantMessage, TextContent, ToolCall, ToolResultMessage, Usage, UserMessage
+
+    error = ("[error] ValueError: could not convert string to float: '101.12 EUR'\n\n-----\n"
+             "File <agent-code-1>:3")
+
+    def run(answer: str) -> str | None:
+        messages = [UserMessage(content="what is the average price?"),
+                    AssistantMessage(content=[ToolCall(id="a", name="python", arguments={
+                        "code": "stays['price'].astype(float).mean()"})], api="x", provider="x", model="x",
+                        usage=Usage(), stop_reason="toolUse"),
+                    ToolResultMessage(tool_call_id="a", tool_name="python", is_error=True,
+                                      content=[TextContent(text=error)]),
+                    AssistantMessage(content=[TextContent(text=answer)], api="x", provider="x", model="x",
+                                     usage=Usage(), stop_reason="stop")]
+        return RunChecks({"stays": SALES}, steer=lambda m: None).correction(messages)
+
+    # the value taken from the error message is presented as the result: flagged
+    flagged = run("The average price is 101.12 EUR.")
+    assert flagged is not None and '"101.12"' in flagged
+    # quoting the error is honest, in full, without its name, or the bracketed value
+    assert run("The code failed (ValueError: could not convert string to float: '101.12 EUR'), "
+               "so I do not know the answer.") is None
+    assert run("It failed: could not convert string to float: '101.12 EUR'.") is None
+    assert run("The prices are text such as '101.12 EUR', so the conversion failed.") is None
+
+
+def test_without_error_quotes_leaves_other_text():
+    from pi_notebook.local.checks import without_error_quotes
+
+    error = "KeyError: 'regoin'"
+    assert "12.5" in without_error_quotes("The total is 12.5 ('regoin' is no column).", [error])
+    assert "regoin" not in without_error_quotes("The column 'regoin' does not exist.", [error])
