@@ -238,35 +238,80 @@ def tools_grammar(tools: list[Mapping[str, Any]], *, allow_call: bool = True, al
 # --- the request ----------------------------------------------------------------------------
 
 def retry_start(messages: list[Mapping[str, Any]]) -> str | None:
-    """The first line of the last call's code (OpenAI-format messages), for the call that
-    follows its failure, or None.
+    """How the call after a failed one starts (OpenAI-format messages): the failed code up to
+    the line that raised, then that error as a comment; or None.
 
     Made to write a block after an error, the 1.5B wrote the error itself into it (the
-    traceback's first lines, then "IndentationError", then that error: six calls, no code).
-    Started on the failed code's own first line, the block is code again, and the retry is a
-    changed copy of what failed (sampled: RETRY_TEMPERATURE)."""
+    traceback's first lines, then "IndentationError", then that error: six calls, no code);
+    started on the failed code's first line, it copied the failed code whole, and the copy was
+    refused as a repeat. Resumed at the line that raised, under a comment saying why (and the
+    hint, tools/output/error_hints.py), the block goes on with that line written anew: the
+    way a code model continues code."""
+    code, error = _last_failure(messages)
+    if code is None:
+        return None
+    lines = code.splitlines()
+    at = _failed_line(error, len(lines))
+    kept = [line.rstrip() for line in lines[:at - 1]] if at else []
+    if not kept:
+        first = next((x.rstrip() for x in lines if x.strip()), "")
+        kept = [] if _not_code(first) else [first]
+    # (a kept line the fence could close, or an over-long one, makes no start)
+    if any(line.lstrip().startswith("`") for line in kept) or sum(map(len, kept)) > MAX_RETRY_PREFIX:
+        kept = kept[:1] if kept and not kept[0].lstrip().startswith("`") and len(kept[0]) <= 200 else []
+    why = _error_comment(error)
+    if why:
+        failed = lines[at - 1] if at else ""
+        indent = failed[:len(failed) - len(failed.lstrip())]
+        kept.append(f"{indent}# {why}")
+    return "\n".join(kept) or None
+
+
+MAX_RETRY_PREFIX = 4000  # characters of failed code a retry resumes (longer: its first line only)
+_FAILED_AT = re.compile(r"<agent-code-\d+>(?::|, line )(\d+)")
+
+
+def _last_failure(messages: list[Mapping[str, Any]]) -> tuple[str | None, str]:
+    """(the code, its error text) of the latest call since the user's message whose code ran
+    and failed (a call the checks refused did not run: the one before it is the failure)."""
+    results = {m.get("tool_call_id"): "\n".join(_texts(m.get("content"))) for m in messages
+               if m.get("role") == "tool"}
     for message in reversed(messages):
         if message.get("role") == "user":
-            return None
-        if message.get("role") != "assistant" or not message.get("tool_calls"):
-            continue
-        call = message["tool_calls"][-1]
-        function = call.get("function") if isinstance(call, Mapping) else None
-        arguments: Any = function.get("arguments") if isinstance(function, Mapping) else None
-        if isinstance(arguments, str):
-            try:
-                arguments = json.loads(arguments)
-            except ValueError:
-                return None
-        code = arguments.get("code") if isinstance(arguments, Mapping) else None
-        if not isinstance(code, str):
-            return None
-        line = next((x.rstrip() for x in code.splitlines() if x.strip()), "")
-        # (a line the fence could close, or one that is not code at all, starts nothing)
-        if not line or line.lstrip().startswith("`") or len(line) > 200 or _not_code(line):
-            return None
-        return line
-    return None
+            break
+        for call in reversed(message.get("tool_calls") or []) if message.get("role") == "assistant" else ():
+            error = results.get(call.get("id") if isinstance(call, Mapping) else None, "")
+            if not error or error.startswith("Not run"):
+                continue
+            function = call.get("function") if isinstance(call, Mapping) else None
+            arguments: Any = function.get("arguments") if isinstance(function, Mapping) else None
+            if isinstance(arguments, str):
+                try:
+                    arguments = json.loads(arguments)
+                except ValueError:
+                    return None, ""
+            code = arguments.get("code") if isinstance(arguments, Mapping) else None
+            return (code, error) if isinstance(code, str) else (None, "")
+    return None, ""
+
+
+def _failed_line(error: str, count: int) -> int | None:
+    """The line of the agent's code the error points at (the innermost mention), if any."""
+    found = _FAILED_AT.findall(error)
+    if not found:
+        return None
+    line = int(found[-1])
+    return line if 1 <= line <= count else None
+
+
+def _error_comment(error: str) -> str:
+    """The error's first line (with its hint) for a comment: one line, at most 300 characters."""
+    first = next((x.strip() for x in error.splitlines() if x.strip()), "")
+    first = first.removeprefix("[error]").strip()
+    if not first or first.startswith("[stdout]"):
+        return ""
+    first = first.replace("\r", " ")
+    return first if len(first) <= 300 else first[:299] + "…"
 
 
 def _not_code(line: str) -> bool:

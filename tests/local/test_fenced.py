@@ -75,40 +75,68 @@ def test_the_request_carries_the_form_instead_of_the_schema(monkeypatch) -> None
     assert params["tools"] == other and "call0" in params["grammar"]
 
 
-def _failed_call(code: str) -> list[dict]:
+def _failed_call(code: str, error: str = "[error] TypeError: unsupported operand") -> list[dict]:
     call = {"id": "c1", "type": "function", "function": {"name": "python", "arguments": json.dumps({"code": code})}}
     return [{"role": "system", "content": "s"}, {"role": "user", "content": "q"},
             {"role": "assistant", "content": None, "tool_calls": [call]},
-            {"role": "tool", "tool_call_id": "c1", "content": "[error] TypeError: unsupported operand"}]
+            {"role": "tool", "tool_call_id": "c1", "content": error}]
 
 
-def test_the_call_after_an_error_is_code_that_starts_where_the_failed_code_did(monkeypatch) -> None:
+FAILED = "import pandas as pd\ndf = pd.read_csv('a.csv')\nfor h in ['x']:\n    print(df['p'] / df['n'])\nprint('done')"
+TRACEBACK = ("[error] TypeError: unsupported operand type(s) for /: 'str' and 'float'\n\n-----\n"
+             "TypeError    Traceback (most recent call last)\nFile <agent-code-1>:4\n      3 for h in ['x']:\n"
+             "----> 4     print(df['p'] / df['n'])\n")
+
+
+def test_the_call_after_an_error_resumes_at_the_line_that_raised_under_the_error(monkeypatch) -> None:
     monkeypatch.setenv("PI_NOTEBOOK_LOCAL_CODE", "fenced")
-    failed = "import pandas as pd\ndf = pd.read_csv('a.csv')\nprint(df['p'] / df['n'])"
-    params = shape_request({"messages": _failed_call(failed), "tools": TOOLS}, mode="grammar",
+    start = retry_start(_failed_call(FAILED, TRACEBACK))
+    assert start == ("import pandas as pd\ndf = pd.read_csv('a.csv')\nfor h in ['x']:\n"
+                     "    # TypeError: unsupported operand type(s) for /: 'str' and 'float'")
+    params = shape_request({"messages": _failed_call(FAILED, TRACEBACK), "tools": TOOLS}, mode="grammar",
                            last_result_failed=True)
     grammar = GbnfMatcher(params["grammar"])
-    fixed = "import pandas as pd\ndf = pd.read_csv('a.csv')\nprint(df['p'].str[:-4].astype(float) / df['n'])"
+    fixed = start + "\n    print(df['p'].str[:-4].astype(float) / df['n'])\nprint('done')"
     assert grammar.matches("root", fence(fixed))
-    # what the model wrote instead, made to write a block: the error itself
+    # what the model wrote instead, made to write a block: the error itself, or the same code
     assert not grammar.matches("root", fence("TypeError                 Traceback (most recent call last)"))
+    assert not grammar.matches("root", fence(FAILED))
     assert not grammar.matches("root", "The code failed.")  # a retry is still required
-    # a first line that is no code (a traceback written as code) starts nothing
-    assert retry_start(_failed_call("TypeError        Traceback (most recent call last)\nx")) is None
-    assert retry_start(_failed_call("```\nx")) is None
-    assert retry_start(_failed_call("for row in rows:\n    print(row)")) == "for row in rows:"
     # without a failure the first call after the prompt starts freely
-    params = shape_request({"messages": _failed_call(failed)[:2], "tools": TOOLS}, mode="grammar")
+    params = shape_request({"messages": _failed_call(FAILED)[:2], "tools": TOOLS}, mode="grammar")
     assert GbnfMatcher(params["grammar"]).matches("root", fence("print(1)"))
 
 
-def test_every_program_can_follow_a_failed_copy_of_its_first_line() -> None:
+def test_a_retry_without_a_line_to_resume_starts_on_the_first_line_or_the_error() -> None:
+    syntax = "[error] SyntaxError: invalid syntax (<agent-code-2>, line 1)"
+    assert retry_start(_failed_call("x = = 1\nprint(x)", syntax)) == "# SyntaxError: invalid syntax (<agent-code-2>, line 1)"
+    # no line named: the first line of the code, then the error
+    assert retry_start(_failed_call("import pandas as pd\nx")) == "import pandas as pd\n# TypeError: unsupported operand"
+    # a first line that is no code (a traceback written as code) is not kept
+    assert retry_start(_failed_call("TypeError        Traceback (most recent call last)\nx")) == (
+        "# TypeError: unsupported operand")
+    # a call the checks refused did not run: the failure before it is the one to resume
+    refused = {"id": "c2", "type": "function", "function": {"name": "python",
+                                                            "arguments": json.dumps({"code": FAILED})}}
+    messages = [*_failed_call(FAILED, TRACEBACK), {"role": "assistant", "content": None, "tool_calls": [refused]},
+                {"role": "tool", "tool_call_id": "c2", "content": "Not run: this is the same call that already failed"}]
+    assert retry_start(messages) == retry_start(_failed_call(FAILED, TRACEBACK))
+    # bounded: an error of any length is one comment line of at most 300 characters
+    long = retry_start(_failed_call("print(1)", "[error] ValueError: " + "x" * 10_000 + "\nmore"))
+    assert long is not None and long.startswith("print(1)\n# ValueError: x")
+    comment = long.split("\n")[1]
+    assert len(long.split("\n")) == 2 and len(comment) <= 302 and comment.endswith("…")
+
+
+def test_every_program_can_follow_its_retry_start() -> None:
     for program in ALL:
-        line = retry_start(_failed_call(program))
-        if line is None:
-            continue
-        grammar = GbnfMatcher(tools_grammar(TOOLS, fenced=True, retry_line=line))
-        assert grammar.matches("root", fence(program)), program
+        for error in ("[error] ValueError: bad 'value'", "[error] E: x (<agent-code-1>, line 2)"):
+            start = retry_start(_failed_call(program, error))
+            if start is None:
+                continue
+            grammar = GbnfMatcher(tools_grammar(TOOLS, fenced=True, retry_line=start))
+            rest = "\n".join(program.splitlines()[len(start.splitlines()) - 1:])
+            assert grammar.matches("root", fence(start + "\n" + rest)), program
 
 
 async def _replay(text: str) -> AssistantMessage:
