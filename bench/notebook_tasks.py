@@ -485,8 +485,13 @@ code_run = [str(c.arguments.get("code", "")) for m in _msgs if m.role == "assist
 _trace = []
 for m in _msgs:
     if m.role == "assistant":
-        _trace += [f"{c.name}: {str(c.arguments.get('code', c.arguments))[:160]}" for c in m.content
-                   if c.type == "toolCall"]
+        _said = " ".join(b.text for b in m.content if b.type == "text").strip()
+        _calls_of = [c for c in m.content if c.type == "toolCall"]
+        if _said and not _calls_of:
+            _trace.append(f"said: {_said[:160]}")  # an answer the checks then corrected
+        _trace += [f"{c.name}: {str(c.arguments.get('code', c.arguments))[:160]}" for c in _calls_of]
+    elif m.role == "user" and getattr(m, "author", None):
+        _trace.append("check: " + " ".join(_texts(m))[:160])
     elif m.role == "toolResult":
         _trace.append("-> " + " ".join(_texts(m))[:160])
 figure_shown = any(
