@@ -12,7 +12,8 @@ the figures agent code left open (``tools/python/execution.py``), or by an image
 when the code shows a figure itself (``plt.show()``, ``display(fig)``: the formatter of
 ``tools/kernel/guards.py``). That draw set the text of every tick it drew, so nothing is
 drawn again and the image is never parsed. Duck-typed (no matplotlib import); a part that
-cannot be read is left out, and a figure with no words gives "".
+cannot be read is left out, and a figure with no words gives "". Each entry is redacted
+before it is clipped (``trust/redact.py``).
 
 Bounded: at most ``MAX_LABELS`` entries of a list (the rest counted), ``MAX_ENTRY_CHARS`` per
 entry, ``MAX_AXES`` Axes, ``MAX_CHARS`` in all (each cut is said). A label is whatever the
@@ -25,6 +26,8 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Iterable
 from typing import Any
+
+from ..trust.redact import redact
 
 __all__ = ["FIGURE_TEXT_MIME", "MAX_AXES", "MAX_CHARS", "MAX_ENTRY_CHARS", "MAX_LABELS", "figure_text"]
 
@@ -42,11 +45,12 @@ Artist = Any
 
 
 def _clean(text: object) -> str:
-    """One entry on one line: control characters and line breaks as spaces, clipped."""
+    """One entry on one line: redacted, control characters and line breaks as spaces, clipped."""
     if not isinstance(text, str):
         return ""
-    if len(text) > 4 * MAX_ENTRY_CHARS:  # before the per-character pass: a label can be huge
-        text = text[:4 * MAX_ENTRY_CHARS]
+    # bounded before the per-character work (a label can be huge), redacted before the clip
+    # that keeps its head: no piece of a secret is left at the cut
+    text = redact(text[:4 * MAX_ENTRY_CHARS])
     flat = "".join(" " if unicodedata.category(c)[0] in "CZ" else c for c in text)
     flat = " ".join(flat.split())
     return flat if len(flat) <= MAX_ENTRY_CHARS else flat[:MAX_ENTRY_CHARS - 1] + "…"

@@ -360,7 +360,15 @@ async def test_secrets_never_leave(monkeypatch: pytest.MonkeyPatch) -> None:
     with routed() as (out, err):
         result = await tool.execute("call-1", {"code": code}, None, events.append)
         value = await tool.execute("call-2", {"code": "os.environ['FAKE_SERVICE_API_KEY']"}, None, events.append)
-    everything = repr(result.model_dump()) + repr(value.model_dump()) + repr([e.model_dump() for e in events])
+        # a figure's words: whole, and straddling the point where a long label is clipped
+        figure = await tool.execute("call-3", {"code": (
+            "import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\n"
+            "plt.title(os.environ['FAKE_SERVICE_API_KEY'])\n"
+            "plt.xlabel('x' * 72 + os.environ['FAKE_SERVICE_API_KEY'])\nplt.plot([1, 2])")}, None, events.append)
+    everything = (repr(result.model_dump()) + repr(value.model_dump()) + repr(figure.model_dump())
+                  + repr([e.model_dump() for e in events]))
+    assert "title: [redacted]" in figure.content[0].text
+    assert CANARY[:4] not in everything
     assert CANARY not in everything and CANARY not in out.getvalue() + err.getvalue()
     stdout = "".join(o.text for o in result.details.outputs if o.kind == "stream" and o.name == "stdout")
     error = result.details.outputs[-1]
