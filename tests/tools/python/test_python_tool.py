@@ -234,6 +234,24 @@ async def test_a_figures_words_reach_the_model_beside_or_instead_of_its_image() 
     assert "x ticks: Jan | Feb | Mar | Apr | May | Jun" in text_of(with_image)
 
 
+async def test_a_figure_without_words_is_shown_as_before() -> None:
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from pi_notebook.tools.output.figure_text import FIGURE_TEXT_MIME
+
+    code = ("import matplotlib.pyplot as plt\nfig, ax = plt.subplots()\nax.imshow([[0, 1], [1, 0]])\n"
+            "ax.set_axis_off()\nplt.figure();")  # and a figure with no Axes at all
+    displays: list[dict] = []
+    with routed():
+        result = await run_code(get_shell(), code, on_display=lambda d, m: displays.append(d))
+    assert result.error is None and len(displays) == 2
+    assert all("image/png" in d and FIGURE_TEXT_MIME not in d for d in displays)
+    text = text_of(result_content(result, PythonToolSettings(model_accepts_images=False)))
+    assert text.count("does not take images") == 2 and "the figure's text" not in text
+
+
 async def test_a_figure_the_code_shows_itself_carries_its_words_only_in_agent_code() -> None:
     pytest.importorskip("matplotlib")
     import matplotlib
