@@ -301,3 +301,29 @@ async def test_code_that_repeats_legitimately_is_not_cut(name, wrap, fenced):
     # (a fenced block's code ends at its last line: no final line break)
     assert [b.arguments["code"].rstrip("\n") for b in done.message.content if b.type == "toolCall"] == [
         code.rstrip("\n")]
+
+
+async def test_a_looping_text_argument_of_another_tool_is_cut_too():
+    """Without a ``code`` argument, the call's longest text argument is the one checked; the
+    text before the call stays in the final message."""
+    from pi_notebook.ai.types import ToolCall, ToolCallDeltaEvent, ToolCallStartEvent
+
+    async def events():
+        message = AssistantMessage(content=[TextContent(text="Querying.")], api="x", provider="local",
+                                   model="m", usage=Usage(), stop_reason="stop")
+        yield StartEvent(partial=message)
+        call = ToolCall(id="q", name="warehouse__query", arguments={"limit": 5, "sql": ""})
+        message.content.append(call)
+        yield ToolCallStartEvent(content_index=1, partial=message)
+        for _ in range(400):
+            piece = "SELECT region FROM sales;\n"
+            call.arguments = {"limit": 5, "sql": call.arguments["sql"] + piece}
+            yield ToolCallDeltaEvent(content_index=1, delta=piece, partial=message)
+        yield DoneEvent(reason="toolUse", message=message)
+
+    inner = AbortController()
+    out = [e async for e in cut_loops(events(), inner)]
+    done = out[-1]
+    assert inner.signal.aborted and done.reason == "length"
+    assert [b.type for b in done.message.content] == ["text"] and done.message.content[0].text == "Querying."
+    assert len([e for e in out if e.type == "toolcall_delta"]) <= 6
