@@ -123,13 +123,15 @@ def _legend(legend: Artist) -> str:
 
 
 def _call(obj: Artist, name: str, *args: object) -> str:
+    """What ``obj.name(*args)`` gives as an entry: a string, or the text of a Text it returns."""
     method = getattr(obj, name, None)
     if method is None:
         return ""
     try:
-        return _clean(method(*args))
+        value = method(*args)
     except Exception:
         return ""
+    return _clean(value) if isinstance(value, str) else _text_of(value)
 
 
 def _axes_lines(ax: Artist) -> list[str]:
@@ -148,7 +150,10 @@ def _axes_lines(ax: Artist) -> list[str]:
                 heads.append(f"{name} label: {label}")
             ticks = _tick_labels(axis)
             if ticks:
-                rows.append(f"  {name} ticks: {ticks}")
+                # the scale or offset matplotlib writes at the axis's end ("1e6"): the ticks
+                # read alone would be off by it
+                offset = _call(axis, "get_offset_text")
+                rows.append(f"  {name} ticks: {ticks}" + (f" (offset text: {offset})" if offset else ""))
     legend = _legend(getattr(ax, "legend_", None))
     if legend:
         rows.append(f"  legend: {legend}")

@@ -137,3 +137,13 @@ def test_ten_thousand_tick_labels_are_bounded_before_they_are_read() -> None:
     assert len(log) == 3 * MAX_LABELS  # x ticks, y ticks, texts: the rest is never read
     many = figure_text(_Figure(200, 40, log))
     assert len(many) <= MAX_CHARS + 60 and "[figure text cut: " in many
+
+
+def test_an_axis_scale_is_read_with_its_ticks() -> None:
+    fig, ax = plt.subplots()
+    try:
+        ax.plot([1e6, 2e6, 3.5e6])
+        text = figure_text(_drawn(fig))
+    finally:
+        plt.close(fig)
+    assert "  y ticks: 1.0 | 1.5 | 2.0 | 2.5 | 3.0 | 3.5 (offset text: 1e6)" in text.splitlines()
