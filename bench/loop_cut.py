@@ -10,7 +10,9 @@ one run it times
 
 for 2,048 and 8,192 deltas. It prints microseconds a delta and the search's time over the
 rule's (lower is better); then one check of the whole 8k reply over one of the whole 2k
-reply (about 1: the check's work does not grow with the reply).
+reply (about 1: the check's work does not grow with the reply); then a tool call: a JSON
+call of about 2,000 deltas whose code has no loop, through the local provider's converter with
+the loop check after it over the converter alone (the check's share of a streamed call).
 
     PYTHONPATH=. python bench/loop_cut.py
 """
@@ -19,9 +21,15 @@ from __future__ import annotations
 
 import time
 import timeit
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 
-from pi_notebook.local.repeat import CHECK_EVERY, MAX_PERIOD, MIN_REPEATS, MIN_SPAN, loop_start
+import asyncio
+import json
+
+from pi_notebook.ai.abort import AbortController
+from pi_notebook.ai.types import AssistantMessage, AssistantMessageEvent, DoneEvent, StartEvent, TextDeltaEvent, Tool, Usage
+from pi_notebook.local.repeat import CHECK_EVERY, MAX_PERIOD, MIN_REPEATS, MIN_SPAN, cut_loops, loop_start
+from pi_notebook.local.tool_calls import TextToolCallStream
 
 
 def every_period(text: str) -> tuple[int, int] | None:
@@ -67,6 +75,36 @@ def main() -> None:
     one = {count: min(timeit.repeat(lambda t=text: loop_start(t), number=500, repeat=3))
            for count, text in whole.items()}
     print(f"one check, 8k reply / 2k reply: {one[8192] / one[2048]:.2f} (about 1: bounded)")
+    call = json.dumps({"name": "python", "arguments": {"code": "".join(deltas(600))}})
+    pieces = [call[i:i + 4] for i in range(0, len(call), 4)]
+    plain, checked = (best_of_3(pieces, check) for check in (False, True))
+    print(f"tool call, {len(pieces)} deltas: converter {plain / len(pieces) * 1e6:6.1f} us/delta, "
+          f"with the loop check {checked / len(pieces) * 1e6:6.1f} us/delta, ratio {checked / plain:.3f}")
+
+
+def best_of_3(pieces: list[str], check: bool) -> float:
+    times = []
+    for _ in range(3):
+        start = time.perf_counter()
+        asyncio.run(stream_call(pieces, check))
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+async def stream_call(pieces: list[str], check: bool) -> None:
+    partial = AssistantMessage(content=[], api="x", provider="x", model="x", usage=Usage(), stop_reason="stop")
+
+    async def inner() -> AsyncIterator[AssistantMessageEvent]:
+        yield StartEvent(partial=partial)
+        for piece in pieces:
+            yield TextDeltaEvent(content_index=0, delta=piece, partial=partial)
+        yield DoneEvent(reason="stop", message=partial)
+
+    tool = Tool(name="python", description="run", parameters={"type": "object", "properties": {"code": {"type": "string"}}})
+    events = TextToolCallStream([tool]).convert(inner())
+    async for event in (cut_loops(events, AbortController()) if check else events):
+        if event.type == "done" and event.reason != "toolUse":
+            raise SystemExit("the bench call must hold no loop")
 
 
 if __name__ == "__main__":

@@ -14,6 +14,14 @@ a run of blank lines is layout, not a loop). The reply keeps the text before the
 loop and one copy of the block, and ends with stop reason ``length`` and a note saying why.
 Its usage is the stream's own count (:class:`StreamTally`): the server's arrives only in the
 last chunk, which a stopped request never sends.
+
+A tool call streams the same way and loops the same way (the model writes one line of code
+over and over inside the call's JSON, or inside a fenced block, which streams as the python
+call: ``fenced.py``). Its code so far (the ``code`` argument, else its longest text argument,
+as the stream's partial message holds it) is checked by the same rule at the same cadence.
+A call caught in a loop was never finished, so it is not run: the message ends without it
+(the text before it stays), stop reason ``length``, with :data:`CODE_LOOP_NOTE`; the
+transcript keeps no call without a result.
 """
 
 from __future__ import annotations
@@ -29,11 +37,12 @@ from ..ai.types import (
     PromptProgress,
     TextContent,
     TextEndEvent,
+    ToolCall,
     Usage,
     usage_total_tokens,
 )
 
-__all__ = ["MAX_PERIOD", "MIN_REPEATS", "MIN_SPAN", "loop_start", "cut_loops", "LOOP_NOTE",
+__all__ = ["MAX_PERIOD", "MIN_REPEATS", "MIN_SPAN", "loop_start", "cut_loops", "CODE_LOOP_NOTE", "LOOP_NOTE",
            "StreamTally"]
 
 MAX_PERIOD = 256  # the longest repeated block looked for (characters)
@@ -46,6 +55,8 @@ _KEY = 8  # the tail's characters searched for to find a period (shorter periods
 
 LOOP_NOTE = ("The reply was cut off: the model kept repeating the same text ({copies} copies), "
              "so it was stopped early; the repeats are left out.")
+CODE_LOOP_NOTE = ("The reply was cut off: the model kept repeating the same code ({copies} copies) "
+                  "in a tool call, so it was stopped early; the unfinished call was not run.")
 
 
 def _needed(period: int) -> int:
@@ -140,24 +151,39 @@ class StreamTally:
             calculate_cost(model, usage)
 
 
+def _call_text(block: object) -> str:
+    """The text of a streaming call that can loop: its ``code``, else its longest text argument."""
+    if not isinstance(block, ToolCall):
+        return ""
+    code = block.arguments.get("code")
+    if isinstance(code, str):
+        return code
+    return max((v for v in block.arguments.values() if isinstance(v, str)), key=len, default="")
+
+
 async def cut_loops(events: AsyncIterator[AssistantMessageEvent], inner: AbortController,
                     tally: StreamTally | None = None, model: Model | None = None,
                     ) -> AsyncIterator[AssistantMessageEvent]:
-    """``events`` until a text block ends in a loop; then that block is closed with the text
-    before the repeats, the message is done (``length``, with :data:`LOOP_NOTE` as its
-    ``error_message``, its usage completed from ``tally``), and the request is aborted through
-    ``inner`` (its remaining events are read and dropped, so the request's own clean-up runs)."""
+    """``events`` until a text block or a tool call's code ends in a loop; then the message is
+    done (``length``, with :data:`LOOP_NOTE` or :data:`CODE_LOOP_NOTE` as its
+    ``error_message``, its usage completed from ``tally``): a text block is closed with the
+    text before the repeats, a tool call is left out with everything after it. The request is
+    aborted through ``inner`` (its remaining events are read and dropped, so the request's own
+    clean-up runs)."""
     checked: dict[int, int] = {}
     cut = False
     async for event in events:
         if cut:
             continue  # draining the aborted request
-        if event.type == "text_delta":
+        if event.type == "text_delta" or event.type == "toolcall_delta":
             index = event.content_index
-            # the stream's partial message holds the block's text so far (appended in place)
+            # the stream's partial message holds the block so far (text appended in place,
+            # a call's arguments parsed again as they grow)
             live = event.partial.content[index] if index < len(event.partial.content) else None
-            text = live.text if isinstance(live, TextContent) else ""
-            if len(text) - checked.get(index, 0) < CHECK_EVERY and "\n" not in event.delta:
+            is_call = event.type == "toolcall_delta"
+            text = _call_text(live) if is_call else live.text if isinstance(live, TextContent) else ""
+            grown = len(text) - checked.get(index, 0)
+            if grown < CHECK_EVERY and (grown <= 0 or "\n" not in text[len(text) - grown:]):
                 yield event
                 continue
             checked[index] = len(text)
@@ -168,16 +194,21 @@ async def cut_loops(events: AsyncIterator[AssistantMessageEvent], inner: AbortCo
                 # a copy: the aborted request goes on writing its own message (stop reason
                 # "aborted") while it is drained, and this one has been handed on as final
                 message = event.partial.model_copy(deep=True)
-                kept = text[:end].rstrip()
-                del message.content[index + 1:]
-                block = message.content[index] if index < len(message.content) else None
-                if isinstance(block, TextContent):
-                    block.text = kept
-                yield TextEndEvent(content_index=index, content=kept, partial=message)
+                if is_call:
+                    del message.content[index:]  # never finished: not run, not in the transcript
+                    note = CODE_LOOP_NOTE
+                else:
+                    kept = text[:end].rstrip()
+                    del message.content[index + 1:]
+                    block = message.content[index] if index < len(message.content) else None
+                    if isinstance(block, TextContent):
+                        block.text = kept
+                    yield TextEndEvent(content_index=index, content=kept, partial=message)
+                    note = LOOP_NOTE
                 if tally is not None:
                     tally.fill(message.usage, model)
                 message.stop_reason = "length"
-                message.error_message = LOOP_NOTE.format(copies=copies)
+                message.error_message = note.format(copies=copies)
                 yield DoneEvent(reason="length", message=message)
                 cut = True
                 inner.abort()

@@ -188,6 +188,13 @@ class ToolItem(Item):
             self.status = "error" if is_error else "done"
         self._freeze()
 
+    def not_run(self) -> None:
+        """The call streamed but its message ended without it (the provider cut it unfinished,
+        e.g. code caught in a loop: local/repeat.py): it never runs."""
+        if not self.frozen:
+            self.status = "skipped"
+            self._freeze()
+
     def abort(self, now: float) -> None:
         """The run ended while this call had not finished."""
         if not self.frozen:

@@ -494,6 +494,14 @@ class Transcript:
                         self.changed(item)
                 case ToolCall():
                     self._stream_tool_call(index, part)
+        # A call that streamed but is not in the final message was left out unfinished: its
+        # card says it did not run instead of waiting for a run that never comes.
+        # (by id: a note the provider put before a call moves the call one index on)
+        kept = {part.id for part in message.content if isinstance(part, ToolCall)}
+        for item in items.values():
+            if isinstance(item, ToolItem) and item.started is None and item.tool_call_id not in kept:
+                item.not_run()
+                self.changed(item)
         # Anything still live (an aborted stream without *_end events) is frozen now.
         self._freeze_live(items)
         usage = message.usage

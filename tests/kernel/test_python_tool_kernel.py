@@ -144,6 +144,17 @@ def test_matplotlib_figure_is_an_image_and_does_not_leak(k: Kernel) -> None:
     assert not [m for m in after["outputs"] if m["msg_type"] == "display_data"]
 
 
+def test_a_figure_shown_with_plt_show_carries_its_words_and_a_users_figure_does_not(k: Kernel) -> None:
+    code = "import matplotlib.pyplot as plt\\nplt.bar([\\'Jan\\', \\'May\\'], [1, 2])\\nplt.title(\\'shown\\')\\nplt.show()"
+    k.ok(f"start_tool('show', '{code}')")
+    data = driver_result(k, "show")
+    assert "axes 1: title: shown" in model_text(data) and "x ticks: Jan | May" in model_text(data)
+    user = k.ok("import matplotlib.pyplot as plt\nplt.bar(['Jan', 'May'], [1, 2])\nplt.show()")
+    shown = [m["content"]["data"] for m in user["outputs"] if m["msg_type"] == "display_data"]
+    assert len(shown) == 1 and "image/png" in shown[0]
+    assert not any("figure-text" in mime for mime in shown[0])
+
+
 def test_dataframe_summary_and_error(k: Kernel) -> None:
     k.ok("start_tool('df', 'import pandas as pd\\npd.DataFrame({\"a\": range(10), \"b\": list(\"abcdefghij\")})')")
     text = model_text(driver_result(k, "df"))

@@ -564,3 +564,34 @@ def test_without_error_quotes_leaves_other_text():
     error = "KeyError: 'regoin'"
     assert "12.5" in without_error_quotes("The total is 12.5 ('regoin' is no column).", [error])
     assert "regoin" not in without_error_quotes("The column 'regoin' does not exist.", [error])
+
+
+# --- a chart's words are an output --------------------------------------------------------------
+
+def test_a_month_only_on_a_charts_axis_is_grounded_a_value_on_no_output_is_not():
+    """The python tool's own result for a chart (a text-only model): the month the answer names
+    is a tick label of the figure, and nowhere else."""
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    from helpers.shell import get_shell, routed
+    from pi_notebook.tools.python.python_tool import PythonToolSettings, result_content, run_code
+
+    shell = get_shell()
+    sales = pd.DataFrame({"month": ["Jan", "Feb", "Mar", "Apr", "May", "Jun"], "total": [3, 5, 2, 7, 9, 4]})
+    shell.user_ns["sales"] = sales
+    code = ("import matplotlib.pyplot as plt\n"
+            "totals = sales.groupby('month', sort=False)['total'].sum()\n"
+            "plt.bar(totals.index, totals.values)\nplt.title('Monthly totals');")
+
+    async def run() -> str:
+        with routed():
+            result = await run_code(shell, code)
+        content = result_content(result, PythonToolSettings(model_accepts_images=False))
+        return "\n".join(c.text for c in content if getattr(c, "type", "") == "text")
+
+    output = asyncio.run(run())
+    assert "May" in output and "image, not shown" in output
+    ns = {"pd": pd, "sales": sales}
+    assert _checked_answer(code, output, "The highest month is May.", ns) is None
+    correction = _checked_answer(code, output, "The highest month is July.", ns)
+    assert correction is not None and 'no output shows "July"' in correction

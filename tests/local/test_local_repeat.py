@@ -208,3 +208,122 @@ def test_the_search_finds_what_testing_every_period_finds():
         text = prefix + unit * rng.randrange(1, 8) + unit[:rng.randrange(0, len(unit) + 1)]
         for cut in (len(text), len(text) - 1, len(text) // 2):
             assert loop_start(text[:cut]) == _loop_start_by_every_period(text[:cut]), text[:cut]
+
+
+# --- a loop inside a streamed tool call's code ---------------------------------------------------
+
+PYTHON_TOOL = {"type": "object", "properties": {"code": {"type": "string"}}, "required": ["code"]}
+LOOP_LINE = "df['total'] = df['total'].fillna(0)\n"  # the line the model writes over and over
+CODE_HEAD = "import pandas as pd\ndf = pd.read_csv('sales.csv')\n"
+
+
+def _json_call(code: str) -> str:
+    import json
+
+    return json.dumps({"name": "python", "arguments": {"code": code}})
+
+
+def _fenced_call(code: str) -> str:
+    return f"```python\n{code}```\n"
+
+
+async def _through_the_local_stream(reply: str, *, fenced: bool, tally: StreamTally | None = None):
+    """``reply`` as llama-server streams it (a few characters a delta) through the local
+    provider's own stages: the text-to-call converter, then the loop cut."""
+    from pi_notebook.ai.types import ErrorEvent, Tool
+    from pi_notebook.local.tool_calls import TextToolCallStream
+
+    partial = AssistantMessage(content=[], api="openai-completions", provider="local", model="m",
+                               usage=Usage(), stop_reason="stop")
+
+    inner_abort = AbortController()
+
+    async def inner():
+        yield StartEvent(partial=partial)
+        for i in range(0, len(reply), 5):
+            if inner_abort.signal.aborted:  # the request stopped: the server sends no more
+                yield ErrorEvent(reason="aborted", error=partial.model_copy(update={"stop_reason": "aborted"}))
+                return
+            yield TextDeltaEvent(content_index=0, delta=reply[i:i + 5], partial=partial)
+        yield DoneEvent(reason="stop", message=partial.model_copy(update={"stop_reason": "stop"}))
+
+    tool = Tool(name="python", description="Run Python code in the notebook.", parameters=PYTHON_TOOL)
+    events = inner() if tally is None else tally.watch(inner())
+    converted = TextToolCallStream([tool], fenced=fenced).convert(events)
+    out, streamed = [], ""
+    async for event in cut_loops(converted, inner_abort, tally):
+        out.append(event)
+        if event.type == "toolcall_delta":  # the code as it stood when this delta was handed on
+            streamed = event.partial.content[event.content_index].arguments.get("code", "")
+    return out, inner_abort, streamed
+
+
+@pytest.mark.parametrize("wrap, fenced", [(_json_call, False), (_fenced_call, True)], ids=["json", "fenced"])
+async def test_a_call_whose_code_loops_is_cut_and_never_run(wrap, fenced):
+    from pi_notebook.ai.types import ToolCall
+
+    tally = StreamTally()
+    events, inner, streamed = await _through_the_local_stream(wrap(CODE_HEAD + LOOP_LINE * 2000),
+                                                              fenced=fenced, tally=tally)
+    assert inner.signal.aborted
+    done = events[-1]
+    assert done.type == "done" and done.reason == "length" and done.message.stop_reason == "length"
+    # the unfinished call is not in the final message: nothing to run, no call without a result
+    assert not any(isinstance(b, ToolCall) for b in done.message.content)
+    assert "repeating the same code" in done.message.error_message
+    from pi_notebook.local.repeat import CODE_LOOP_NOTE
+
+    assert done.message.error_message == CODE_LOOP_NOTE.format(copies=MIN_REPEATS)
+    # cut after a few copies of the line (5 are needed, one check later at most), not 2,000
+    assert streamed.count(LOOP_LINE) <= MIN_REPEATS + 2 and streamed.startswith(CODE_HEAD)
+    assert done.message.usage.output == tally.output  # completed from the stream's own count
+
+
+LEGITIMATE_CODE = {
+    "a 60-line dict literal with a counting key": "rows = {\n" + "".join(
+        f"    'row_{n}': {{'id': {n}, 'region': 'north', 'open': True}},\n" for n in range(60)) + "}\n",
+    "400 numbers in a list": "values = [" + ", ".join(str(n) for n in range(400)) + "]\nsum(values)\n",
+    "similar lines with different names": "".join(
+        f"df['{name}_clean'] = df['{name}'].astype(str).str.strip().str.lower()\n"
+        for name in ("region", "city", "country", "product", "category", "channel", "segment",
+                     "customer", "supplier", "warehouse", "brand", "colour", "size", "store")),
+}
+
+
+@pytest.mark.parametrize("name", LEGITIMATE_CODE)
+@pytest.mark.parametrize("wrap, fenced", [(_json_call, False), (_fenced_call, True)], ids=["json", "fenced"])
+async def test_code_that_repeats_legitimately_is_not_cut(name, wrap, fenced):
+    code = LEGITIMATE_CODE[name]
+    events, inner, _ = await _through_the_local_stream(wrap(code), fenced=fenced)
+    assert not inner.signal.aborted, name
+    done = events[-1]
+    assert done.reason == "toolUse" and done.message.error_message is None
+    # (a fenced block's code ends at its last line: no final line break)
+    assert [b.arguments["code"].rstrip("\n") for b in done.message.content if b.type == "toolCall"] == [
+        code.rstrip("\n")]
+
+
+async def test_a_looping_text_argument_of_another_tool_is_cut_too():
+    """Without a ``code`` argument, the call's longest text argument is the one checked; the
+    text before the call stays in the final message."""
+    from pi_notebook.ai.types import ToolCall, ToolCallDeltaEvent, ToolCallStartEvent
+
+    async def events():
+        message = AssistantMessage(content=[TextContent(text="Querying.")], api="x", provider="local",
+                                   model="m", usage=Usage(), stop_reason="stop")
+        yield StartEvent(partial=message)
+        call = ToolCall(id="q", name="warehouse__query", arguments={"limit": 5, "sql": ""})
+        message.content.append(call)
+        yield ToolCallStartEvent(content_index=1, partial=message)
+        for _ in range(400):
+            piece = "SELECT region FROM sales;\n"
+            call.arguments = {"limit": 5, "sql": call.arguments["sql"] + piece}
+            yield ToolCallDeltaEvent(content_index=1, delta=piece, partial=message)
+        yield DoneEvent(reason="toolUse", message=message)
+
+    inner = AbortController()
+    out = [e async for e in cut_loops(events(), inner)]
+    done = out[-1]
+    assert inner.signal.aborted and done.reason == "length"
+    assert [b.type for b in done.message.content] == ["text"] and done.message.content[0].text == "Querying."
+    assert len([e for e in out if e.type == "toolcall_delta"]) <= 6

@@ -411,6 +411,29 @@ async def test_a_reply_caught_in_a_loop_is_cut_early_and_says_why(fake, monkeypa
     assert fake.dropped() and fake.dropped()[0] < 500  # the request was stopped, not read to its end
 
 
+async def test_a_tool_call_whose_code_loops_is_cut_early_and_not_returned(fake, monkeypatch):
+    # the embedded model's JSON call (the grammar mode of a packaged model), its code one line
+    # written 500 times: the request is stopped after a few copies and no call is left to run
+    from pi_notebook.ai.types import Tool
+    from pi_notebook.local import provider
+
+    monkeypatch.setattr(provider, "PACKAGED_MODELS", {**provider.PACKAGED_MODELS, fake.model_id: None})
+    monkeypatch.setenv("PI_NOTEBOOK_LOCAL_TOOLCALLS", "grammar")
+    line = "df['total'] = df['total'].fillna(0)\\n"  # as the JSON string carries it
+    monkeypatch.setenv("FAKE_LLAMA_CHUNKS", json.dumps(
+        ['{"name": "python", "arguments": {"code": "', *[line[:18], line[18:]] * 500, '"}}']))
+    monkeypatch.setenv("FAKE_LLAMA_STREAM_S", "20")
+    tool = Tool(name="python", description="Run Python code in the notebook.",
+                parameters={"type": "object", "properties": {"code": {"type": "string"}}, "required": ["code"]})
+    answer = await complete(fake.model, Context(messages=[UserMessage(content="fill the gaps")], tools=[tool]))
+    assert answer.stop_reason == "length" and "repeating the same code" in answer.error_message
+    assert not [b for b in answer.content if b.type == "toolCall"]
+    deadline = time.monotonic() + 20
+    while not fake.dropped() and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    assert fake.dropped() and fake.dropped()[0] < 100  # the request was stopped, not read to its end
+
+
 async def test_a_reply_without_a_loop_is_untouched(fake, monkeypatch):
     rows = [f"| Bath | {n} |\n" for n in range(40)]  # similar rows, no loop
     monkeypatch.setenv("FAKE_LLAMA_CHUNKS", json.dumps(["| city | n |\n|---|---|\n", *rows]))

@@ -127,9 +127,13 @@ def test_unload_undoes_every_patch(kernel_shell):
         now, _ = _present(owner, name)
         assert now != before[(id(owner), name)][0], f"{name} was not patched"
 
+    from pi_notebook.tools.output.figure_text import FIGURE_TEXT_MIME
+
+    assert FIGURE_TEXT_MIME in ip.display_formatter.formatters  # a figure's words, for agent code
+
     ip.run_line_magic("unload_ext", "pi_notebook")
 
-    assert PATCHES.listed() == []
+    assert PATCHES.listed() == [] and FIGURE_TEXT_MIME not in ip.display_formatter.formatters
     for owner, name in watched:
         value, own = before[(id(owner), name)]
         now, own_now = _present(owner, name)

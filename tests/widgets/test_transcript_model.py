@@ -321,3 +321,39 @@ def test_a_cut_reply_says_why_when_the_provider_gives_a_reason():
         t.apply(MessageEndEvent(message=partial))
         notices = [i for i in t.items if isinstance(i, NoticeItem)]
         assert len(notices) == 1 and expected in notices[0].text and notices[0].level == "warning"
+
+
+def test_a_streamed_call_the_final_message_left_out_did_not_run():
+    """The local provider leaves a call whose code looped out of the final message (it never
+    finished); its card says so at the message's end instead of waiting for a run. A call the
+    final message keeps, one index on behind a note, is untouched."""
+    from pi_notebook.ai.types import TextContent, ToolCall, ToolCallDeltaEvent, ToolCallStartEvent
+    from pi_notebook.local.repeat import CODE_LOOP_NOTE
+    from pi_notebook.widgets.items import NoticeItem
+
+    def stream_call(t: Transcript, call_id: str) -> AssistantMessage:
+        partial = AssistantMessage(api="faux", provider="faux", model="m")
+        t.apply(MessageStartEvent(message=partial))
+        partial.content.append(ToolCall(id=call_id, name="python", arguments={"code": "x = 1\n" * 30}))
+        for ame in (ToolCallStartEvent(content_index=0, partial=partial),
+                    ToolCallDeltaEvent(content_index=0, delta="x", partial=partial)):
+            t.apply(MessageUpdateEvent(message=partial, assistant_message_event=ame))
+        return partial
+
+    t, _clock = _transcript()
+    t.apply(AgentStartEvent())
+    partial = stream_call(t, "cut")
+    final = partial.model_copy(update={"content": [], "stop_reason": "length",
+                                       "error_message": CODE_LOOP_NOTE.format(copies=5)})
+    t.apply(MessageEndEvent(message=final))
+    assert t.tools["cut"].status == "skipped" and t.tools["cut"].frozen
+    notices = [i for i in t.items if isinstance(i, NoticeItem)]
+    assert len(notices) == 1 and "repeating the same code (5 copies)" in notices[0].text
+
+    t, _clock = _transcript()
+    t.apply(AgentStartEvent())
+    partial = stream_call(t, "kept")
+    final = partial.model_copy(update={"content": [TextContent(text="(note)"), *partial.content],
+                                       "stop_reason": "toolUse"})
+    t.apply(MessageEndEvent(message=final))
+    assert t.tools["kept"].status == "preparing" and not t.tools["kept"].frozen

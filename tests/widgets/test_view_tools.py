@@ -270,3 +270,21 @@ async def test_a_long_structured_result_is_folded_behind_a_summary(view, comms: 
     view.handle_event(ToolExecutionEndEvent(tool_call_id="m2", tool_name="wh__table", is_error=False, result=short))
     view.flush()
     assert not list(_find(view.tool_card("m2").widget, W.Accordion))
+
+
+def test_a_figures_words_are_read_by_the_model_only_never_rendered():
+    """The figure's words (tools/output/figure_text.py) are untrusted text: the card, the
+    static and plain-text transcripts and the notebook export show the image or the
+    text/plain, never that type."""
+    from pi_notebook.session.export import _safe_bundle
+    from pi_notebook.tools.output.figure_text import FIGURE_TEXT_MIME
+    from pi_notebook.widgets.toolcard import display_html
+    from pi_notebook.widgets.transcript_md import display_markdown
+    from pi_notebook.widgets.transcript_text import _display_text
+
+    png = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\0" * 16).decode()
+    words = "axes 1: title: <script>alert(1)</script><img src=x onerror=alert(2)>"
+    for bundle in ({"image/png": png, "text/plain": "<Figure>", FIGURE_TEXT_MIME: words},
+                   {"text/plain": "<Figure>", FIGURE_TEXT_MIME: words}):
+        shown = [display_html(bundle), display_markdown(bundle), _display_text(bundle), str(_safe_bundle(bundle))]
+        assert not any("alert" in (s or "") for s in shown), shown

@@ -24,6 +24,11 @@ everything else:
 - ``shell._showtraceback`` (called when a display formatter raises, e.g. a broken
   ``_repr_html_``; ipykernel publishes an ``error`` message in whatever cell is current)
   writes the traceback to the capture's stderr instead.
+- A display formatter for ``FIGURE_TEXT_MIME`` (added to ``shell.display_formatter``, after
+  the image formatters): a matplotlib figure that agent code shows itself (``plt.show()``
+  with the inline backend, ``display(fig)``, ``fig`` as the last value) carries its words
+  (``output/figure_text.py``) beside the image, read right after an image formatter drew it;
+  never for a figure no image formatter drew (no second draw), never in the user's cells.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from ..output.figure_text import FIGURE_TEXT_MIME, figure_text
 from .kernel_host import kernel_host
 from .patches import PATCHES, Patch
 
@@ -73,6 +79,7 @@ def install_guards(shell: InteractiveShell, current: Callable[[], Any]) -> None:
     _install_flush_guard(shell)
     _install_input_guards(shell)
     _install_traceback_guard(shell)
+    _install_figure_words(shell)
 
 
 def uninstall_guards(shell: InteractiveShell | None = None) -> None:
@@ -201,3 +208,65 @@ def _install_flush_guard(shell: InteractiveShell) -> None:
 
     _patch(events, "trigger", trigger,
            "figure callbacks of post_execute skip requests that end while agent code makes figures")
+
+
+# The formatters that draw a figure to show it: one of them ran before the words are read.
+_DRAWING_MIMES = ("image/png", "image/jpeg", "image/svg+xml", "application/pdf")
+
+
+def _drawn_by(formatters: dict[str, Any], fig: Any) -> bool:
+    for mime in _DRAWING_MIMES:
+        formatter = formatters.get(mime)
+        if formatter is None or not getattr(formatter, "enabled", False):
+            continue
+        try:
+            formatter.lookup(fig)
+        except (KeyError, AttributeError):
+            continue
+        return True
+    return False
+
+
+def _is_figure(obj: Any) -> bool:
+    """A matplotlib Figure (or a subclass), told by its class's name: matplotlib stays unimported."""
+    return any(getattr(cls, "__module__", "") == "matplotlib.figure" and cls.__name__ == "Figure"
+               for cls in type(obj).__mro__)
+
+
+def _install_figure_words(shell: InteractiveShell) -> None:
+    display_formatter: Any = getattr(shell, "display_formatter", None)
+    found = getattr(display_formatter, "formatters", None)
+    if not isinstance(found, dict) or FIGURE_TEXT_MIME in found:
+        return
+    formatters: dict[str, Any] = found
+    from IPython.core.formatters import BaseFormatter
+    from traitlets import Unicode
+
+    class FigureWordsFormatter(BaseFormatter):
+        """Not by a registered printer: IPython's ``select_figure_formats`` (the inline backend
+        on pyplot's import) takes the Figure printer out of every formatter."""
+
+        format_type = Unicode(FIGURE_TEXT_MIME)
+        _return_type = str
+
+        def __call__(self, obj: Any) -> str | None:
+            if not self.enabled or _current_capture() is None or not _is_figure(obj):
+                return None
+            try:
+                if not _drawn_by(formatters, obj):
+                    return None
+                return figure_text(obj) or None
+            except Exception:  # the figure is shown without its words
+                return None
+
+    formatter = FigureWordsFormatter(parent=display_formatter)
+    formatters[FIGURE_TEXT_MIME] = formatter  # last: the image formatters draw first
+
+    def remove() -> None:
+        if formatters.get(FIGURE_TEXT_MIME) is formatter:
+            del formatters[FIGURE_TEXT_MIME]
+
+    _guards.patches.append(PATCHES.record(
+        display_formatter, f"formatters[{FIGURE_TEXT_MIME!r}]", None, formatter,
+        "a figure agent code shows carries its words for the model (never in the user's cells)",
+        restore=remove))

@@ -17,8 +17,10 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
+from .figure_text import FIGURE_TEXT_MIME
+
 __all__ = [
-    "IMAGE_MIMES", "MODEL_IMAGE_MIMES", "StreamOutput", "DisplayOutput", "ResultOutput", "ErrorOutput", "ToolOutput",
+    "FIGURE_TEXT_MIME", "IMAGE_MIMES", "MODEL_IMAGE_MIMES", "StreamOutput", "DisplayOutput", "ResultOutput", "ErrorOutput", "ToolOutput",
     "PythonCallDetails", "parse_output", "parse_call_details",
 ]
 

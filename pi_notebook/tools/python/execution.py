@@ -6,8 +6,8 @@ runs a cell but without ``run_cell`` (see ``python_tool.py`` for the whole contr
 statement with top-level ``await``, run the synchronous groups on a worker thread
 (``worker.py``) and the awaiting statements on the loop, format the last value, turn
 whatever the code raised into an error record, show (at most ``max_figures``) and close new
-matplotlib figures, all inside the call's routed capture (``capture.py``) and fd routing
-(``fdroute.py``).
+matplotlib figures (each with its words, ``figure_text.py``), all inside the call's routed
+capture (``capture.py``) and fd routing (``fdroute.py``).
 """
 
 from __future__ import annotations
@@ -37,7 +37,8 @@ from ..output.format import strip_ansi, value_text
 from ..kernel.interrupt import ToolInterrupt
 from ..trust.redact import redact, redact_data
 from ..kernel.sink import OutputSink, redact_bundle
-from ..output.updates import ErrorOutput, ResultOutput, StreamName
+from ..output.updates import FIGURE_TEXT_MIME, ErrorOutput, ResultOutput, StreamName
+from ..output.figure_text import figure_text
 
 if TYPE_CHECKING:
     from IPython.core.interactiveshell import InteractiveShell
@@ -117,16 +118,22 @@ def _new_figures(before: set[int]) -> list[Any]:
     return [plt.figure(num) for num in plt.get_fignums() if num not in before]
 
 
-def _render_pngs(figures: list[Any]) -> list[bytes | str]:
-    """Each figure as PNG bytes, or the text of the error that stopped its drawing."""
-    pngs: list[bytes | str] = []
+def _render_pngs(figures: list[Any]) -> list[tuple[bytes, str] | str]:
+    """Each figure as PNG bytes and its words (figure_text.py: read after this draw, which
+    set its tick labels), or the text of the error that stopped its drawing."""
+    pngs: list[tuple[bytes, str] | str] = []
     for fig in figures:
         try:
             buf = io.BytesIO()
             fig.savefig(buf, format="png", bbox_inches="tight")
-            pngs.append(buf.getvalue())
         except Exception as exc:  # one broken figure must not cost the others
             pngs.append(f"{type(exc).__name__}: {exc}")
+            continue
+        try:
+            words = figure_text(fig)
+        except Exception:  # the image goes on without its words
+            words = ""
+        pngs.append((buf.getvalue(), words))
     return pngs
 
 
@@ -151,7 +158,7 @@ async def _show_and_close_figures(shell: InteractiveShell, run: ToolInterrupt, s
     without being drawn."""
     to_draw = [] if run.requested else figures[:room]
     try:
-        pngs: list[bytes | str] = []
+        pngs: list[tuple[bytes, str] | str] = []
         if to_draw:
             try:
                 pngs = await _on_worker(run, sink, lambda: _render_pngs(to_draw))
@@ -162,7 +169,10 @@ async def _show_and_close_figures(shell: InteractiveShell, run: ToolInterrupt, s
             if isinstance(png, str):
                 sink.stream("stderr", f"a figure could not be drawn: {png}\n")
                 continue
-            data = {"image/png": base64.b64encode(png).decode("ascii"), "text/plain": repr(fig)}
+            image, words = png
+            data = {"image/png": base64.b64encode(image).decode("ascii"), "text/plain": repr(fig)}
+            if words:
+                data[FIGURE_TEXT_MIME] = words
             shell.display_pub.publish(data=data, metadata={})
     finally:
         _close_figures(figures)

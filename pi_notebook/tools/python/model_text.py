@@ -2,7 +2,8 @@
 
 ``result_content(result, settings)`` builds the tool result's ``content`` from an
 ``ExecutionResult``: stdout/stderr (terminal-resolved, cut head+tail), displays and the value
-by text preference (images attached up to ``max_images``, downscaled to the pixel budget),
+by text preference (images attached up to ``max_images``, downscaled to the pixel budget; a
+matplotlib figure's words beside its image, or in its place for a model without images),
 counts of what was dropped, the error with a short traceback, and the elapsed time. All input
 is already redacted; ``format.cut`` redacts again before cutting.
 """
@@ -15,7 +16,7 @@ from ...ai.types import ImageContent, TextContent
 from ..output.format import bundle_text, cut, prepare_image, strip_ansi, terminal_text
 from .python_types import ExecutionResult, PythonToolSettings
 from ..output.tracebacks import shorten_traceback
-from ..output.updates import MODEL_IMAGE_MIMES
+from ..output.updates import FIGURE_TEXT_MIME, MODEL_IMAGE_MIMES
 
 __all__ = ["result_content"]
 
@@ -37,21 +38,31 @@ def result_content(result: ExecutionResult, settings: PythonToolSettings,
         budget = max(200, out_budget * len(text) // total) if out_budget > 0 else 0
         parts.append(f"[{name}]\n{cut(text, budget).rstrip()}")
 
+    def add_image(label: str, data: dict[str, Any], image_mime: str) -> None:
+        if not accepts_images:
+            parts.append(f"[{label}: {image_mime} image, not shown: the model does not take images]")
+        elif len(images) >= settings.max_images:
+            parts.append(f"[{label}: {image_mime} image omitted: at most {settings.max_images} images per call]")
+        else:
+            prepared = prepare_image(data[image_mime], image_mime, settings.image_pixel_budget)
+            if isinstance(prepared, str):
+                parts.append(f"[{label}: {prepared}]")
+            else:
+                b64, mime, note = prepared
+                images.append(ImageContent(data=b64, mime_type=mime))
+                parts.append(f"[{label}: image {len(images)} attached ({note})]")
+
+    def add_figure_text(label: str, data: dict[str, Any]) -> None:
+        # a figure's words (figure_text.py): read beside its image, or instead of it
+        words = data.get(FIGURE_TEXT_MIME)
+        if isinstance(words, str) and words.strip():
+            parts.append(f"[{label}: the figure's text]\n{cut(strip_ansi(words), settings.max_value_chars).rstrip()}")
+
     def add_bundle(label: str, data: dict[str, Any], text: str | None) -> None:
         image_mime = next((m for m in MODEL_IMAGE_MIMES if m in data), None)
         if image_mime is not None:
-            if not accepts_images:
-                parts.append(f"[{label}: {image_mime} image, not shown: the model does not take images]")
-            elif len(images) >= settings.max_images:
-                parts.append(f"[{label}: {image_mime} image omitted: at most {settings.max_images} images per call]")
-            else:
-                prepared = prepare_image(data[image_mime], image_mime, settings.image_pixel_budget)
-                if isinstance(prepared, str):
-                    parts.append(f"[{label}: {prepared}]")
-                else:
-                    b64, mime, note = prepared
-                    images.append(ImageContent(data=b64, mime_type=mime))
-                    parts.append(f"[{label}: image {len(images)} attached ({note})]")
+            add_image(label, data, image_mime)
+            add_figure_text(label, data)
             return
         if text is None:
             text = bundle_text(data)

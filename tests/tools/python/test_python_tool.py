@@ -198,6 +198,94 @@ async def test_matplotlib_figure_is_displayed_closed_and_sent_as_image() -> None
     assert len(no_images) == 1 and "does not take images" in no_images[0].text
 
 
+MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun"]
+PLOT_MONTHS = ("totals = sales.groupby('month', sort=False)['total'].sum()\n"
+               "fig, ax = plt.subplots()\nax.bar(totals.index, totals.values)\n"
+               "ax.set_title('Monthly totals');")
+
+
+def _monthly_sales(shell: Any) -> None:
+    import pandas as pd
+
+    shell.user_ns["sales"] = pd.DataFrame({"month": MONTHS * 2, "total": [3, 5, 2, 7, 9, 4] * 2})
+
+
+async def test_a_figures_words_reach_the_model_beside_or_instead_of_its_image() -> None:
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from pi_notebook.tools.output.figure_text import FIGURE_TEXT_MIME
+
+    shell = get_shell()
+    _monthly_sales(shell)
+    displays: list[dict] = []
+    code = "import matplotlib.pyplot as plt\n" + PLOT_MONTHS
+    with routed():
+        result = await run_code(shell, code, on_display=lambda d, m: displays.append(d))
+    assert len(displays) == 1 and "image/png" in displays[0]
+    assert "x ticks: Jan | Feb | Mar | Apr | May | Jun" in displays[0][FIGURE_TEXT_MIME]
+    text_only = text_of(result_content(result, PythonToolSettings(model_accepts_images=False)))
+    assert "does not take images" in text_only
+    assert "[display 1: the figure's text]\naxes 1: title: Monthly totals" in text_only
+    assert "x ticks: Jan | Feb | Mar | Apr | May | Jun" in text_only
+    with_image = result_content(result, PythonToolSettings(max_images=2))
+    assert [type(c) for c in with_image] == [TextContent, ImageContent]
+    assert "x ticks: Jan | Feb | Mar | Apr | May | Jun" in text_of(with_image)
+
+
+async def test_a_figure_without_words_is_shown_as_before() -> None:
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from pi_notebook.tools.output.figure_text import FIGURE_TEXT_MIME
+
+    code = ("import matplotlib.pyplot as plt\nfig, ax = plt.subplots()\nax.imshow([[0, 1], [1, 0]])\n"
+            "ax.set_axis_off()\nplt.figure();")  # and a figure with no Axes at all
+    displays: list[dict] = []
+    with routed():
+        result = await run_code(get_shell(), code, on_display=lambda d, m: displays.append(d))
+    assert result.error is None and len(displays) == 2
+    assert all("image/png" in d and FIGURE_TEXT_MIME not in d for d in displays)
+    text = text_of(result_content(result, PythonToolSettings(model_accepts_images=False)))
+    assert text.count("does not take images") == 2 and "the figure's text" not in text
+
+
+async def test_a_figure_the_code_shows_itself_carries_its_words_only_in_agent_code() -> None:
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from IPython.core.pylabtools import select_figure_formats
+    from matplotlib.figure import Figure
+
+    from pi_notebook.tools.output.figure_text import FIGURE_TEXT_MIME
+
+    shell = get_shell()
+    _monthly_sales(shell)
+    png = shell.display_formatter.formatters["image/png"]
+    code = ("import matplotlib.pyplot as plt\nfrom IPython.display import display\n" + PLOT_MONTHS
+            + "\ndisplay(fig)\nplt.close(fig)")
+    try:
+        with routed():
+            # what the inline backend sets up on pyplot's import, after %load_ext: display(fig)
+            # draws (and every formatter's Figure printer is taken out first)
+            select_figure_formats(shell, {"png"})
+            result = await run_code(shell, code)
+            own = plt.figure()
+            own.add_subplot().set_title("the user's own")
+            user_bundle, _ = shell.display_formatter.format(own)  # not agent code: no words
+            plt.close(own)
+    finally:
+        png.pop(Figure, None)
+    assert "image/png" in user_bundle and FIGURE_TEXT_MIME not in user_bundle
+    text_only = text_of(result_content(result, PythonToolSettings(model_accepts_images=False)))
+    assert "x ticks: Jan | Feb | Mar | Apr | May | Jun" in text_only
+    assert FIGURE_TEXT_MIME not in shell.display_formatter.formatters  # removed with the capture
+
+
 async def test_images_are_capped_and_downscaled() -> None:
     pytest.importorskip("PIL")
     from PIL import Image
@@ -290,7 +378,15 @@ async def test_secrets_never_leave(monkeypatch: pytest.MonkeyPatch) -> None:
     with routed() as (out, err):
         result = await tool.execute("call-1", {"code": code}, None, events.append)
         value = await tool.execute("call-2", {"code": "os.environ['FAKE_SERVICE_API_KEY']"}, None, events.append)
-    everything = repr(result.model_dump()) + repr(value.model_dump()) + repr([e.model_dump() for e in events])
+        # a figure's words: whole, and straddling the point where a long label is clipped
+        figure = await tool.execute("call-3", {"code": (
+            "import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\n"
+            "plt.title(os.environ['FAKE_SERVICE_API_KEY'])\n"
+            "plt.xlabel('x' * 72 + os.environ['FAKE_SERVICE_API_KEY'])\nplt.plot([1, 2])")}, None, events.append)
+    everything = (repr(result.model_dump()) + repr(value.model_dump()) + repr(figure.model_dump())
+                  + repr([e.model_dump() for e in events]))
+    assert "title: [redacted]" in figure.content[0].text
+    assert CANARY[:4] not in everything
     assert CANARY not in everything and CANARY not in out.getvalue() + err.getvalue()
     stdout = "".join(o.text for o in result.details.outputs if o.kind == "stream" and o.name == "stdout")
     error = result.details.outputs[-1]
