@@ -57,6 +57,18 @@ def recording() -> Iterator[tuple[InteractiveShell, ExecutionHistory]]:
             del shell.user_ns[name]
 
 
+@contextlib.contextmanager
+def names_kept(shell: InteractiveShell) -> Iterator[InteractiveShell]:
+    """The shared test shell's namespace as it was before the block (names the block's code or
+    its test defined are removed, so no later test finds them, e.g. in a KeyError hint)."""
+    before = set(shell.user_ns)
+    try:
+        yield shell
+    finally:
+        for name in set(shell.user_ns) - before:
+            shell.user_ns.pop(name, None)
+
+
 def flat(details: dict[str, Any]) -> dict[str, Any]:
     """A dumped ``PythonCallDetails`` seen as joined streams, displays, value and error
     (what many assertions want; the ordered ``outputs`` stay under ``"outputs"``)."""

@@ -573,23 +573,24 @@ def test_a_month_only_on_a_charts_axis_is_grounded_a_value_on_no_output_is_not()
     is a tick label of the figure, and nowhere else."""
     matplotlib = pytest.importorskip("matplotlib")
     matplotlib.use("Agg")
-    from helpers.shell import get_shell, routed
+    from helpers.shell import get_shell, names_kept, routed
     from pi_notebook.tools.python.python_tool import PythonToolSettings, result_content, run_code
 
     shell = get_shell()
     sales = pd.DataFrame({"month": ["Jan", "Feb", "Mar", "Apr", "May", "Jun"], "total": [3, 5, 2, 7, 9, 4]})
-    shell.user_ns["sales"] = sales
     code = ("import matplotlib.pyplot as plt\n"
             "totals = sales.groupby('month', sort=False)['total'].sum()\n"
             "plt.bar(totals.index, totals.values)\nplt.title('Monthly totals');")
 
     async def run() -> str:
+        shell.user_ns["sales"] = sales
         with routed():
             result = await run_code(shell, code)
         content = result_content(result, PythonToolSettings(model_accepts_images=False))
         return "\n".join(c.text for c in content if getattr(c, "type", "") == "text")
 
-    output = asyncio.run(run())
+    with names_kept(shell):
+        output = asyncio.run(run())
     assert "May" in output and "image, not shown" in output
     ns = {"pd": pd, "sales": sales}
     assert _checked_answer(code, output, "The highest month is May.", ns) is None

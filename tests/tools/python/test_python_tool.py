@@ -16,7 +16,7 @@ from pi_notebook.ai.types import ImageContent, TextContent
 from pi_notebook.tools import make_notebook_tools
 from pi_notebook.tools.python.python_tool import PythonToolSettings, make_python_tool, result_content, run_code
 from pi_notebook.tools.output.updates import DisplayOutput, PythonCallDetails, ResultOutput, StreamOutput, parse_call_details
-from helpers.shell import get_shell, routed
+from helpers.shell import get_shell, names_kept, routed
 
 CANARY = "sk-canary-python-tool-42424242"
 
@@ -202,6 +202,13 @@ MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun"]
 PLOT_MONTHS = ("totals = sales.groupby('month', sort=False)['total'].sum()\n"
                "fig, ax = plt.subplots()\nax.bar(totals.index, totals.values)\n"
                "ax.set_title('Monthly totals');")
+
+
+@pytest.fixture(autouse=True)
+def _names_kept() -> Any:
+    # (the shell is shared by the whole suite: what a test's code defines must not reach the next)
+    with names_kept(get_shell()):
+        yield
 
 
 def _monthly_sales(shell: Any) -> None:
