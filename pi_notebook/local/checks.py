@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..agent.types import BeforeToolCallResult, CheckMessage
 from .intent import FORMAT_TAG, Outcome, expected_outcomes, requested_format
-from .tool_calls import CHECK_PREFIX, FORCED_REPLY_MARK, NOTE_PREFIX, grounded_numbers, ungrounded_values
+from .tool_calls import CHECK_PREFIX, FORCED_REPLY_MARK, FORMAT_CHECK_MARK, NOTE_PREFIX, grounded_numbers, ungrounded_values
 
 from ..ai.types import AssistantMessage, ToolCall, ToolResultMessage
 
@@ -62,7 +62,7 @@ __all__ = ["CHECK_PREFIX", "MAX_ANSWER_CHARS", "NamespaceSnapshot", "check_messa
            "without_error_quotes", "without_literals"]
 
 _VALUES = "no output shows"  # the words that mark a values correction
-_FORMAT = "the question asks for the answer as"  # ... and a format correction
+_FORMAT = FORMAT_CHECK_MARK  # ... and a format correction (its next answer ends in the tags: tool_calls)
 _PLACEHOLDERS = frozenset({"", "value", "name", "count", "values", "number", "yyyy-mm", "none", "..."})
 _MAX_LABEL_ROWS = 20_000
 _MAX_LABELS = 2_000

@@ -42,7 +42,7 @@ import os
 import re
 import tokenize
 import uuid
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from typing import Any
 
 from ..ai._fast import append_delta, delta_event
@@ -70,7 +70,7 @@ from ..ai.types import (
 __all__ = [
     "NOTE_PREFIX", "TOOLCALL_MODES", "TOOLCALL_FAILURE_HINT", "tool_call_mode", "tools_grammar",
     "shape_request", "TextToolCallStream", "friendly_error", "recover_tool_name", "stated_values",
-    "ungrounded_values", "CHECK_PREFIX", "FORCED_REPLY_MARK", "repair_call_tail", "escapes_in_literals",
+    "ungrounded_values", "CHECK_PREFIX", "FORCED_REPLY_MARK", "FORMAT_CHECK_MARK", "repair_call_tail", "escapes_in_literals",
 ]
 
 TOOLCALL_MODES = ("grammar", "parse", "server")
@@ -191,7 +191,7 @@ def _code_rule(start: str | None) -> str:
 
 def tools_grammar(tools: list[Mapping[str, Any]], *, allow_call: bool = True, allow_text: bool = True,
                   numbers: Iterable[str] | None = None, start: str | None = None, fenced: bool = False,
-                  retry_line: str | None = None) -> str:
+                  retry_line: str | None = None, tags: Sequence[str] = ()) -> str:
     """GBNF for one reply: prose, or one call of an offered tool (OpenAI-format ``tools``).
 
     With ``numbers``, the prose may state only those numbers (digits elsewhere are refused):
@@ -199,7 +199,8 @@ def tools_grammar(tools: list[Mapping[str, Any]], *, allow_call: bool = True, al
     With ``start`` (``"name = "`` or ``"name"``), a ``code`` argument starts with it
     (intent.py). ``fenced``: the call is a fenced Python block instead of JSON (fenced.py),
     and prose does not open with a backtick either; with ``retry_line`` the block's code starts
-    with that line (see ``retry_start``)."""
+    with that line (see ``retry_start``). With ``tags`` (keys of the ``@key[value]`` form the
+    question asked for), prose ends with those tags, in order."""
     alternatives: list[str] = []
     rules: list[str] = []
     opener = "{`" if fenced else "{"
@@ -221,16 +222,24 @@ def tools_grammar(tools: list[Mapping[str, Any]], *, allow_call: bool = True, al
     if allow_text or not alternatives:
         # prose: anything that does not open with "{" (a call) or blank space
         if numbers is None:
-            rules.append(rf'text ::= [^{opener} \t\n\x00] [^\x00]*')
+            rules.append(rf'prose ::= [^{opener} \t\n\x00] [^\x00]*')
         else:
             literals = _number_literals(numbers)
             if literals:
                 # (Measured and dropped: forbidding "," / "." between two allowed numbers, against
                 # "$1,24,0.00": the quickstart's answer then looped on "... is 262.2." until cut.)
-                rules.append(rf'text ::= [^{opener} \t\n\x000-9] ( [^\x000-9] | num [^\x000-9] )* num?')
+                rules.append(rf'prose ::= [^{opener} \t\n\x000-9] ( [^\x000-9] | num [^\x000-9] )* num?')
                 rules.append("num ::= " + " | ".join(literals))
             else:
-                rules.append(rf'text ::= [^{opener} \t\n\x000-9] [^\x000-9]*')
+                rules.append(rf'prose ::= [^{opener} \t\n\x000-9] [^\x000-9]*')
+        if tags:
+            # (a tag's value is any short text: whether an output shows it is the run checks'
+            # question, local/checks.py, not the grammar's)
+            form = ' " " '.join(f'"@{key}[" tagvalue "]"' for key in tags)
+            rules.append(f"text ::= ( prose [ \\n]* )? {form}")
+            rules.append(r"tagvalue ::= [^\]\n\x00]+")
+        else:
+            rules.append("text ::= prose")
         alternatives.append("text")
     return "\n".join([f"root ::= {' | '.join(alternatives)}", *rules, _code_rule(start), _BASE_RULES]) + "\n"
 
@@ -531,6 +540,22 @@ CHECK_PREFIX = "Check: "
 FORCED_REPLY_MARK = "Reply exactly: "
 
 
+# ... and one that says the question asked for the answer as ``@key[value]`` makes the next
+# prose end with those tags (the keys read from the check: "... as @top_month[value] ...").
+FORMAT_CHECK_MARK = "the question asks for the answer as"
+_FORMAT_KEY = re.compile(r"@(\w+)\[value\]")
+
+
+def _format_keys(messages: list[Mapping[str, Any]]) -> list[str]:
+    if not messages or messages[-1].get("role") != "user":
+        return []
+    text = "\n".join(_texts(messages[-1].get("content")))
+    if not text.startswith(CHECK_PREFIX) or FORMAT_CHECK_MARK not in text:
+        return []
+    asked = text.split(FORMAT_CHECK_MARK, 1)[1].split(".", 1)[0]
+    return list(dict.fromkeys(_FORMAT_KEY.findall(asked)))[:8]
+
+
 def _forced_reply(messages: list[Mapping[str, Any]]) -> str | None:
     if not messages or messages[-1].get("role") != "user":
         return None
@@ -575,8 +600,11 @@ def shape_request(params: dict[str, Any], *, mode: str, max_tool_calls: int = DE
     # most twice that: measured, a load request made 9 calls in 176 s before it ended)
     allow_call = ((done is None or done < max_tool_calls)
                   and _tool_calls_since_prompt(messages) < PROMPT_TOOL_CALLS_FACTOR * max_tool_calls)
-    # a call first (the answer must come from the notebook), and another one after an error
-    allow_text = not allow_call or not ((first_turn and require_first_call) or last_result_failed)
+    # a call first (the answer must come from the notebook), and another one after an error;
+    # not after the checks asked for the answer's form: the values are in the outputs above
+    tags = _format_keys(messages)
+    allow_text = (not allow_call or bool(tags)
+                  or not ((first_turn and require_first_call) or last_result_failed))
     if last_result_failed and allow_call:
         # greedy decoding repeats the failing code word for word: sample the retry instead
         params["temperature"] = RETRY_TEMPERATURE
@@ -601,7 +629,7 @@ def shape_request(params: dict[str, Any], *, mode: str, max_tool_calls: int = DE
             implicit = implicit_subject(request, listed) if target is None and subject is None else None
             start = f"{target} = " if target else subject or (implicit + READ_ONLY_START if implicit else None)
     params["grammar"] = tools_grammar(tools, allow_call=allow_call, allow_text=allow_text, numbers=numbers,
-                                      start=start, fenced=fenced, retry_line=retry_line)
+                                      start=start, fenced=fenced, retry_line=retry_line, tags=tags)
     return params
 
 

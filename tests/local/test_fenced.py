@@ -196,3 +196,31 @@ async def test_a_block_holding_only_the_answer_form_is_the_answer() -> None:
     assert [c.type for c in message.content] == ["toolCall"]
     message = await _replay(fence(code))
     assert [c.arguments for c in message.content if c.type == "toolCall"] == [{"code": code}]
+
+
+@pytest.mark.parametrize("form", ["json", "fenced"])
+def test_after_the_checks_ask_for_the_form_the_answer_ends_in_it(monkeypatch, form: str) -> None:
+    from pi_notebook.local.checks import format_correction
+
+    monkeypatch.setenv("PI_NOTEBOOK_LOCAL_CODE", form)
+    request = "Which month brought in the most? Answer @top_month[YYYY-MM] and @total[value]."
+    check = format_correction(request, "It was July 2025.")
+    assert check is not None
+    call = {"id": "c1", "type": "function", "function": {"name": "python",
+                                                         "arguments": json.dumps({"code": "print(top)"})}}
+    messages = [{"role": "system", "content": "s"}, {"role": "user", "content": request},
+                {"role": "assistant", "content": None, "tool_calls": [call]},
+                {"role": "tool", "tool_call_id": "c1", "content": "2025-07 1204.5"},
+                {"role": "assistant", "content": "It was July 2025."}, {"role": "user", "content": check}]
+    grammar = GbnfMatcher(shape_request({"messages": messages, "tools": TOOLS}, mode="grammar")["grammar"])
+    assert grammar.matches("root", "The month was 2025-07.\n@top_month[2025-07] @total[1204.5]")
+    assert grammar.matches("root", "@top_month[2025-07] @total[1204.5]")
+    assert not grammar.matches("root", "It was July 2025.")  # the answer the check corrected
+    assert not grammar.matches("root", "@total[1204.5] @top_month[2025-07]")  # in the order asked
+    # a call is still allowed (to show a value no output shows yet), not required
+    block = fence("print(top)") if form == "fenced" else json.dumps({"name": "python", "arguments": {"code": "print(top)"}})
+    assert grammar.matches("root", block)
+    # any other check turn leaves prose as it was
+    messages[-1] = {"role": "user", "content": "Check: no output shows \"July\"."}
+    other = GbnfMatcher(shape_request({"messages": messages, "tools": TOOLS}, mode="grammar")["grammar"])
+    assert not other.matches("root", "@top_month[2025-07] @total[1204.5]")  # a call first, as before
