@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..agent.types import BeforeToolCallResult, CheckMessage
 from .intent import FORMAT_TAG, Outcome, expected_outcomes, requested_format
-from .tool_calls import CHECK_PREFIX, FORCED_REPLY_MARK, FORMAT_CHECK_MARK, NOTE_PREFIX, grounded_numbers, ungrounded_values
+from .tool_calls import CHECK_PREFIX, FORCED_REPLY_MARK, FORMAT_CHECK_MARK, NOTE_PREFIX, VALUES_CHECK_MARK, grounded_numbers, ungrounded_values
 
 from ..ai.types import AssistantMessage, ToolCall, ToolResultMessage
 
@@ -61,7 +61,7 @@ Content = str | Iterable[object] | None
 __all__ = ["CHECK_PREFIX", "MAX_ANSWER_CHARS", "NamespaceSnapshot", "check_message", "RunChecks", "missing_outcome", "printed_literals", "read_paths",
            "without_error_quotes", "without_literals"]
 
-_VALUES = "no output shows"  # the words that mark a values correction
+_VALUES = VALUES_CHECK_MARK  # the words that mark a values correction
 _FORMAT = FORMAT_CHECK_MARK  # ... and a format correction (its next answer ends in the tags: tool_calls)
 _PLACEHOLDERS = frozenset({"", "value", "name", "count", "values", "number", "yyyy-mm", "none", "..."})
 _MAX_LABEL_ROWS = 20_000

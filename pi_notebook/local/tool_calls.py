@@ -70,7 +70,7 @@ from ..ai.types import (
 __all__ = [
     "NOTE_PREFIX", "TOOLCALL_MODES", "TOOLCALL_FAILURE_HINT", "tool_call_mode", "tools_grammar",
     "shape_request", "TextToolCallStream", "friendly_error", "recover_tool_name", "stated_values",
-    "ungrounded_values", "CHECK_PREFIX", "FORCED_REPLY_MARK", "FORMAT_CHECK_MARK", "repair_call_tail", "escapes_in_literals",
+    "ungrounded_values", "CHECK_PREFIX", "FORCED_REPLY_MARK", "FORMAT_CHECK_MARK", "VALUES_CHECK_MARK", "repair_call_tail", "escapes_in_literals",
 ]
 
 TOOLCALL_MODES = ("grammar", "parse", "server")
@@ -543,7 +543,18 @@ FORCED_REPLY_MARK = "Reply exactly: "
 # ... and one that says the question asked for the answer as ``@key[value]`` makes the next
 # prose end with those tags (the keys read from the check: "... as @top_month[value] ...").
 FORMAT_CHECK_MARK = "the question asks for the answer as"
+# a check of what an answer states ("no output shows \"July\" ...") may be answered in prose
+VALUES_CHECK_MARK = "no output shows"
 _FORMAT_KEY = re.compile(r"@(\w+)\[value\]")
+
+
+def _answer_check(messages: list[Mapping[str, Any]]) -> bool:
+    """The last message is a run check of the answer's values or form (not of an outcome the
+    request asked for, which needs a call to make)."""
+    if not messages or messages[-1].get("role") != "user":
+        return False
+    text = "\n".join(_texts(messages[-1].get("content")))
+    return text.startswith(CHECK_PREFIX) and (FORMAT_CHECK_MARK in text or VALUES_CHECK_MARK in text)
 
 
 def _format_keys(messages: list[Mapping[str, Any]]) -> list[str]:
@@ -601,9 +612,11 @@ def shape_request(params: dict[str, Any], *, mode: str, max_tool_calls: int = DE
     allow_call = ((done is None or done < max_tool_calls)
                   and _tool_calls_since_prompt(messages) < PROMPT_TOOL_CALLS_FACTOR * max_tool_calls)
     # a call first (the answer must come from the notebook), and another one after an error;
-    # not after the checks asked for the answer's form: the values are in the outputs above
+    # not after a check of the answer's values or form: the outputs above may hold what it
+    # asks for (measured on the 1.5B with the fenced form: made to write a block there, it
+    # wrote its answer into it, and the SyntaxError cost a call)
     tags = _format_keys(messages)
-    allow_text = (not allow_call or bool(tags)
+    allow_text = (not allow_call or _answer_check(messages)
                   or not ((first_turn and require_first_call) or last_result_failed))
     if last_result_failed and allow_call:
         # greedy decoding repeats the failing code word for word: sample the retry instead

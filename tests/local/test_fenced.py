@@ -220,7 +220,11 @@ def test_after_the_checks_ask_for_the_form_the_answer_ends_in_it(monkeypatch, fo
     # a call is still allowed (to show a value no output shows yet), not required
     block = fence("print(top)") if form == "fenced" else json.dumps({"name": "python", "arguments": {"code": "print(top)"}})
     assert grammar.matches("root", block)
-    # any other check turn leaves prose as it was
-    messages[-1] = {"role": "user", "content": "Check: no output shows \"July\"."}
-    other = GbnfMatcher(shape_request({"messages": messages, "tools": TOOLS}, mode="grammar")["grammar"])
-    assert not other.matches("root", "@top_month[2025-07] @total[1204.5]")  # a call first, as before
+    # a check of the answer's values may be answered in prose too, with no tags required
+    messages[-1] = {"role": "user", "content": "Check: no output shows \"July\". State only values the output shows."}
+    values = GbnfMatcher(shape_request({"messages": messages, "tools": TOOLS}, mode="grammar")["grammar"])
+    assert values.matches("root", "The month was 2025-07.") and values.matches("root", block)
+    # a check that something the request asked for is missing needs a call to make it
+    messages[-1] = {"role": "user", "content": "Check: `top_month` does not exist. Make it."}
+    outcome = GbnfMatcher(shape_request({"messages": messages, "tools": TOOLS}, mode="grammar")["grammar"])
+    assert not outcome.matches("root", "The month was 2025-07.") and outcome.matches("root", block)

@@ -74,6 +74,9 @@ def error_hint(ename: str, evalue: str, user_ns: Mapping[str, Any]) -> str | Non
         return _import_hint(evalue)
     if ename == "ModuleNotFoundError":
         return _missing_package_hint(evalue)
+    if ename == "ValueError" and evalue.strip() == "pattern contains no capture groups":
+        return ("str.extract returns only the parts of its pattern in parentheses: write the "
+                "pattern with a group, e.g. `s.str.extract(r'([0-9.]+)')`")
     if ename == "ValueError":
         return _text_number_hint(evalue)
     if ename == "TypeError" and _TEXT_REDUCTION.match(evalue.strip()):

@@ -132,3 +132,13 @@ def test_a_reduction_over_a_text_column_says_to_convert_it() -> None:
 def test_other_value_errors_get_no_hint() -> None:
     assert error_hint("ValueError", "math domain error", {}) is None
     assert error_hint("TypeError", "unsupported operand type(s) for +: 'int' and 'str'", {}) is None
+
+
+def test_an_extract_pattern_without_a_group_gets_one() -> None:
+    with pytest.raises(ValueError) as caught:
+        pd.Series(["101.12 EUR"]).str.extract(r"[0-9.]+")
+    hint = error_hint("ValueError", str(caught.value), {})
+    assert hint is not None
+    suggested = hint.split("`")[1]
+    assert suggested == "s.str.extract(r'([0-9.]+)')"
+    assert pd.Series(["101.12 EUR"]).str.extract(r"([0-9.]+)")[0].tolist() == ["101.12"]
