@@ -1016,12 +1016,17 @@ class TextToolCallStream:
                 for out in self._on_text(event.delta):
                     yield out
             elif event.type == "toolcall_end":
-                # the server parsed a call after all (mode "server"): pass it through
+                # the server parsed a call after all (mode "server"): what streamed before it
+                # ends as its own block, the call passes through, and text after it (if any)
+                # opens a block of its own
+                for out in self._close_block():
+                    yield out
+                self.mode, self.buffer, self.index = None, "", -1
+                self.fence_kind, self.fence_sent = None, 0
                 self.output.content.append(event.tool_call)
-                self.index = len(self.output.content) - 1
-                yield ToolCallStartEvent(content_index=self.index, partial=self.output)
-                yield ToolCallEndEvent(content_index=self.index, tool_call=event.tool_call,
-                                       partial=self.output)
+                index = len(self.output.content) - 1
+                yield ToolCallStartEvent(content_index=index, partial=self.output)
+                yield ToolCallEndEvent(content_index=index, tool_call=event.tool_call, partial=self.output)
             elif event.type in ("done", "error"):
                 final = event.message if event.type == "done" else event.error
                 for out in self._close_block():

@@ -318,3 +318,28 @@ def test_corrections_allow_more_calls_but_a_prompt_at_most_twice_the_budget():
     again = shape_request(_params([*first, check, *([call, result] * 3), {"role": "user", "content": "q2"}]),
                           mode="grammar")
     assert again["grammar"].splitlines()[0] == "root ::= call0 | call1"
+
+
+async def test_text_before_a_call_the_server_parsed_ends_as_its_own_block():
+    # mode "server" (a GGUF outside the packaged ones): the server streams prose, then a call it
+    # parsed itself; the prose was left open and the reply failed on an assertion
+    from pi_notebook.ai.types import ToolCallEndEvent
+
+    partial = AssistantMessage(content=[], stop_reason="pending")
+    call = ToolCall(id="s1", name="python", arguments={"code": "print(1)"})
+
+    async def inner():
+        yield StartEvent(partial=partial)
+        for chunk in ("Let me ", "check."):
+            yield TextDeltaEvent(content_index=0, delta=chunk, partial=partial)
+        yield ToolCallEndEvent(content_index=1, tool_call=call, partial=partial)
+        yield TextDeltaEvent(content_index=2, delta="Done.", partial=partial)
+        yield DoneEvent(reason="toolUse", message=partial.model_copy(update={"stop_reason": "toolUse"}))
+
+    events = [e async for e in TextToolCallStream(_tools()).convert(inner())]
+    kinds = [e.type for e in events]
+    assert kinds.index("text_end") < kinds.index("toolcall_start")
+    done = events[-1]
+    assert done.type == "done" and done.reason == "toolUse"
+    assert [(b.type, getattr(b, "text", None)) for b in done.message.content] == [
+        ("text", "Let me check."), ("toolCall", None), ("text", "Done.")]
