@@ -156,6 +156,7 @@ async def test_every_program_reaches_the_call_unchanged(fake, monkeypatch, tmp_p
     # the fake's .gguf is treated as a packaged model: its requests get the grammar
     monkeypatch.setattr(provider, "PACKAGED_MODELS", {**provider.PACKAGED_MODELS, fake.model_id: None})
     monkeypatch.setenv("PI_NOTEBOOK_LOCAL_TOOLCALLS", "grammar")
+    monkeypatch.setenv("PI_NOTEBOOK_LOCAL_CODE", "json")  # this test is of the JSON call's grammar
     chunks_file = tmp_path / "chunks.json"
     monkeypatch.setenv("FAKE_LLAMA_CHUNKS_FILE", str(chunks_file))
     tool = Tool(name="python", description="Run Python code in the notebook.", parameters=PYTHON)

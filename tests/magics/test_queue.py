@@ -149,7 +149,7 @@ async def test_removing_a_queued_cell_skips_it_and_the_next_still_runs(shell, fa
     await run_cell(shell, "%%agent\nB\n")
     await run_cell(shell, "%%agent\nC\n")
     a, b, c = FakeView.instances[-3:]
-    token_b = next(q[3] for q in a.kinds("queued") if q[2] == "B")
+    token_b = next(q[3] for q in a.kinds("queued") if q[2].endswith("runs next: B"))
     assert runtime().scheduler.remove_queued(token_b)
     gate.set()
     await settle()

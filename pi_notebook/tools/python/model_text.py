@@ -23,11 +23,12 @@ __all__ = ["result_content"]
 
 def result_content(result: ExecutionResult, settings: PythonToolSettings,
                    assigned: list[str] | None = None, hint: str | None = None,
-                   changes: list[str] | None = None) -> list[TextContent | ImageContent]:
+                   changes: list[str] | None = None, note: str | None = None) -> list[TextContent | ImageContent]:
     """The model-facing content of an execution (see the module docstring). ``assigned``: what
     the names the code's last statement assigned now hold (namespace.assigned_summary), said
     when the code showed nothing else. ``hint``: a line for the error (tools/output/error_hints.py).
-    ``changes``: what the call did to the user's names (review/, one line each)."""
+    ``changes``: what the call did to the user's names (review/, one line each). ``note``: a
+    line about the code's result (unmatched.py)."""
     parts: list[str] = []
     images: list[ImageContent] = []
     accepts_images = settings.accepts_images()
@@ -93,6 +94,8 @@ def result_content(result: ExecutionResult, settings: PythonToolSettings,
                                            library_summary=True)[0])
     if not parts:
         parts.append("(no output)" if not assigned else "(no output; assigned)\n" + "\n".join(assigned))
+    if note:
+        parts.append(note)
     if changes:
         parts.append("[variables changed]\n" + "\n".join(changes))
     parts.append(f"[elapsed {result.elapsed_s:.2f} s]")

@@ -83,6 +83,7 @@ from ..output.error_hints import error_hint
 from .model_text import result_content
 from ..context.namespace import assigned_summary
 from .namespace_review import finish_call, watch_call
+from .unmatched import unmatched_note
 from ..kernel.sink import OutputSink
 from .python_types import ExecutionResult, PythonToolSettings, SettingsSource, resolve_settings
 from ..output.updates import DisplayOutput, ErrorOutput, StreamName, StreamOutput, ToolOutput
@@ -255,11 +256,13 @@ def make_python_tool(shell: InteractiveShell, settings: SettingsSource = None,
         changes = finish_call(shell, watch)
         quiet = not (result.stdout or result.stderr or result.displays or result.value or result.error)
         assigned = assigned_summary(code, shell.user_ns) if quiet else None
-        hint = None
+        hint = note = None
         if result.error is not None and not result.interrupted:
             hint = error_hint(result.error.ename, result.error.evalue, shell.user_ns)
+        elif result.error is None:
+            note = unmatched_note(code, shell.user_ns)
         return AgentToolResult(
-            content=result_content(result, conf, assigned, hint, changes),
+            content=result_content(result, conf, assigned, hint, changes, note),
             details=result.details(changes),
             is_error=result.is_error,
         )
