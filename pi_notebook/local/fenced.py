@@ -25,7 +25,7 @@ from typing import Any
 
 __all__ = [
     "CODE_FORMS", "FENCED_INSTRUCTIONS", "code_form", "fenced_applies", "fence", "fenced_rules",
-    "as_fenced_messages", "code_of_block", "open_block_code",
+    "as_fenced_messages", "call_code", "code_of_block", "open_block_code",
 ]
 
 CODE_FORMS = ("json", "fenced")
@@ -124,6 +124,20 @@ def open_block_code(text: str) -> str:
     return body if end < 0 else body[:end]
 
 
+def call_code(call: object) -> str | None:
+    """The ``code`` argument of an OpenAI-format tool call (arguments as JSON text or an
+    object), or None."""
+    function = call.get("function") if isinstance(call, Mapping) else None
+    arguments: Any = function.get("arguments") if isinstance(function, Mapping) else None
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except ValueError:
+            return None
+    code = arguments.get("code") if isinstance(arguments, Mapping) else None
+    return code if isinstance(code, str) else None
+
+
 def as_fenced_messages(messages: list[dict[str, Any]]) -> None:
     """Earlier calls (OpenAI-format ``tool_calls`` of assistant messages) rewritten in place as
     the fenced blocks the model would write for them; the system message gets the form's
@@ -136,15 +150,7 @@ def as_fenced_messages(messages: list[dict[str, Any]]) -> None:
             continue
         blocks: list[str] = []
         for call in message.pop("tool_calls"):
-            function = call.get("function") if isinstance(call, Mapping) else None
-            arguments: Any = function.get("arguments") if isinstance(function, Mapping) else None
-            if isinstance(arguments, str):
-                try:
-                    arguments = json.loads(arguments)
-                except ValueError:
-                    arguments = {}
-            code = arguments.get("code") if isinstance(arguments, Mapping) else None
-            blocks.append(fence(code if isinstance(code, str) else ""))
+            blocks.append(fence(call_code(call) or ""))
         text = message.get("content")
         parts = text if isinstance(text, list) else [{"text": text}]
         prose = "\n".join(str(p["text"]) for p in parts if isinstance(p, Mapping) and isinstance(p.get("text"), str))

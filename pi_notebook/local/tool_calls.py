@@ -49,7 +49,7 @@ from ..ai._fast import append_delta, delta_event
 from ..ai._json import parse_streaming_json
 from ..tools.context.namespace import read_listed_variables
 from .fenced import TOOL as FENCED_TOOL
-from .fenced import as_fenced_messages, code_of_block, fenced_applies, fenced_rules, open_block_code
+from .fenced import as_fenced_messages, call_code, code_of_block, fenced_applies, fenced_rules, open_block_code
 from .intent import implicit_subject, requested_subject, requested_target
 from ..ai.types import (
     AssistantMessage,
@@ -292,15 +292,8 @@ def _last_failure(messages: list[Mapping[str, Any]]) -> tuple[str | None, str]:
             error = results.get(call.get("id") if isinstance(call, Mapping) else None, "")
             if not error or error.startswith("Not run"):
                 continue
-            function = call.get("function") if isinstance(call, Mapping) else None
-            arguments: Any = function.get("arguments") if isinstance(function, Mapping) else None
-            if isinstance(arguments, str):
-                try:
-                    arguments = json.loads(arguments)
-                except ValueError:
-                    return None, ""
-            code = arguments.get("code") if isinstance(arguments, Mapping) else None
-            return (code, error) if isinstance(code, str) else (None, "")
+            code = call_code(call)
+            return (code, error) if code is not None else (None, "")
     return None, ""
 
 
