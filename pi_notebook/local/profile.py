@@ -28,7 +28,6 @@ import os
 from dataclasses import dataclass
 
 from ..ai.types import Model
-from .tool_calls import DEFAULT_MAX_TOOL_CALLS
 
 __all__ = ["SmallModelProfile", "SMALL_MODEL_SYSTEM_PROMPT", "small_model_profile"]
 
@@ -62,7 +61,7 @@ _SMALL = SmallModelProfile(
     # have?" and answered from the cell list ("1 row"); the history it needs (the last error,
     # the cells a prompt names, the notebook's Markdown) is in the prompt's context instead
     tool_names=("python",),
-    max_turns=DEFAULT_MAX_TOOL_CALLS + 2,  # a turn per allowed call, the answer, a correction
+    max_turns=5,
     include_namespace_summary=True,
     model_summary=False,
 )

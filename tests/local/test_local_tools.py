@@ -9,7 +9,6 @@ import pytest
 
 from pi_notebook.agent import AgentTool
 from pi_notebook.local.tool_calls import (
-    DEFAULT_MAX_TOOL_CALLS as CAP,
     NOTE_PREFIX,
     TOOLCALL_FAILURE_HINT,
     TextToolCallStream,
@@ -165,10 +164,8 @@ def test_after_a_result_prose_or_a_call_then_only_prose():
     result = {"role": "tool", "tool_call_id": "1", "content": "24"}
     one = shape_request(_params([{"role": "user", "content": "q"}, call, result]), mode="grammar")
     assert one["grammar"].splitlines()[0] == "root ::= call0 | call1 | text"
-    below = shape_request(_params([{"role": "user", "content": "q"}, *([call, result] * (CAP - 1))]), mode="grammar")
-    assert below["grammar"].splitlines()[0] == "root ::= call0 | call1 | text"
-    at_cap = shape_request(_params([{"role": "user", "content": "q"}, *([call, result] * CAP)]), mode="grammar")
-    assert at_cap["grammar"].splitlines()[0] == "root ::= text"
+    three = shape_request(_params([{"role": "user", "content": "q"}, *([call, result] * 3)]), mode="grammar")
+    assert three["grammar"].splitlines()[0] == "root ::= text"
 
 
 def test_notes_never_reach_the_model_and_server_mode_is_untouched():
@@ -201,7 +198,7 @@ def test_the_answer_after_the_last_allowed_call_is_short():
     call = {"role": "assistant", "content": "", "tool_calls": [
         {"id": "1", "type": "function", "function": {"name": "python", "arguments": "{}"}}]}
     result = {"role": "tool", "tool_call_id": "1", "content": "[error] SyntaxError"}
-    params = _params([{"role": "user", "content": "q"}, *([call, result] * CAP)])
+    params = _params([{"role": "user", "content": "q"}, *([call, result] * 3)])
     params["max_tokens"] = 2048
     shaped = shape_request(params, mode="grammar")
     assert shaped["grammar"].splitlines()[0] == "root ::= text" and shaped["max_tokens"] == 200
@@ -311,14 +308,14 @@ def test_corrections_allow_more_calls_but_a_prompt_at_most_twice_the_budget():
         {"id": "1", "type": "function", "function": {"name": "python", "arguments": "{}"}}]}
     result = {"role": "tool", "tool_call_id": "1", "content": "24"}
     check = {"role": "user", "content": "Check: `x` does not exist. Assign the result to `x`."}
-    first = [{"role": "user", "content": "q"}, *([call, result] * CAP), {"role": "assistant", "content": "a"}]
+    first = [{"role": "user", "content": "q"}, *([call, result] * 3), {"role": "assistant", "content": "a"}]
     after_one = shape_request(_params([*first, check]), mode="grammar")
     assert after_one["grammar"].splitlines()[0] == "root ::= call0 | call1"   # a call again
-    after_two = shape_request(_params([*first, check, *([call, result] * CAP),
+    after_two = shape_request(_params([*first, check, *([call, result] * 3),
                                        {"role": "assistant", "content": "b"}, check]), mode="grammar")
-    assert after_two["grammar"].splitlines()[0] == "root ::= text"            # twice the budget: prose only
+    assert after_two["grammar"].splitlines()[0] == "root ::= text"            # 6 calls: prose only
     # a new prompt of the user starts a new budget
-    again = shape_request(_params([*first, check, *([call, result] * CAP), {"role": "user", "content": "q2"}]),
+    again = shape_request(_params([*first, check, *([call, result] * 3), {"role": "user", "content": "q2"}]),
                           mode="grammar")
     assert again["grammar"].splitlines()[0] == "root ::= call0 | call1"
 

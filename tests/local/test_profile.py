@@ -7,8 +7,7 @@ from types import SimpleNamespace
 
 from pi_notebook.agent import Agent, tool
 from pi_notebook.local.provider import local_model
-from pi_notebook.local.profile import SMALL_MODEL_SYSTEM_PROMPT, small_model_profile
-from pi_notebook.local.tool_calls import DEFAULT_MAX_TOOL_CALLS
+from pi_notebook.local.profile import SMALL_MODEL_SYSTEM_PROMPT
 from pi_notebook.ai.providers.faux import register_faux_provider
 from pi_notebook.magics.config import DEFAULT_SYSTEM_PROMPT
 from pi_notebook.local.apply import apply_model_profile
@@ -64,13 +63,10 @@ def test_a_system_prompt_the_user_set_is_kept_for_a_local_model():
     assert _names(agent) == ["python"]
 
 
-def test_the_turn_budget_stops_after_the_profiles_model_turns():
+def test_the_turn_budget_stops_after_five_model_turns():
     agent = Agent(initial_state={"tools": list(ALL), "model": local_model()})
     apply_model_profile(agent, DEFAULT_SYSTEM_PROMPT, ALL, default_system_prompt=DEFAULT_SYSTEM_PROMPT)
     stop = agent.should_stop_after_turn
     assistant, user = SimpleNamespace(role="assistant"), SimpleNamespace(role="toolResult")
-    turns = small_model_profile(local_model()).max_turns
-    # a turn for every allowed call, one for the answer, one for a check's correction
-    assert turns == DEFAULT_MAX_TOOL_CALLS + 2
-    assert not stop(SimpleNamespace(new_messages=[assistant, user] * (turns - 1)), None)  # (ctx, signal), as the loop calls it
-    assert stop(SimpleNamespace(new_messages=[assistant, user] * turns), None)
+    assert not stop(SimpleNamespace(new_messages=[assistant, user] * 4), None)  # (ctx, signal), as the loop calls it
+    assert stop(SimpleNamespace(new_messages=[assistant, user] * 5), None)
