@@ -253,16 +253,23 @@ def retry_start(messages: list[Mapping[str, Any]]) -> str | None:
     Made to write a block after an error, the 1.5B wrote the error itself into it (the
     traceback's first lines, then "IndentationError", then that error: six calls, no code);
     started on the failed code's first line, it copied the failed code whole, and the copy was
-    refused as a repeat. Resumed at the line that raised, under a comment saying why (and the
-    hint, tools/output/error_hints.py), the block goes on with that line written anew: the
-    way a code model continues code."""
+    refused as a repeat. Resumed at the line that raised, that line and the error (with its
+    hint, tools/output/error_hints.py) as comments, the block goes on with the line written
+    anew: the way a code model continues code."""
     code, error = _last_failure(messages)
     if code is None:
         return None
     lines = code.splitlines()
     at = _failed_line(error, len(lines))
-    kept = [line.rstrip() for line in lines[:at - 1]] if at else []
-    if not kept:
+    if at:
+        # the lines that ran, then the one that raised as a comment: the model writes it anew
+        # (kept as code, the retry began with the same failing line and went on with prose)
+        kept = [line.rstrip() for line in lines[:at - 1]]
+        failed = lines[at - 1]
+        indent = failed[:len(failed) - len(failed.lstrip())]
+        if failed.strip() and len(failed) <= 200:
+            kept.append(f"{indent}# failed: {failed.strip()}")
+    else:
         first = next((x.rstrip() for x in lines if x.strip()), "")
         kept = [] if _not_code(first) else [first]
     # (a kept line the fence could close, or an over-long one, makes no start)
@@ -271,8 +278,7 @@ def retry_start(messages: list[Mapping[str, Any]]) -> str | None:
     why = _error_comment(error)
     if why:
         failed = lines[at - 1] if at else ""
-        indent = failed[:len(failed) - len(failed.lstrip())]
-        kept.append(f"{indent}# {why}")
+        kept.append(f"{failed[:len(failed) - len(failed.lstrip())]}# {why}")
     return "\n".join(kept) or None
 
 

@@ -92,6 +92,7 @@ def test_the_call_after_an_error_resumes_at_the_line_that_raised_under_the_error
     monkeypatch.setenv("PI_NOTEBOOK_LOCAL_CODE", "fenced")
     start = retry_start(_failed_call(FAILED, TRACEBACK))
     assert start == ("import pandas as pd\ndf = pd.read_csv('a.csv')\nfor h in ['x']:\n"
+                     "    # failed: print(df['p'] / df['n'])\n"
                      "    # TypeError: unsupported operand type(s) for /: 'str' and 'float'")
     params = shape_request({"messages": _failed_call(FAILED, TRACEBACK), "tools": TOOLS}, mode="grammar",
                            last_result_failed=True)
@@ -109,7 +110,9 @@ def test_the_call_after_an_error_resumes_at_the_line_that_raised_under_the_error
 
 def test_a_retry_without_a_line_to_resume_starts_on_the_first_line_or_the_error() -> None:
     syntax = "[error] SyntaxError: invalid syntax (<agent-code-2>, line 1)"
-    assert retry_start(_failed_call("x = = 1\nprint(x)", syntax)) == "# SyntaxError: invalid syntax (<agent-code-2>, line 1)"
+    # the first line raised: nothing ran before it, the block starts with it and the error as comments
+    assert retry_start(_failed_call("x = = 1\nprint(x)", syntax)) == (
+        "# failed: x = = 1\n# SyntaxError: invalid syntax (<agent-code-2>, line 1)")
     # no line named: the first line of the code, then the error
     assert retry_start(_failed_call("import pandas as pd\nx")) == "import pandas as pd\n# TypeError: unsupported operand"
     # a first line that is no code (a traceback written as code) is not kept
