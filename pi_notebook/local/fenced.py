@@ -2,8 +2,9 @@
 
 Small code models are trained on Markdown far more than on code packed into a JSON string, and
 a JSON string is where their code broke: an escape meant for Python read as JSON, the call's
-closing quote written inside the code. In this form (the default; ``PI_NOTEBOOK_LOCAL_CODE=json``
-keeps the JSON call), used when the only offered tool is ``python``, the request carries no tool schema; the system
+closing quote written inside the code. In this form (``PI_NOTEBOOK_LOCAL_CODE=fenced``; the JSON
+call stays the default, docs/design/local-model.md says why), used when the only offered tool is
+``python``, the request carries no tool schema; the system
 prompt says how to run code, and a reply is either prose (the answer) or one fenced block,
 which becomes the ``python`` call with the block's text as its code, byte for byte.
 
@@ -40,10 +41,10 @@ FENCED_INSTRUCTIONS = (
 
 
 def code_form() -> str:
-    """``fenced`` (the default) or ``json`` (the python call as a JSON object, as for every
-    other tool)."""
-    form = os.environ.get("PI_NOTEBOOK_LOCAL_CODE", "fenced").strip().lower()
-    return form if form in CODE_FORMS else "fenced"
+    """``json`` (the python call as a JSON object, as for every other tool; the default) or
+    ``fenced``."""
+    form = os.environ.get("PI_NOTEBOOK_LOCAL_CODE", "json").strip().lower()
+    return form if form in CODE_FORMS else "json"
 
 
 def _tool_name(spec: Any) -> str | None:
