@@ -314,7 +314,9 @@ def _failed_line(error: str, count: int) -> int | None:
 
 def _error_comment(error: str) -> str:
     """The error's first line (with its hint) for a comment: one line, at most 300 characters."""
-    first = next((x.strip() for x in error.splitlines() if x.strip()), "")
+    lines = [x.strip() for x in error.splitlines() if x.strip()]
+    # (the error's own line: a figure or print before it comes first in the result)
+    first = next((x for x in lines if x.startswith("[error]")), lines[0] if lines else "")
     first = first.removeprefix("[error]").strip()
     if not first or first.startswith("[stdout]"):
         return ""

@@ -265,7 +265,7 @@ class Conversation:
 
     def _refresh_tool_settings(self) -> None:
         if self._tool_settings is not None:
-            update_python_tool_settings(self._tool_settings, self.settings)
+            update_python_tool_settings(self._tool_settings, self.settings, lambda: self.agent and self.agent.state.model)
 
     async def _prepare_mcp(self, agent: Agent, run: Run) -> None:
         from ..local.profile import small_model_profile

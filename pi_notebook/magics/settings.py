@@ -8,6 +8,7 @@ here, when a run starts, so a ``%config`` change applies from the next run on.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ..levels import AgentThinkingLevel, parse_thinking_level
@@ -66,11 +67,16 @@ def python_tool_settings(magics: AgentMagics) -> PythonToolSettings:
         protect=tuple(str(name) for name in magics.protect))
 
 
-def update_python_tool_settings(target: PythonToolSettings, magics: AgentMagics) -> None:
-    """Refresh the tools' settings object in place (the tools keep a reference to it)."""
+def update_python_tool_settings(target: PythonToolSettings, magics: AgentMagics,
+                                model: Callable[[], object] | None = None) -> None:
+    """Refresh the tools' settings object in place (the tools keep a reference to it).
+    ``model``: the conversation's current model (read at each call), whose ``input`` says
+    whether a figure is attached as an image or named as not shown (a text-only model)."""
     fresh = python_tool_settings(magics)
     for f in fields(fresh):
         setattr(target, f.name, getattr(fresh, f.name))
+    if model is not None:
+        target.model_accepts_images = lambda: "image" in (getattr(model(), "input", None) or ["image"])
 
 
 def stream_timeouts(settings: RunSettings) -> dict[str, float]:

@@ -231,3 +231,10 @@ def test_after_the_checks_ask_for_the_form_the_answer_ends_in_it(monkeypatch, fo
     messages[-1] = {"role": "user", "content": "Check: `top_month` does not exist. Make it."}
     outcome = GbnfMatcher(shape_request({"messages": messages, "tools": TOOLS}, mode="grammar")["grammar"])
     assert not outcome.matches("root", "The month was 2025-07.") and outcome.matches("root", block)
+
+
+def test_the_comment_is_the_errors_own_line_not_an_output_before_it() -> None:
+    error = ("[display 1: image 1 attached (552x433)]\n\n[stdout]\nok\n\n[error] NameError: name 'plt' is "
+             "not defined\n\n---\nFile <agent-code-5>:2\n----> 2 plt.show()")
+    start = retry_start(_failed_call("df.plot()\nplt.show()", error))
+    assert start == "df.plot()\n# failed: plt.show()\n# NameError: name 'plt' is not defined"
