@@ -417,7 +417,13 @@ class RunChecks:
                    for m in results]
         # (not the checks: they quote the values they question)
         users = [_text(_content(m)) for m in messages if getattr(m, "role", None) == "user" and not _is_check(m)]
-        sources = [request, *users, *outputs, *map(_code_without_literals, code.values()),
+        # what earlier requests' calls showed is shown too: a %followup ("by how much?")
+        # answers from the output before it (measured: "north" flagged after it was printed)
+        earlier = messages[:len(messages) - len(after)]
+        earlier_code = {b.id: str(b.arguments.get("code", "")) for b in _tool_calls(earlier)}
+        shown_before = [without_literals(_text(m.content), printed_literals(earlier_code.get(m.tool_call_id, "")))
+                        for m in _tool_results(earlier) if not m.is_error]
+        sources = [request, *users, *outputs, *shown_before, *map(_code_without_literals, code.values()),
                    *self.before.ids, *self.before.columns, *_user_names(self.user_ns)]
         if not results or all(getattr(m, "is_error", False) for m in results):
             # nothing ran: no value was computed, so only the user's own words, the errors and
@@ -430,7 +436,7 @@ class RunChecks:
             # (ValueError: could not convert '101.12 EUR')", and nothing else: "the mean price
             # is 101.12" took its value from the error, not from a result)
             answer = without_error_quotes(answer, [_last_error_line(o) for o in outputs])
-            sources = [*typed, *self.before.ids, *self.before.columns, *_user_names(self.user_ns)]
+            sources = [*typed, *shown_before, *self.before.ids, *self.before.columns, *_user_names(self.user_ns)]
         # the single-word literals it printed are values to look for too: the answer repeats
         # them in lowercase ("the product is apple"), where no capital marks them as a value
         guessed = [v for c in code.values() for v in printed_literals(c) if v.isidentifier()]

@@ -596,3 +596,33 @@ def test_a_month_only_on_a_charts_axis_is_grounded_a_value_on_no_output_is_not()
     assert _checked_answer(code, output, "The highest month is May.", ns) is None
     correction = _checked_answer(code, output, "The highest month is July.", ns)
     assert correction is not None and 'no output shows "July"' in correction
+
+
+def test_a_value_an_earlier_request_printed_grounds_a_follow_ups_answer():
+    from pi_notebook.ai.types import AssistantMessage, TextContent, ToolCall, ToolResultMessage, Usage, UserMessage
+
+    def turn(call_id: str, code: str, shown: str, is_error: bool = False) -> list:
+        return [AssistantMessage(content=[ToolCall(id=call_id, name="python", arguments={"code": code})],
+                                 api="x", provider="x", model="x", usage=Usage(), stop_reason="toolUse"),
+                ToolResultMessage(tool_call_id=call_id, tool_name="python", is_error=is_error,
+                                  content=[TextContent(text=shown)])]
+
+    def answer(text: str) -> AssistantMessage:
+        return AssistantMessage(content=[TextContent(text=text)], api="x", provider="x", model="x",
+                                usage=Usage(), stop_reason="stop")
+
+    first = [UserMessage(content="which region had the higher total?"),
+             *turn("a", "sales.groupby('region')['revenue'].sum().idxmax()", "'north'"),
+             answer("The north region.")]
+    follow = [UserMessage(content="by how much, in percent?"),
+              *turn("b", "t = sales.groupby('region')['revenue'].sum()\nt.max() / t.min() * 100 - 100", "19.7")]
+    regions = pd.DataFrame({"region": ["north", "south"], "revenue": [1608.1, 1343.1]})
+    checks = RunChecks({"sales": regions}, steer=lambda m: None)
+    assert checks.correction([*first, *follow, answer("The north region had 19.7 % more.")]) is None
+    # a value no output of the conversation showed is still flagged
+    flagged = checks.correction([*first, *follow, answer("The south region had 19.7 % more.")])
+    assert flagged is not None and '"south"' in flagged
+    # an earlier output that was an error grounds nothing
+    failed = [UserMessage(content="which region?"), *turn("c", "sales.groupby('regoin')", "[error] KeyError: 'north'", True),
+              answer("I do not know.")]
+    assert checks.correction([*failed, *follow, answer("The north region had 19.7 % more.")]) is not None
