@@ -169,13 +169,27 @@ def _labels(user_ns: Mapping[str, UserValue]) -> list[str]:
     return labels[:_MAX_LABELS]
 
 
+_IMAGE_MIMES = ("image/png", "image/jpeg", "image/svg+xml", "image/gif")
+
+
+def _display_data(output: object) -> Mapping[str, object]:
+    """The MIME bundle of a display output (a record, or its dict form in a loaded session)."""
+    if isinstance(output, Mapping):
+        data = output.get("data") if output.get("kind", "display") == "display" else None
+    else:
+        data = getattr(output, "data", None) if getattr(output, "kind", "") == "display" else None
+    return data if isinstance(data, Mapping) else {}
+
+
 def _has_figure(results: Iterable[ToolResultMessage]) -> bool:
+    """A call showed an image: attached for a model that takes images, or (for a text-only
+    model, which is sent none) among the call's display outputs."""
     for message in results:
         if any(getattr(b, "type", "") == "image" for b in message.content):
             return True
         details = getattr(message, "details", None)
-        displays = details.get("displays") if isinstance(details, dict) else None
-        if any("image/png" in (d.get("data") or {}) for d in displays or () if isinstance(d, dict)):
+        outputs = details.get("outputs") if isinstance(details, Mapping) else getattr(details, "outputs", None)
+        if any(mime in _display_data(o) for o in outputs or () for mime in _IMAGE_MIMES):
             return True
     return False
 

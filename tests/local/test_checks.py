@@ -626,3 +626,24 @@ def test_a_value_an_earlier_request_printed_grounds_a_follow_ups_answer():
     failed = [UserMessage(content="which region?"), *turn("c", "sales.groupby('regoin')", "[error] KeyError: 'north'", True),
               answer("I do not know.")]
     assert checks.correction([*failed, *follow, answer("The north region had 19.7 % more.")]) is not None
+
+
+def test_a_figure_shown_to_a_text_only_model_counts_as_shown():
+    # the embedded model is sent no image: the figure is in the call's display outputs only
+    # (measured: "No figure was shown" under a chart the card showed)
+    from pi_notebook.ai.types import ImageContent, TextContent, ToolResultMessage
+    from pi_notebook.local.checks import _has_figure
+    from pi_notebook.tools.output.updates import DisplayOutput, PythonCallDetails, StreamOutput
+
+    def result(details: object, content: list | None = None) -> ToolResultMessage:
+        return ToolResultMessage(tool_call_id="a", tool_name="python", is_error=False,
+                                 content=content or [TextContent(text="[display 1: image/png image, not shown]")],
+                                 details=details)
+
+    figure = DisplayOutput(data={"image/png": "iVBORw0KGgo=", "text/plain": "<Figure>"})
+    assert _has_figure([result(PythonCallDetails(outputs=[figure]))])
+    assert _has_figure([result({"outputs": [{"kind": "display", "data": {"image/png": "x"}}]})])  # a loaded session
+    assert _has_figure([result(None, [ImageContent(data="eA==", mime_type="image/png")])])  # sent to the model
+    text_only = PythonCallDetails(outputs=[StreamOutput(name="stdout", text="hi"),
+                                           DisplayOutput(data={"text/plain": "<Axes>"})])
+    assert not _has_figure([result(text_only)]) and not _has_figure([result(None)])
