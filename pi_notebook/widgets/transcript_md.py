@@ -226,7 +226,7 @@ def _thinking_markdown(item: ThinkingItem) -> str | None:
 def tool_markdown(item: ToolItem) -> str:
     """A tool card: head line, the code (a fenced block in a box), and the outputs in a
     box of their own below it, as in the live card."""
-    bits = [f'<span class="pi-tool-name">⚙ {_inert(strip_control(item.tool_name or "tool"))}</span>',
+    bits = [f'<span class="pi-tool-name">⚙ {_inert(strip_control(item.title))}</span>',
             _pill(item.status)]
     if item.duration is not None:
         bits.append(f'<span class="pi-metric">{fmt_seconds(item.duration)}</span>')

@@ -82,7 +82,7 @@ def item_text(item: Item) -> str | None:
 
 
 def tool_text(item: ToolItem) -> str:
-    head = [f"⚙ {strip_control(item.tool_name or 'tool')}", item.status]
+    head = [f"⚙ {strip_control(item.title)}", item.status]
     if item.duration is not None:
         head.append(fmt_seconds(item.duration))
     lines = [" · ".join(head)]

@@ -232,6 +232,14 @@ async def test_a_cut_tool_call_is_named_as_such_not_by_its_placeholder(view, com
     for call_id in ("cut-1", "cut-2"):
         html = _card_html(comms, view.tool_card(call_id))
         assert "⚙ cut tool call" in html and "invalid_tool_call" not in html, html
+    # and in the static transcript the run leaves (Markdown for the notebook, plain text)
+    view.finish("aborted")
+    view.flush()
+    from pi_notebook.widgets.transcript_md import transcript_markdown
+    from pi_notebook.widgets.transcript_text import transcript_text
+
+    for text in (transcript_markdown(view.transcript), transcript_text(view.transcript)):
+        assert "cut tool call" in text and "invalid_tool_call" not in text, text
 
 
 async def test_the_approval_question_mentions_arguments_only_when_there_are_some():
