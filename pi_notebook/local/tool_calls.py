@@ -976,7 +976,10 @@ class TextToolCallStream:
                         f"its arguments fit `{recovered}`, so it runs as `{recovered}`.")
                 name = recovered
             else:
-                note = f"{NOTE_PREFIX}{TOOLCALL_FAILURE_HINT} (it called `{name or '?'}`)."
+                # (a reply that ended inside the call, aborted, cut at its limit or by a lost
+                # connection, says why itself: the model did not fail to form it)
+                if not cut:
+                    note = f"{NOTE_PREFIX}{TOOLCALL_FAILURE_HINT} (it called `{name or '?'}`)."
                 name = name or "invalid_tool_call"
         code = arguments.get("code")
         if isinstance(code, str):

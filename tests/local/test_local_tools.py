@@ -79,6 +79,8 @@ async def test_a_reply_cut_inside_the_name_names_the_tool_it_was_writing():
     assert block.name == "inspect_variable"
     events = await _replay(['{"na'], error="lost")  # no name at all: the placeholder the card calls a cut call
     assert next(b for b in events[-1].error.content if b.type == "toolCall").name == "invalid_tool_call"
+    # the reply was cut (aborted, lost): no note says the model could not form a call
+    assert not any(TOOLCALL_FAILURE_HINT in getattr(b, "text", "") for b in events[-1].error.content)
 
 async def test_a_json_reply_streams_as_a_tool_call():
     reply = json.dumps({"name": "python", "arguments": {"code": "print(len(df))"}})
