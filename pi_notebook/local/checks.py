@@ -44,6 +44,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..agent.types import BeforeToolCallResult, CheckMessage
+from ..tools.output.updates import IMAGE_MIMES
 from .intent import FORMAT_TAG, Outcome, expected_outcomes, requested_format
 from .tool_calls import CHECK_PREFIX, FORCED_REPLY_MARK, FORMAT_CHECK_MARK, NOTE_PREFIX, VALUES_CHECK_MARK, grounded_numbers, ungrounded_values
 
@@ -169,9 +170,6 @@ def _labels(user_ns: Mapping[str, UserValue]) -> list[str]:
     return labels[:_MAX_LABELS]
 
 
-_IMAGE_MIMES = ("image/png", "image/jpeg", "image/svg+xml", "image/gif")
-
-
 def _display_data(output: object) -> Mapping[str, object]:
     """The MIME bundle of a display output (a record, or its dict form in a loaded session)."""
     if isinstance(output, Mapping):
@@ -189,7 +187,7 @@ def _has_figure(results: Iterable[ToolResultMessage]) -> bool:
             return True
         details = getattr(message, "details", None)
         outputs = details.get("outputs") if isinstance(details, Mapping) else getattr(details, "outputs", None)
-        if any(mime in _display_data(o) for o in outputs or () for mime in _IMAGE_MIMES):
+        if any(mime in _display_data(o) for o in outputs or () for mime in IMAGE_MIMES):
             return True
     return False
 
