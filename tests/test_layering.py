@@ -26,8 +26,9 @@ ALLOWED = {
                 "tools.trust.policy", "tools.output.tracebacks"},
     # the embedded small model: its provider registers with ai/ (models.register_model_factory,
     # stream.add_provider_extension), so ai/ never imports it; its run checks read agent types;
-    # its intent reader takes the variables the namespace summary listed (tools/context/namespace.py)
-    "local": {"local", "agent", "ai", "tools.context.namespace"},
+    # its intent reader takes the variables the namespace summary listed (tools/context/namespace.py);
+    # its figure check reads a call's display records (tools/output/updates.py, as the views do)
+    "local": {"local", "agent", "ai", "tools.context.namespace", "tools.output.updates"},
     # the MCP logs live in the project's one cache folder (local/setup.py's cache_dir)
     "mcp": {"mcp", "tools", "agent", "ai", "local.setup"},
     # the kernel served over MCP: the notebook tools behind the SDK's server
