@@ -261,12 +261,12 @@ def retry_start(messages: list[Mapping[str, Any]]) -> str | None:
         return None
     lines = code.splitlines()
     at = _failed_line(error, len(lines))
+    failed = lines[at - 1] if at else ""
+    indent = failed[:len(failed) - len(failed.lstrip())]  # the comments stand where it did
     if at:
         # the lines that ran, then the one that raised as a comment: the model writes it anew
         # (kept as code, the retry began with the same failing line and went on with prose)
         kept = [line.rstrip() for line in lines[:at - 1]]
-        failed = lines[at - 1]
-        indent = failed[:len(failed) - len(failed.lstrip())]
         if failed.strip() and len(failed) <= 200:
             kept.append(f"{indent}# failed: {failed.strip()}")
     else:
@@ -277,8 +277,7 @@ def retry_start(messages: list[Mapping[str, Any]]) -> str | None:
         kept = kept[:1] if kept and not kept[0].lstrip().startswith("`") and len(kept[0]) <= 200 else []
     why = _error_comment(error)
     if why:
-        failed = lines[at - 1] if at else ""
-        kept.append(f"{failed[:len(failed) - len(failed.lstrip())]}# {why}")
+        kept.append(f"{indent}# {why}")
     return "\n".join(kept) or None
 
 
@@ -549,30 +548,32 @@ VALUES_CHECK_MARK = "no output shows"
 _FORMAT_KEY = re.compile(r"@(\w+)\[value\]")
 
 
+def _last_check(messages: list[Mapping[str, Any]]) -> str:
+    """The text of the last message when it is a run check (local/checks.py), else ''."""
+    if not messages or messages[-1].get("role") != "user":
+        return ""
+    text = "\n".join(_texts(messages[-1].get("content")))
+    return text if text.startswith(CHECK_PREFIX) else ""
+
+
 def _answer_check(messages: list[Mapping[str, Any]]) -> bool:
     """The last message is a run check of the answer's values or form (not of an outcome the
     request asked for, which needs a call to make)."""
-    if not messages or messages[-1].get("role") != "user":
-        return False
-    text = "\n".join(_texts(messages[-1].get("content")))
-    return text.startswith(CHECK_PREFIX) and (FORMAT_CHECK_MARK in text or VALUES_CHECK_MARK in text)
+    text = _last_check(messages)
+    return FORMAT_CHECK_MARK in text or VALUES_CHECK_MARK in text
 
 
 def _format_keys(messages: list[Mapping[str, Any]]) -> list[str]:
-    if not messages or messages[-1].get("role") != "user":
-        return []
-    text = "\n".join(_texts(messages[-1].get("content")))
-    if not text.startswith(CHECK_PREFIX) or FORMAT_CHECK_MARK not in text:
+    text = _last_check(messages)
+    if FORMAT_CHECK_MARK not in text:
         return []
     asked = text.split(FORMAT_CHECK_MARK, 1)[1].split(".", 1)[0]
     return list(dict.fromkeys(_FORMAT_KEY.findall(asked)))[:8]
 
 
 def _forced_reply(messages: list[Mapping[str, Any]]) -> str | None:
-    if not messages or messages[-1].get("role") != "user":
-        return None
-    text = "\n".join(_texts(messages[-1].get("content")))
-    if not text.startswith(CHECK_PREFIX) or FORCED_REPLY_MARK not in text:
+    text = _last_check(messages)
+    if FORCED_REPLY_MARK not in text:
         return None
     sentence = text.rsplit(FORCED_REPLY_MARK, 1)[1].strip()
     return sentence or None
