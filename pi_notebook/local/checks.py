@@ -331,6 +331,17 @@ def without_literals(text: str, literals: Iterable[str]) -> str:
     return text
 
 
+def _code_by_call(messages: Iterable[AgentMessage]) -> dict[str, str]:
+    """The code of each call in ``messages``, by call id."""
+    return {b.id: str(b.arguments.get("code", "")) for b in _tool_calls(messages)}
+
+
+def _shown_text(result: ToolResultMessage, code: Mapping[str, str]) -> str:
+    """What a call's result shows, without the literals its own code printed (the model's
+    guesses, which ground nothing)."""
+    return without_literals(_text(result.content), printed_literals(code.get(result.tool_call_id, "")))
+
+
 def without_error_quotes(answer: str, errors: Iterable[str]) -> str:
     """``answer`` without what it quotes of the error messages ``errors``: an error's message
     in full (with or without its exception name), or the part of it in the answer's brackets or
@@ -424,17 +435,15 @@ class RunChecks:
         # (the prompt's own code too: "I grouped with `groupby`" quotes no result, but states
         # nothing it did not do; not the literals it printed or assigned: `print('apple')` is
         # the model's guess, so its output and its code ground nothing)
-        code = {b.id: str(b.arguments.get("code", "")) for b in _tool_calls(after)}
-        outputs = [without_literals(_text(m.content), printed_literals(code.get(m.tool_call_id, "")))
-                   for m in results]
+        code = _code_by_call(after)
+        outputs = [_shown_text(m, code) for m in results]
         # (not the checks: they quote the values they question)
         users = [_text(_content(m)) for m in messages if getattr(m, "role", None) == "user" and not _is_check(m)]
         # what earlier requests' calls showed is shown too: a %followup ("by how much?")
         # answers from the output before it (measured: "north" flagged after it was printed)
         earlier = messages[:len(messages) - len(after)]
-        earlier_code = {b.id: str(b.arguments.get("code", "")) for b in _tool_calls(earlier)}
-        shown_before = [without_literals(_text(m.content), printed_literals(earlier_code.get(m.tool_call_id, "")))
-                        for m in _tool_results(earlier) if not m.is_error]
+        earlier_code = _code_by_call(earlier)
+        shown_before = [_shown_text(m, earlier_code) for m in _tool_results(earlier) if not m.is_error]
         sources = [request, *users, *outputs, *shown_before, *map(_code_without_literals, code.values()),
                    *self.before.ids, *self.before.columns, *_user_names(self.user_ns)]
         if not results or all(getattr(m, "is_error", False) for m in results):
